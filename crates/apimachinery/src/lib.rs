@@ -1,0 +1,14 @@
+//! Kubernetes API machinery without I/O.
+//!
+//! The vocabulary every other crate speaks: [`status::ApiError`] (what a client sees when a
+//! request fails), [`field`] errors with paths, and — in the modules below — schemas,
+//! selectors, quantities, patches and codecs. Nothing here touches a socket, a file or a clock
+//! it was not given.
+
+pub mod builtin;
+pub mod field;
+pub mod schema;
+pub mod status;
+
+pub use field::{ErrorList, FieldError, Path};
+pub use status::{ApiError, Reason};
