@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, mpsc as std_mpsc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -208,6 +209,8 @@ impl EmbeddedStore {
                     shared: writer_shared,
                     wal,
                     rx,
+                    last_batch: 1,
+                    fsync_avg: Duration::from_micros(500),
                 }
                 .run()
             })
@@ -379,6 +382,10 @@ struct Writer {
     shared: Arc<Shared>,
     wal: Wal,
     rx: std_mpsc::Receiver<Request>,
+    /// Size of the previous batch: how many writers are likely to be waiting right now.
+    last_batch: usize,
+    /// Moving average of the time a commit's fsync takes.
+    fsync_avg: Duration,
 }
 
 /// A write evaluated against the newest state, waiting for the fsync.
@@ -390,16 +397,44 @@ struct Pending {
 impl Writer {
     fn run(mut self) {
         while let Ok(first) = self.rx.recv() {
-            let mut batch = vec![first];
-            while batch.len() < self.shared.opts.max_batch {
-                match self.rx.try_recv() {
+            let batch = self.gather(first);
+            self.last_batch = batch.len();
+            self.commit(batch);
+            self.maintain();
+        }
+    }
+
+    /// Collects a batch. Writers whose previous write was just acknowledged come back within
+    /// microseconds; waiting a fraction of an fsync for them (only while the previous batch
+    /// suggests they exist) makes each fsync carry every concurrent writer instead of
+    /// alternating between a straggler and the rest.
+    fn gather(&mut self, first: Request) -> Vec<Request> {
+        let max = self.shared.opts.max_batch;
+        let mut batch = vec![first];
+        let drain = |batch: &mut Vec<Request>, rx: &std_mpsc::Receiver<Request>| {
+            while batch.len() < max {
+                match rx.try_recv() {
                     Ok(r) => batch.push(r),
                     Err(_) => break,
                 }
             }
-            self.commit(batch);
-            self.maintain();
+        };
+        drain(&mut batch, &self.rx);
+        let want = self.last_batch.min(max);
+        if batch.len() < want {
+            let deadline = Instant::now() + (self.fsync_avg / 4).min(Duration::from_micros(500));
+            while batch.len() < want {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match self.rx.recv_timeout(left) {
+                    Ok(r) => {
+                        batch.push(r);
+                        drain(&mut batch, &self.rx);
+                    }
+                    Err(_) => break,
+                }
+            }
         }
+        batch
     }
 
     fn commit(&mut self, batch: Vec<Request>) {
@@ -520,9 +555,16 @@ impl Writer {
             }
         }
 
-        if !buf.is_empty()
-            && let Err(e) = self.wal.append(&buf)
-        {
+        let fsync_started = Instant::now();
+        let appended = if buf.is_empty() {
+            Ok(())
+        } else {
+            self.wal.append(&buf)
+        };
+        if !buf.is_empty() {
+            self.fsync_avg = (self.fsync_avg * 7 + fsync_started.elapsed()) / 8;
+        }
+        if let Err(e) = appended {
             let why = format!("failed to write the log: {e}");
             tracing::error!(error = %e, "the embedded store failed a write and stops accepting writes");
             let mut index = self.shared.index.write();

@@ -1,0 +1,22 @@
+//! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
+//! same run (a real etcd, the raw store) and the ratio between them.
+//!
+//! Usage: `cargo run --release -p bench -- storage [--quick]`.
+
+mod report;
+mod storage_bench;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match args.first().map(String::as_str) {
+        Some("storage") => rt.block_on(storage_bench::run(quick)),
+        _ => {
+            eprintln!("usage: bench storage [--quick]");
+            std::process::exit(2);
+        }
+    }
+}
