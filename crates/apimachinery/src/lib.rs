@@ -7,6 +7,7 @@
 
 pub mod builtin;
 pub mod field;
+pub mod meta;
 pub mod schema;
 pub mod status;
 

@@ -1,0 +1,107 @@
+//! `/metrics`: Prometheus text with upstream's metric names —
+//! `apiserver_request_total{verb,resource,code}` and `apiserver_request_duration_seconds`.
+//!
+//! Labels never carry a cluster name: metrics must not reveal which clusters exist.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+use http::{Method, Response, StatusCode};
+use parking_lot::Mutex;
+
+use crate::response::{self, Body};
+use crate::route::Route;
+use crate::server::Query;
+
+/// Histogram buckets of request durations (seconds), upstream's set.
+const BUCKETS: &[f64] = &[0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0];
+
+#[derive(Default)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: BTreeMap<(String, String, u16), u64>,
+    durations: BTreeMap<(String, String), Histogram>,
+}
+
+/// Request metrics.
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+/// The `verb` and `resource` labels of a request, upstream style (`LIST`, `WATCH`, `GET` ...
+/// and the resource plural, empty for non-resource paths).
+pub fn labels(method: &Method, route: &Route, query: &Query) -> (String, String) {
+    match route {
+        Route::Resource(p) => {
+            let verb = match *method {
+                Method::GET if p.watch_prefix || query.flag("watch") => "WATCH",
+                Method::GET if p.name.is_none() => "LIST",
+                Method::DELETE if p.name.is_none() => "DELETECOLLECTION",
+                Method::POST => "POST",
+                Method::PUT => "PUT",
+                Method::PATCH => "PATCH",
+                Method::DELETE => "DELETE",
+                _ => "GET",
+            };
+            (verb.to_string(), p.resource.clone())
+        }
+        _ => (method.as_str().to_string(), String::new()),
+    }
+}
+
+impl Metrics {
+    pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
+        let mut m = self.inner.lock();
+        *m.requests.entry((verb.to_string(), resource.to_string(), code)).or_default() += 1;
+        // Watches last as long as the client wants: upstream leaves them out of the histogram.
+        if verb == "WATCH" {
+            return;
+        }
+        let h = m.durations.entry((verb.to_string(), resource.to_string())).or_default();
+        if h.counts.is_empty() {
+            h.counts = vec![0; BUCKETS.len()];
+        }
+        let secs = took.as_secs_f64();
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if secs <= *b {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += secs;
+        h.count += 1;
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> Response<Body> {
+        let m = self.inner.lock();
+        let mut out = String::new();
+        out.push_str("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.\n");
+        out.push_str("# TYPE apiserver_request_total counter\n");
+        for ((verb, resource, code), n) in &m.requests {
+            let _ = writeln!(out, "apiserver_request_total{{code=\"{code}\",resource=\"{resource}\",verb=\"{verb}\"}} {n}");
+        }
+        out.push_str("# HELP apiserver_request_duration_seconds Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.\n");
+        out.push_str("# TYPE apiserver_request_duration_seconds histogram\n");
+        for ((verb, resource), h) in &m.durations {
+            for (i, b) in BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "apiserver_request_duration_seconds_bucket{{resource=\"{resource}\",verb=\"{verb}\",le=\"{b}\"}} {}",
+                    h.counts[i]
+                );
+            }
+            let _ = writeln!(out, "apiserver_request_duration_seconds_bucket{{resource=\"{resource}\",verb=\"{verb}\",le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(out, "apiserver_request_duration_seconds_sum{{resource=\"{resource}\",verb=\"{verb}\"}} {}", h.sum);
+            let _ = writeln!(out, "apiserver_request_duration_seconds_count{{resource=\"{resource}\",verb=\"{verb}\"}} {}", h.count);
+        }
+        response::bytes(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", out)
+    }
+}

@@ -1,0 +1,206 @@
+//! Request routing: a request path taken apart into what it addresses.
+//!
+//! Kubernetes paths are irregular (`/api/v1/namespaces/{ns}/{res}/{name}/{sub}` next to
+//! `/apis/{group}/{version}/...`, the legacy `/watch/` prefix, a namespace's own `status` and
+//! `finalize`), so they are parsed by hand. A logical cluster is addressed by the prefix
+//! `/clusters/<name>`; the root cluster is served without one.
+//!
+//! **Architecture Invariant:** the cluster is decided here, once, from the path only — never
+//! from a query string, a header or the body — and every later step uses the decided cluster.
+
+/// The name of the root (management) cluster.
+pub const ROOT_CLUSTER: &str = "root";
+
+/// What a request path addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Version,
+    /// `/healthz`, `/livez`, `/readyz` and their sub-checks.
+    Health { kind: String, check: Option<String> },
+    Metrics,
+    OpenApiV2,
+    OpenApiV3Index,
+    /// `/openapi/v3/<path>` (e.g. `apis/apps/v1`).
+    OpenApiV3(String),
+    /// `/api`
+    CoreVersions,
+    /// `/apis`
+    Groups,
+    /// `/apis/<group>`
+    Group(String),
+    /// `/api/v1`, `/apis/<group>/<version>`
+    GroupVersion { group: String, version: String },
+    Resource(ResourcePath),
+    /// `/.well-known/openid-configuration`
+    OidcConfig,
+    /// `/openid/v1/jwks`
+    Jwks,
+    NotFound,
+}
+
+/// A path addressing a resource, a collection or a subresource.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResourcePath {
+    pub group: String,
+    pub version: String,
+    /// Empty for cluster-scoped resources and for all-namespace collections.
+    pub namespace: String,
+    pub resource: String,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    /// The deprecated `/watch/` path prefix was used.
+    pub watch_prefix: bool,
+}
+
+/// A routed request: the cluster and what it addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub cluster: String,
+    pub route: Route,
+}
+
+fn valid_segment(s: &str) -> bool {
+    !s.is_empty() && s != "." && s != ".." && !s.contains('%') && s.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// A cluster name: a DNS-1123 label.
+pub fn valid_cluster_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Routes a request path (without the query string).
+pub fn route(path: &str) -> Routed {
+    let mut cluster = ROOT_CLUSTER.to_string();
+    let mut rest = path;
+    if let Some(after) = path.strip_prefix("/clusters/") {
+        let (name, tail) = match after.find('/') {
+            Some(i) => (&after[..i], &after[i..]),
+            None => (after, ""),
+        };
+        if !valid_cluster_name(name) || name == ROOT_CLUSTER {
+            return Routed { cluster: String::new(), route: Route::NotFound };
+        }
+        cluster = name.to_string();
+        rest = if tail.is_empty() { "/" } else { tail };
+    }
+    Routed { cluster, route: route_in_cluster(rest) }
+}
+
+fn route_in_cluster(path: &str) -> Route {
+    // Empty segments (`//`) are not collapsed: upstream answers 404 for them too.
+    let trimmed = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+    let segs: Vec<&str> = trimmed.split('/').skip(1).collect();
+    if segs.iter().any(|s| !valid_segment(s)) && trimmed != "/" {
+        return Route::NotFound;
+    }
+    match segs.as_slice() {
+        ["version"] => Route::Version,
+        [kind @ ("healthz" | "livez" | "readyz")] => Route::Health { kind: kind.to_string(), check: None },
+        [kind @ ("healthz" | "livez" | "readyz"), check] => {
+            Route::Health { kind: kind.to_string(), check: Some(check.to_string()) }
+        }
+        ["metrics"] => Route::Metrics,
+        ["openapi", "v2"] => Route::OpenApiV2,
+        ["openapi", "v3"] => Route::OpenApiV3Index,
+        ["openapi", "v3", rest @ ..] => Route::OpenApiV3(rest.join("/")),
+        [".well-known", "openid-configuration"] => Route::OidcConfig,
+        ["openid", "v1", "jwks"] => Route::Jwks,
+        ["api"] => Route::CoreVersions,
+        ["api", "v1"] => Route::GroupVersion { group: String::new(), version: "v1".into() },
+        ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
+        ["apis"] => Route::Groups,
+        ["apis", g] => Route::Group(g.to_string()),
+        ["apis", g, v] => Route::GroupVersion { group: g.to_string(), version: v.to_string() },
+        ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
+        _ => Route::NotFound,
+    }
+}
+
+fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
+    let (watch_prefix, rest) = match rest {
+        ["watch", tail @ ..] => (true, tail),
+        _ => (false, rest),
+    };
+    let base = ResourcePath { group: group.into(), version: version.into(), watch_prefix, ..Default::default() };
+    let p = |ns: &str, res: &str, name: Option<&str>, sub: Option<&str>| {
+        Route::Resource(ResourcePath {
+            namespace: ns.into(),
+            resource: res.into(),
+            name: name.map(String::from),
+            subresource: sub.map(String::from),
+            ..base.clone()
+        })
+    };
+    match rest {
+        [res] => p("", res, None, None),
+        // A namespace's own subresources.
+        ["namespaces", name, sub @ ("status" | "finalize")] if group.is_empty() => p("", "namespaces", Some(name), Some(sub)),
+        ["namespaces", ns, res] => p(ns, res, None, None),
+        ["namespaces", ns, res, name] => p(ns, res, Some(name), None),
+        ["namespaces", ns, res, name, sub] => p(ns, res, Some(name), Some(sub)),
+        [res, name] => p("", res, Some(name), None),
+        [res, name, sub] => p("", res, Some(name), Some(sub)),
+        _ => Route::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(path: &str) -> ResourcePath {
+        match route(path).route {
+            Route::Resource(r) => r,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn namespaced_and_cluster_scoped_paths_are_taken_apart() {
+        let r = res("/apis/apps/v1/namespaces/default/deployments/web/scale");
+        assert_eq!(
+            (r.group.as_str(), r.namespace.as_str(), r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()),
+            ("apps", "default", "deployments", Some("web"), Some("scale"))
+        );
+        let r = res("/api/v1/nodes/n1/status");
+        assert_eq!((r.namespace.as_str(), r.resource.as_str(), r.subresource.as_deref()), ("", "nodes", Some("status")));
+        let r = res("/api/v1/namespaces/kube-system/finalize");
+        assert_eq!((r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()), ("namespaces", Some("kube-system"), Some("finalize")));
+        let r = res("/api/v1/namespaces/kube-system");
+        assert_eq!((r.resource.as_str(), r.name.as_deref()), ("namespaces", Some("kube-system")));
+        let r = res("/api/v1/watch/namespaces/default/pods");
+        assert!(r.watch_prefix);
+        assert_eq!(r.resource, "pods");
+    }
+
+    #[test]
+    fn cluster_prefixes_select_the_cluster_and_nothing_else() {
+        let r = route("/clusters/tenant-a/api/v1/namespaces/default/pods");
+        assert_eq!(r.cluster, "tenant-a");
+        assert!(matches!(r.route, Route::Resource(_)));
+        assert_eq!(route("/api/v1/pods").cluster, ROOT_CLUSTER);
+        assert_eq!(route("/clusters/a").route, Route::NotFound);
+        assert_eq!(route("/clusters/a/").route, Route::NotFound);
+        for bad in ["/clusters/A/api", "/clusters/../api", "/clusters//api", "/clusters/a%2fb/api", "/clusters/root/api"] {
+            assert_eq!(route(bad).route, Route::NotFound, "{bad}");
+        }
+    }
+
+    #[test]
+    fn version_and_health_paths_accept_a_trailing_slash() {
+        assert_eq!(route("/version/").route, Route::Version);
+        assert_eq!(route("/version").route, Route::Version);
+        assert_eq!(route("/readyz/ping").route, Route::Health { kind: "readyz".into(), check: Some("ping".into()) });
+    }
+
+    #[test]
+    fn dotted_and_empty_segments_are_not_routed() {
+        for bad in ["/api/v1/namespaces/../pods", "/api//v1/pods", "/apis/apps/v1/namespaces/a/deployments/x/y/z", "/api/v1/pods/%2e%2e"] {
+            assert_eq!(route(bad).route, Route::NotFound, "{bad}");
+        }
+    }
+}

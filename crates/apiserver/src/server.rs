@@ -1,0 +1,185 @@
+//! The API server's state and its request entry point.
+//!
+//! [`ApiServer::handle`] takes a fully read request (`http::Request<Bytes>`) and an
+//! authenticated user, routes it and answers. The HTTPS listener ([`crate::serve`]) and the
+//! in-memory transport used by in-process components ([`crate::local`]) both call it, so our own
+//! controllers exercise exactly what external clients do.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use apimachinery::status::ApiError;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use registry::catalog::Catalog;
+use registry::store::Store;
+use serde_json::json;
+
+use crate::auth::UserInfo;
+use crate::metrics::Metrics;
+use crate::response::{self, Body};
+use crate::route::{self, Route};
+use crate::{discovery, handlers, health, openapi};
+
+/// The Kubernetes version the server claims (and whose API it serves).
+pub const KUBE_VERSION: (&str, &str, &str) = ("1", "33", "v1.33.0");
+
+/// The API server.
+pub struct ApiServer {
+    pub store: Store,
+    pub catalog: Catalog,
+    pub metrics: Metrics,
+    ready: AtomicBool,
+    draining: AtomicBool,
+    pub started: Instant,
+    /// Watches end when this is notified (graceful shutdown).
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+/// Query parameters of a request.
+#[derive(Debug, Clone, Default)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(q: Option<&str>) -> Self {
+        Query(form_urlencoded::parse(q.unwrap_or("").as_bytes()).into_owned().collect())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean parameter: `true`/`1` (and a bare `?name`).
+    pub fn flag(&self, name: &str) -> bool {
+        matches!(self.get(name), Some("true" | "1" | "True" | ""))
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+}
+
+/// Everything a handler needs about the request.
+pub struct Ctx {
+    pub cluster: String,
+    pub user: UserInfo,
+    pub method: Method,
+    pub query: Query,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+    /// `Warning` headers to send back.
+    pub warnings: Vec<String>,
+}
+
+impl Ctx {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl ApiServer {
+    pub fn new(store: Store, catalog: Catalog) -> Arc<Self> {
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        Arc::new(ApiServer {
+            store,
+            catalog,
+            metrics: Metrics::default(),
+            ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            started: Instant::now(),
+            shutdown,
+        })
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
+    }
+
+    /// Starts draining: readiness fails and every watch ends.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Whether a logical cluster is served.
+    pub async fn cluster_exists(&self, cluster: &str) -> bool {
+        cluster == route::ROOT_CLUSTER || crate::clusters::exists(self, cluster).await
+    }
+
+    /// Handles one request.
+    pub async fn handle(self: &Arc<Self>, req: Request<Bytes>, user: UserInfo) -> Response<Body> {
+        let started = Instant::now();
+        let (parts, body) = req.into_parts();
+        let routed = route::route(parts.uri.path());
+        let mut ctx = Ctx {
+            cluster: routed.cluster.clone(),
+            user,
+            method: parts.method.clone(),
+            query: Query::parse(parts.uri.query()),
+            headers: parts.headers,
+            body,
+            warnings: Vec::new(),
+        };
+        let (verb, resource) = crate::metrics::labels(&ctx.method, &routed.route, &ctx.query);
+        let mut resp = match self.dispatch(&mut ctx, &routed.route).await {
+            Ok(r) => r,
+            Err(e) => response::error(&e),
+        };
+        for w in &ctx.warnings {
+            let v = format!("299 - {}", serde_json::to_string(w).unwrap_or_default());
+            if let Ok(h) = http::HeaderValue::from_str(&v) {
+                resp.headers_mut().append(header::WARNING, h);
+            }
+        }
+        resp.headers_mut().insert("cache-control", http::HeaderValue::from_static("no-cache, private"));
+        self.metrics.observe(&verb, &resource, resp.status().as_u16(), started.elapsed());
+        resp
+    }
+
+    async fn dispatch(self: &Arc<Self>, ctx: &mut Ctx, route: &Route) -> Result<Response<Body>, ApiError> {
+        if ctx.cluster.is_empty() || !self.cluster_exists(&ctx.cluster).await {
+            return Err(ApiError::no_route());
+        }
+        let get = ctx.method == Method::GET || ctx.method == Method::HEAD;
+        match route {
+            Route::Version if get => Ok(response::json(StatusCode::OK, &version_info())),
+            Route::Health { kind, check } if get => Ok(health::answer(self, kind, check.as_deref(), &ctx.query)),
+            Route::Metrics if get => Ok(self.metrics.render()),
+            Route::OpenApiV2 if get => Ok(openapi::v2(ctx)),
+            Route::OpenApiV3Index if get => openapi::v3_index(self, ctx),
+            Route::OpenApiV3(path) if get => openapi::v3_document(self, ctx, path),
+            Route::CoreVersions if get => Ok(discovery::core_versions(self, ctx)),
+            Route::Groups if get => Ok(discovery::groups(self, ctx)),
+            Route::Group(g) if get => discovery::group(self, ctx, g),
+            Route::GroupVersion { group, version } if get => discovery::resources(self, ctx, group, version),
+            Route::Resource(p) => handlers::resource(self, ctx, p).await,
+            Route::NotFound | Route::OidcConfig | Route::Jwks => Err(ApiError::no_route()),
+            _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), "")),
+        }
+    }
+}
+
+/// The `/version` document.
+pub fn version_info() -> serde_json::Value {
+    let (major, minor, git) = KUBE_VERSION;
+    json!({
+        "major": major,
+        "minor": minor,
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "minCompatibilityMajor": major,
+        "minCompatibilityMinor": "32",
+        "gitVersion": git,
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-11-30T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}

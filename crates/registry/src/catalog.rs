@@ -1,0 +1,70 @@
+//! The catalogue of served resources per logical cluster: the built-in resources (shared by
+//! every cluster) plus each cluster's custom resources.
+//!
+//! Lookups are by (cluster, group, version, plural); discovery walks everything a cluster
+//! serves. A cluster without CRDs costs nothing here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::resource::ResourceDef;
+
+/// Served resources.
+pub struct Catalog {
+    builtins: Vec<Arc<ResourceDef>>,
+    by_gvr: HashMap<(String, String, String), Arc<ResourceDef>>,
+    /// Custom resources per cluster, in CRD order.
+    custom: RwLock<HashMap<String, Vec<Arc<ResourceDef>>>>,
+}
+
+impl Catalog {
+    pub fn new(builtins: Vec<ResourceDef>) -> Self {
+        let builtins: Vec<Arc<ResourceDef>> = builtins.into_iter().map(Arc::new).collect();
+        let by_gvr = builtins
+            .iter()
+            .map(|r| ((r.group.clone(), r.version.clone(), r.plural.clone()), r.clone()))
+            .collect();
+        Catalog { builtins, by_gvr, custom: RwLock::new(HashMap::new()) }
+    }
+
+    /// The resource a request addresses, if the cluster serves it.
+    pub fn lookup(&self, cluster: &str, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        if let Some(r) = self.by_gvr.get(&(group.to_string(), version.to_string(), plural.to_string())) {
+            return Some(r.clone());
+        }
+        let custom = self.custom.read();
+        custom.get(cluster)?.iter().find(|r| r.group == group && r.version == version && r.plural == plural).cloned()
+    }
+
+    /// A built-in resource by group and plural (any version).
+    pub fn builtin(&self, group: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.builtins.iter().find(|r| r.group == group && r.plural == plural).cloned()
+    }
+
+    /// Everything a cluster serves: built-ins first, then custom resources.
+    pub fn all(&self, cluster: &str) -> Vec<Arc<ResourceDef>> {
+        let mut out = self.builtins.clone();
+        if let Some(c) = self.custom.read().get(cluster) {
+            out.extend(c.iter().cloned());
+        }
+        out
+    }
+
+    /// Replaces the custom resources of one CRD (all its served versions) in a cluster.
+    pub fn set_custom(&self, cluster: &str, group: &str, plural: &str, defs: Vec<ResourceDef>) {
+        let mut custom = self.custom.write();
+        let list = custom.entry(cluster.to_string()).or_default();
+        list.retain(|r| !(r.group == group && r.plural == plural));
+        list.extend(defs.into_iter().map(Arc::new));
+        if list.is_empty() {
+            custom.remove(cluster);
+        }
+    }
+
+    /// Forgets every custom resource of a cluster (the cluster was deleted).
+    pub fn remove_cluster(&self, cluster: &str) {
+        self.custom.write().remove(cluster);
+    }
+}

@@ -1,0 +1,597 @@
+//! The generic store: create, get, list, update, delete and watch for any resource, over
+//! storage and the watch cache (upstream's `registry/generic/registry.Store`).
+//!
+//! Everything common to all resources happens here — server-owned metadata (uid, timestamps,
+//! generation, resourceVersion), status/spec separation, optimistic concurrency, finalizers and
+//! graceful deletion, namespace checks — and the resource's [`Strategy`](crate::Strategy) adds
+//! what is special. Storage errors become API errors in [`storage_error`], the one place that
+//! translates them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::field::{ErrorList, FieldError};
+use apimachinery::meta;
+use apimachinery::status::ApiError;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use storage::{ListOptions, Storage};
+
+use crate::cache::{CachedObject, Filter, WatchCache};
+use crate::key;
+use crate::resource::ResourceDef;
+use crate::validation;
+
+/// How long a read waits for the cache to reach a requested revision before answering 504,
+/// as upstream does for "Too large resource version".
+pub const RESOURCE_VERSION_WAIT: Duration = Duration::from_secs(3);
+
+/// Where an object lives.
+#[derive(Debug, Clone, Copy)]
+pub struct Location<'a> {
+    pub cluster: &'a str,
+    /// Empty for cluster-scoped resources.
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// Options of a write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    /// `Some("status")` for writes through the status subresource.
+    pub subresource: Option<String>,
+}
+
+/// `DeleteOptions` as the store uses them.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub propagation: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+pub enum Deleted {
+    /// The object is gone; its last state.
+    Gone(Value),
+    /// The object is being deleted (finalizers or a grace period remain); its current state.
+    Pending(Value),
+}
+
+/// A list request.
+#[derive(Clone, Default)]
+pub struct ListRequest {
+    pub filter: Filter,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+    /// `resourceVersion` as the client sent it.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`: `NotOlderThan` or `Exact`.
+    pub resource_version_match: Option<String>,
+}
+
+/// A list response.
+pub struct ListResult {
+    pub items: Vec<Arc<CachedObject>>,
+    pub revision: i64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<u64>,
+}
+
+/// The generic store.
+pub struct Store {
+    pub storage: Arc<dyn Storage>,
+    pub cache: Arc<WatchCache>,
+}
+
+/// The current time as RFC 3339 (seconds).
+pub fn now() -> String {
+    meta::format_time(unix_now())
+}
+
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// Translates a storage error for a request about `res`/`name`.
+pub fn storage_error(e: storage::Error, res: &ResourceDef, name: &str) -> ApiError {
+    use storage::Error as E;
+    match e {
+        E::NotFound => ApiError::not_found(&res.plural, &res.group, name),
+        E::AlreadyExists => ApiError::already_exists(&res.plural, &res.group, name),
+        E::Conflict { .. } => ApiError::modified(&res.plural, &res.group, name),
+        E::Compacted { requested, compacted } => {
+            ApiError::expired(format!("too old resource version: {requested} ({compacted})"))
+        }
+        E::FutureRevision { requested, current } => ApiError::too_large_resource_version(requested, current),
+        E::InvalidContinue(why) => ApiError::bad_request(format!("continue key is not valid: {why}")),
+        E::InvalidArgument(why) if why.contains("over the limit") => ApiError::request_entity_too_large(why),
+        E::InvalidArgument(why) => ApiError::bad_request(why),
+        E::WatcherTooSlow(_) => ApiError::expired(e.to_string()),
+        E::Unavailable(why) => ApiError::service_unavailable(format!("storage is unavailable: {why}")),
+    }
+}
+
+fn encode(obj: &Value) -> Result<Bytes, ApiError> {
+    // resourceVersion is the storage revision: it is never stored inside the object.
+    let mut copy;
+    let to_store = if meta::metadata(obj).contains_key("resourceVersion") {
+        copy = obj.clone();
+        meta::remove(&mut copy, "resourceVersion");
+        &copy
+    } else {
+        obj
+    };
+    serde_json::to_vec(to_store).map(Bytes::from).map_err(ApiError::internal)
+}
+
+fn with_rv(mut obj: Value, rev: i64) -> Value {
+    meta::set(&mut obj, "resourceVersion", rev.to_string());
+    obj
+}
+
+fn parse_rv(rv: &str) -> Result<i64, ApiError> {
+    rv.parse::<i64>()
+        .ok()
+        .filter(|r| *r >= 0 && (rv == "0" || !rv.starts_with('0')))
+        .ok_or_else(|| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
+}
+
+fn object_key(res: &ResourceDef, loc: &Location<'_>) -> String {
+    key::object(loc.cluster, &res.group, &res.plural, if res.namespaced { loc.namespace } else { "" }, loc.name)
+}
+
+/// The parts of an object that count for `metadata.generation`: everything but metadata, and
+/// but status when status has its own endpoint.
+fn generation_relevant(obj: &Value, has_status: bool) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        if has_status {
+            m.remove("status");
+        }
+    }
+    v
+}
+
+impl Store {
+    pub fn new(storage: Arc<dyn Storage>, cache: Arc<WatchCache>) -> Self {
+        Store { storage, cache }
+    }
+
+    /// Reads the current object from storage.
+    pub async fn get(&self, res: &ResourceDef, loc: &Location<'_>) -> Result<Value, ApiError> {
+        self.get_raw(res, loc).await?.map(|(v, _)| v).ok_or_else(|| ApiError::not_found(&res.plural, &res.group, loc.name))
+    }
+
+    async fn get_raw(&self, res: &ResourceDef, loc: &Location<'_>) -> Result<Option<(Value, i64)>, ApiError> {
+        let k = object_key(res, loc);
+        let kv = self.storage.get(k.as_bytes()).await.map_err(|e| storage_error(e, res, loc.name))?;
+        Ok(kv.and_then(|kv| crate::cache::decode(&kv.value, kv.mod_revision).map(|v| (v, kv.mod_revision))))
+    }
+
+    /// Lists objects, from the cache when the request allows it, else from a storage snapshot.
+    pub async fn list(&self, res: &ResourceDef, req: &ListRequest) -> Result<ListResult, ApiError> {
+        let rv = req.resource_version.as_deref().filter(|s| !s.is_empty());
+        let rv_match = req.resource_version_match.as_deref().filter(|s| !s.is_empty());
+        if rv_match.is_some() && rv.is_none() {
+            let mut errs = ErrorList::new();
+            errs.push(FieldError::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+            return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs));
+        }
+        if let Some(m) = rv_match
+            && m != "NotOlderThan"
+            && m != "Exact"
+        {
+            let mut errs = ErrorList::new();
+            errs.push(FieldError::not_supported("resourceVersionMatch", json!(m), &["Exact", "NotOlderThan"]));
+            return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs));
+        }
+        let rv_num = rv.map(parse_rv).transpose()?;
+        let continuing = req.continue_token.as_deref().is_some_and(|t| !t.is_empty());
+        let limited = req.limit.is_some_and(|l| l > 0);
+        let exact = rv_match == Some("Exact") || (rv_match.is_none() && limited && rv_num.is_some_and(|r| r > 0));
+        let from_storage = req.filter.cluster.is_some() && (continuing || (limited && rv != Some("0")) || exact);
+        if from_storage {
+            return self.list_storage(res, req, if exact { rv_num } else { None }).await;
+        }
+        // From the cache: at least as new as the request (or the latest write, for a
+        // consistent read), with limit ignored as upstream does for cached lists.
+        let wait_for = match rv_num {
+            Some(0) => None,
+            Some(r) => Some(r),
+            None => Some(self.storage.current_revision().await.map_err(|e| storage_error(e, res, ""))?),
+        };
+        if let Some(r) = wait_for
+            && !self.cache.wait_for(r, RESOURCE_VERSION_WAIT).await
+        {
+            return Err(ApiError::too_large_resource_version(r, self.cache.revision()));
+        }
+        let (items, revision) = self.cache.list(&res.group, &res.plural, &req.filter);
+        Ok(ListResult { items, revision, continue_token: None, remaining: None })
+    }
+
+    async fn list_storage(&self, res: &ResourceDef, req: &ListRequest, at: Option<i64>) -> Result<ListResult, ApiError> {
+        let cluster = req.filter.cluster.as_deref().unwrap_or_default();
+        let ns = if res.namespaced { req.filter.namespace.as_deref().unwrap_or("") } else { "" };
+        let prefix = key::collection(cluster, &res.group, &res.plural, ns);
+        let limit = req.limit.unwrap_or(0);
+        let mut items = Vec::new();
+        let mut token = req.continue_token.clone().filter(|t| !t.is_empty());
+        let mut revision = at;
+        let map_err = |e: storage::Error| match e {
+            storage::Error::Compacted { .. } if req.continue_token.is_some() => ApiError::continue_expired(),
+            other => storage_error(other, res, ""),
+        };
+        loop {
+            let want = if limit > 0 { Some(limit - items.len()) } else { None };
+            let page = self
+                .storage
+                .list(prefix.as_bytes(), ListOptions { revision, limit: want, continue_token: token.take() })
+                .await
+                .map_err(map_err)?;
+            revision = Some(page.revision);
+            for kv in page.items {
+                let Some(value) = crate::cache::decode(&kv.value, kv.mod_revision) else { continue };
+                if req.filter.predicate.as_ref().is_none_or(|p| p(&value)) {
+                    items.push(Arc::new(CachedObject { rev: kv.mod_revision, value }));
+                }
+            }
+            match page.continue_token {
+                Some(t) if limit == 0 || items.len() < limit => token = Some(t),
+                Some(t) => {
+                    let remaining = if req.filter.predicate.is_none() { page.remaining } else { None };
+                    return Ok(ListResult { items, revision: page.revision, continue_token: Some(t), remaining });
+                }
+                None => return Ok(ListResult { items, revision: page.revision, continue_token: None, remaining: None }),
+            }
+        }
+    }
+
+    /// Checks that the namespace of a new namespaced object exists and is not terminating.
+    async fn check_namespace(&self, cluster: &str, namespace: &str) -> Result<(), ApiError> {
+        let ns = match self.cache.get("", "namespaces", cluster, "", namespace) {
+            Some(o) => Some(o.value.clone()),
+            None => {
+                let k = key::object(cluster, "", "namespaces", "", namespace);
+                let kv = self.storage.get(k.as_bytes()).await.map_err(|e| ApiError::internal(e.to_string()))?;
+                kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
+            }
+        };
+        let Some(ns) = ns else {
+            return Err(ApiError::not_found("namespaces", "", namespace));
+        };
+        let terminating = meta::deletion_timestamp(&ns).is_some()
+            || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+        if terminating {
+            let msg = format!("unable to create new content in namespace {namespace} because it is being terminated");
+            let mut e = ApiError::new(403, apimachinery::Reason::Forbidden, msg.clone());
+            e.kind = Some("namespaces".into());
+            e.name = Some(namespace.into());
+            return Err(e.with_cause("NamespaceTerminating", &msg, "metadata.namespace"));
+        }
+        Ok(())
+    }
+
+    /// Fills type and location fields of an incoming object, refusing contradictions.
+    fn normalize(&self, res: &ResourceDef, loc: &Location<'_>, obj: &mut Value, check_name: bool) -> Result<(), ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        }
+        let av = meta::api_version(obj);
+        if !av.is_empty() && av != res.api_version() {
+            let (g, _) = meta::split_api_version(av);
+            if g != res.group {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({})",
+                    res.api_version()
+                )));
+            }
+        }
+        let kind = meta::kind(obj);
+        if !kind.is_empty() && kind != res.kind {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                res.kind
+            )));
+        }
+        obj["apiVersion"] = json!(res.api_version());
+        obj["kind"] = json!(res.kind);
+        let body_ns = meta::namespace(obj).to_string();
+        if res.namespaced {
+            if !body_ns.is_empty() && body_ns != loc.namespace {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            meta::set(obj, "namespace", loc.namespace);
+        } else if !body_ns.is_empty() {
+            meta::remove(obj, "namespace");
+        }
+        if check_name && meta::name(obj) != loc.name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({})",
+                meta::name(obj),
+                loc.name
+            )));
+        }
+        meta::remove(obj, "selfLink");
+        Ok(())
+    }
+
+    fn validate(&self, res: &ResourceDef, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let mut errs = validation::object_meta(res, obj);
+        if let Some(old) = old {
+            errs.extend(validation::object_meta_update(obj, old));
+            errs.extend(res.strategy.validate_update(obj, old));
+        } else {
+            errs.extend(res.strategy.validate(obj));
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(&res.kind, &res.group, meta::name(obj), &errs))
+        }
+    }
+
+    /// Creates an object. `loc.name` is ignored: the name comes from the object (or
+    /// generateName).
+    pub async fn create(&self, res: &ResourceDef, loc: &Location<'_>, mut obj: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+        self.normalize(res, loc, &mut obj, false)?;
+        let generate = meta::name(&obj).is_empty() && !meta::generate_name(&obj).is_empty();
+        {
+            let m = meta::metadata_mut(&mut obj);
+            for f in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+                m.remove(f);
+            }
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            m.insert("creationTimestamp".into(), json!(now()));
+            m.insert("generation".into(), json!(1));
+        }
+        if res.has_status() && opts.subresource.is_none() {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+        }
+        res.strategy.prepare_for_create(&mut obj);
+        res.strategy.default(&mut obj);
+        if res.namespaced && !(res.group.is_empty() && res.plural == "namespaces") {
+            self.check_namespace(loc.cluster, loc.namespace).await?;
+        }
+        for attempt in 0..8 {
+            if generate {
+                let base = meta::generate_name(&obj).to_string();
+                meta::set(&mut obj, "name", format!("{base}{}", validation::random_suffix()));
+            }
+            self.validate(res, &obj, None)?;
+            if opts.dry_run {
+                return Ok(obj);
+            }
+            let name = meta::name(&obj).to_string();
+            let k = object_key(res, &Location { name: &name, ..*loc });
+            match self.storage.create(k.as_bytes(), encode(&obj)?).await {
+                Ok(kv) => return Ok(with_rv(obj, kv.mod_revision)),
+                Err(storage::Error::AlreadyExists) if generate && attempt < 7 => continue,
+                Err(e) => return Err(storage_error(e, res, &name)),
+            }
+        }
+        Err(ApiError::already_exists(&res.plural, &res.group, meta::name(&obj)))
+    }
+
+    /// The guaranteed update: reads the object, lets `f` compute the new one from it, writes it
+    /// if unchanged meanwhile, and retries from a fresh read otherwise. `f` gets `None` when the
+    /// object does not exist (it may then return an object to create it, as server-side apply
+    /// does, or an error). A `metadata.resourceVersion` in `f`'s result is a precondition.
+    /// Returns the stored object and whether it was created.
+    pub async fn update_with<F>(&self, res: &ResourceDef, loc: &Location<'_>, opts: &WriteOptions, mut f: F) -> Result<(Value, bool), ApiError>
+    where
+        F: FnMut(Option<&Value>) -> Result<Value, ApiError> + Send,
+    {
+        for _ in 0..32 {
+            let current = self.get_raw(res, loc).await?;
+            let Some((old, old_rev)) = current else {
+                let obj = f(None)?;
+                let created = self.create(res, loc, obj, opts).await;
+                match created {
+                    Err(e) if e.reason == apimachinery::Reason::AlreadyExists => continue,
+                    other => return other.map(|o| (o, true)),
+                }
+            };
+            let mut new = f(Some(&old))?;
+            self.normalize(res, loc, &mut new, true)?;
+            let sent_rv = meta::resource_version(&new).to_string();
+            if !sent_rv.is_empty() && sent_rv != old_rev.to_string() {
+                return Err(ApiError::modified(&res.plural, &res.group, loc.name));
+            }
+            if sent_rv.is_empty() && !res.strategy.allow_unconditional_update() {
+                let mut errs = ErrorList::new();
+                errs.push(FieldError::invalid("metadata.resourceVersion", json!(""), "must be specified for an update"));
+                return Err(ApiError::invalid(&res.kind, &res.group, loc.name, &errs));
+            }
+            let new = self.prepare_update(res, &old, new, opts)?;
+            if new == old {
+                return Ok((old, false));
+            }
+            if opts.dry_run {
+                return Ok((new, false));
+            }
+            let k = object_key(res, loc);
+            let finished = meta::deletion_timestamp(&new).is_some() && meta::finalizers(&new).is_empty();
+            let result = if finished {
+                self.storage.delete(k.as_bytes(), Some(old_rev)).await.map(|kv| with_rv(new.clone(), kv.mod_revision))
+            } else {
+                self.storage.update(k.as_bytes(), encode(&new)?, old_rev).await.map(|kv| with_rv(new, kv.mod_revision))
+            };
+            match result {
+                Ok(v) => return Ok((v, false)),
+                Err(storage::Error::Conflict { .. }) if sent_rv.is_empty() => continue,
+                Err(storage::Error::Conflict { .. }) => {
+                    return Err(ApiError::modified(&res.plural, &res.group, loc.name));
+                }
+                Err(storage::Error::NotFound) => continue,
+                Err(e) => return Err(storage_error(e, res, loc.name)),
+            }
+        }
+        Err(ApiError::conflict(&res.plural, &res.group, loc.name, "too many concurrent updates; please try again"))
+    }
+
+    /// Everything the server owns in an update, then validation.
+    fn prepare_update(&self, res: &ResourceDef, old: &Value, mut new: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+        let old_meta = meta::metadata(old).clone();
+        let new_uid = meta::uid(&new).to_string();
+        if !new_uid.is_empty() && new_uid != meta::uid(old) {
+            return Err(ApiError::conflict(
+                &res.plural,
+                &res.group,
+                meta::name(old),
+                &format!("Precondition failed: UID in precondition: {new_uid}, UID in object meta: {}", meta::uid(old)),
+            ));
+        }
+        if opts.subresource.as_deref() == Some("status") {
+            // The status endpoint changes only the status (and who manages it).
+            let status = new.get("status").cloned();
+            let managed = meta::metadata(&new).get("managedFields").cloned();
+            let mut merged = old.clone();
+            match status {
+                Some(s) => merged["status"] = s,
+                None => {
+                    if let Some(m) = merged.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if let Some(mf) = managed {
+                meta::set(&mut merged, "managedFields", mf);
+            }
+            new = merged;
+        } else if res.has_status() {
+            match old.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        {
+            let m = meta::metadata_mut(&mut new);
+            for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+                match old_meta.get(f) {
+                    Some(v) => {
+                        m.insert(f.into(), v.clone());
+                    }
+                    None => {
+                        m.remove(f);
+                    }
+                }
+            }
+            m.remove("resourceVersion");
+        }
+        if meta::deletion_timestamp(old).is_some() {
+            let old_f = meta::finalizers(old);
+            let added: Vec<String> = meta::finalizers(&new).into_iter().filter(|f| !old_f.contains(f)).collect();
+            if !added.is_empty() {
+                let mut errs = ErrorList::new();
+                errs.push(FieldError::forbidden(
+                    "metadata.finalizers",
+                    format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+                ));
+                return Err(ApiError::invalid(&res.kind, &res.group, meta::name(old), &errs));
+            }
+        }
+        if opts.subresource.is_none() {
+            res.strategy.prepare_for_update(&mut new, old);
+            res.strategy.default(&mut new);
+        }
+        let mut old_cmp = old.clone();
+        meta::remove(&mut old_cmp, "resourceVersion");
+        if generation_relevant(&new, res.has_status()) != generation_relevant(&old_cmp, res.has_status()) {
+            let g = meta::generation(old).max(1) + 1;
+            meta::set(&mut new, "generation", g);
+        }
+        self.validate(res, &new, Some(old))?;
+        // Compare without resourceVersion so a no-op write is recognised.
+        if new == old_cmp {
+            return Ok(old.clone());
+        }
+        Ok(new)
+    }
+
+    /// Deletes an object: at once when nothing holds it, else by marking it (deletionTimestamp,
+    /// and the propagation finalizer) for the garbage collector and finalizers to finish.
+    pub async fn delete(&self, res: &ResourceDef, loc: &Location<'_>, opts: &DeleteOptions) -> Result<Deleted, ApiError> {
+        let k = object_key(res, loc);
+        for _ in 0..32 {
+            let Some((cur, rev)) = self.get_raw(res, loc).await? else {
+                return Err(ApiError::not_found(&res.plural, &res.group, loc.name));
+            };
+            if let Some(uid) = &opts.precondition_uid
+                && uid != meta::uid(&cur)
+            {
+                return Err(ApiError::conflict(
+                    &res.plural,
+                    &res.group,
+                    loc.name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&cur)),
+                ));
+            }
+            if let Some(want) = &opts.precondition_rv
+                && *want != rev.to_string()
+            {
+                return Err(ApiError::conflict(
+                    &res.plural,
+                    &res.group,
+                    loc.name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rev}"
+                    ),
+                ));
+            }
+            let propagation_finalizer = match opts.propagation.as_deref() {
+                Some("Foreground") => Some("foregroundDeletion"),
+                Some("Orphan") => Some("orphan"),
+                _ => None,
+            };
+            let mut finalizers = meta::finalizers(&cur);
+            if finalizers.is_empty() && propagation_finalizer.is_none() {
+                if opts.dry_run {
+                    return Ok(Deleted::Gone(cur));
+                }
+                match self.storage.delete(k.as_bytes(), Some(rev)).await {
+                    Ok(kv) => return Ok(Deleted::Gone(with_rv(cur, kv.mod_revision))),
+                    Err(storage::Error::Conflict { .. } | storage::Error::NotFound) => continue,
+                    Err(e) => return Err(storage_error(e, res, loc.name)),
+                }
+            }
+            let mut next = cur.clone();
+            if let Some(f) = propagation_finalizer
+                && !finalizers.iter().any(|x| x == f)
+            {
+                finalizers.retain(|x| x != "orphan" && x != "foregroundDeletion");
+                finalizers.push(f.to_string());
+            }
+            meta::set_finalizers(&mut next, finalizers);
+            if meta::deletion_timestamp(&cur).is_none() {
+                meta::set(&mut next, "deletionTimestamp", now());
+                meta::set(&mut next, "deletionGracePeriodSeconds", opts.grace_period_seconds.unwrap_or(0).max(0));
+            }
+            meta::remove(&mut next, "resourceVersion");
+            let mut cur_cmp = cur.clone();
+            meta::remove(&mut cur_cmp, "resourceVersion");
+            if next == cur_cmp || opts.dry_run {
+                return Ok(Deleted::Pending(if opts.dry_run { next } else { cur }));
+            }
+            match self.storage.update(k.as_bytes(), encode(&next)?, rev).await {
+                Ok(kv) => return Ok(Deleted::Pending(with_rv(next, kv.mod_revision))),
+                Err(storage::Error::Conflict { .. } | storage::Error::NotFound) => continue,
+                Err(e) => return Err(storage_error(e, res, loc.name)),
+            }
+        }
+        Err(ApiError::conflict(&res.plural, &res.group, loc.name, "too many concurrent updates; please try again"))
+    }
+}
