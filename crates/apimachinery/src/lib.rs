@@ -7,8 +7,10 @@
 
 pub mod builtin;
 pub mod field;
+pub mod labels;
 pub mod schema;
 pub mod status;
+pub mod validation;
 
 pub use field::{ErrorList, FieldError, Path};
 pub use status::{ApiError, Reason};
