@@ -7,6 +7,7 @@
 
 pub mod builtin;
 pub mod field;
+pub mod fields;
 pub mod labels;
 pub mod schema;
 pub mod status;
