@@ -9,6 +9,7 @@ pub mod builtin;
 pub mod field;
 pub mod fields;
 pub mod labels;
+pub mod quantity;
 pub mod schema;
 pub mod status;
 pub mod validation;
