@@ -25,12 +25,10 @@ fn type_error(path: &Path, v: &Value, want: &str) -> FieldError {
     FieldError::type_invalid(path, v.clone(), format!("must be of type {want}"))
 }
 
-/// Upstream `ValidateLabels`: keys must be qualified names and values label values; errors are
-/// reported at `path` itself (not per key), as upstream does. Keys are checked in sorted order.
-pub(crate) fn validate_labels_map(
-    labels: &serde_json::Map<String, Value>,
-    path: &Path,
-) -> ErrorList {
+/// Upstream `ValidateLabels` over a JSON labels object (`metadata.labels`, `matchLabels`):
+/// keys must be qualified names and values label values. Errors are reported at `path` itself
+/// (not per key), as upstream does; keys are checked in sorted order.
+pub fn validate_labels(labels: &serde_json::Map<String, Value>, path: &Path) -> ErrorList {
     let mut errs = ErrorList::new();
     let mut keys: Vec<&String> = labels.keys().collect();
     keys.sort();
@@ -67,7 +65,7 @@ pub fn validate_label_selector(
     };
     match obj.get("matchLabels") {
         None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => errs.extend(validate_labels_map(m, &path.child("matchLabels"))),
+        Some(Value::Object(m)) => errs.extend(validate_labels(m, &path.child("matchLabels"))),
         Some(other) => errs.push(type_error(&path.child("matchLabels"), other, "object")),
     }
     let exprs_path = path.child("matchExpressions");

@@ -22,7 +22,9 @@ use serde_json::Value;
 use crate::field::{ErrorList, FieldError, Path};
 use crate::validation::{is_qualified_name, is_valid_label_value};
 
-pub use label_selector::{LabelSelectorOptions, label_selector_from_json, validate_label_selector};
+pub use label_selector::{
+    LabelSelectorOptions, label_selector_from_json, validate_label_selector, validate_labels,
+};
 pub use parser::ParseError;
 
 /// How a requirement relates a key to its values (upstream `selection.Operator`).
