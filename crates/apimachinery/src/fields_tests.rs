@@ -157,3 +157,40 @@ fn object_meta_fields_cover_name_and_namespace() {
         set(&[("metadata.name", "web")])
     );
 }
+
+#[test]
+fn any_accepted_field_selector_round_trips_and_nothing_panics() {
+    let alphabet = b"ab.=!,\\ ";
+    let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut accepted = 0;
+    for _ in 0..50_000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let len = (seed % 10) as usize;
+        let s: String = (0..len)
+            .map(|i| char::from(alphabet[((seed >> (i * 6)) as usize) % alphabet.len()]))
+            .collect();
+        let Ok(sel) = FieldSelector::parse(&s) else {
+            continue;
+        };
+        accepted += 1;
+        // Terms sort by source text, so `==` printed as `=` may reorder them; the printed form
+        // parses back to the same terms.
+        let printed = sel.to_string();
+        let again = FieldSelector::parse(&printed).expect("printed form parses");
+        let key = |r: &FieldRequirement| {
+            (
+                r.field.clone(),
+                r.operator == FieldOperator::Equals,
+                r.value.clone(),
+            )
+        };
+        let mut a: Vec<_> = sel.requirements().iter().map(key).collect();
+        let mut b: Vec<_> = again.requirements().iter().map(key).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{s:?} -> {printed:?}");
+    }
+    assert!(accepted > 500, "only {accepted} accepted");
+}

@@ -272,3 +272,36 @@ fn label_selector_type_errors_do_not_panic() {
         assert!(label_selector_from_json(&bad, &p).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn any_accepted_selector_round_trips_through_its_canonical_form() {
+    let alphabet = b"ab=!(),<> 1-";
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut accepted = 0;
+    for _ in 0..50_000 {
+        let mut s = String::new();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let len = (seed % 12) as usize;
+        for i in 0..len {
+            let pick = ((seed >> (i * 5)) as usize + i * 7) % (alphabet.len() + 2);
+            match pick {
+                p if p < alphabet.len() => s.push(char::from(alphabet[p])),
+                p if p == alphabet.len() => s.push_str(" in "),
+                _ => s.push_str(" notin "),
+            }
+        }
+        let Ok(sel) = Selector::parse(&s) else {
+            continue;
+        };
+        accepted += 1;
+        let printed = sel.to_string();
+        assert_eq!(
+            Selector::parse(&printed).map(|s| s.to_string()),
+            Ok(printed.clone()),
+            "{s:?}"
+        );
+    }
+    assert!(accepted > 500, "only {accepted} accepted");
+}

@@ -508,3 +508,38 @@ fn json_reads_strings_with_spaces_and_bare_numbers() {
     );
     assert!(serde_json::from_str::<Quantity>("\"abc\"").is_err());
 }
+
+/// A small deterministic generator for property tests.
+fn strings(alphabet: &[u8], count: usize, max_len: usize) -> Vec<String> {
+    let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (0..count)
+        .map(|_| {
+            let len = (next() % (max_len as u64 + 1)) as usize;
+            (0..len)
+                .map(|_| char::from(alphabet[(next() % alphabet.len() as u64) as usize]))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn any_parsed_quantity_prints_a_string_that_parses_back_to_it() {
+    let mut parsed = 0;
+    for s in strings(b"0123456789.+-eEinumkKMGTP", 50_000, 10) {
+        let Ok(v) = Quantity::parse(&s) else { continue };
+        parsed += 1;
+        for printed in [v.to_string(), v.canonical()] {
+            let back =
+                Quantity::parse(&printed).unwrap_or_else(|e| panic!("{s} -> {printed}: {e}"));
+            assert_eq!(back, v, "{s} -> {printed}");
+        }
+        assert_eq!(v.add(&v).sub(&v), v, "{s}");
+    }
+    assert!(parsed > 1_000, "only {parsed} inputs parsed");
+}
