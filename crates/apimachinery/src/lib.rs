@@ -2,14 +2,20 @@
 //!
 //! The vocabulary every other crate speaks: [`status::ApiError`] (what a client sees when a
 //! request fails), [`field`] errors with paths, and — in the modules below — schemas,
-//! selectors, quantities, patches and codecs. Nothing here touches a socket, a file or a clock
-//! it was not given.
+//! [`labels`] and [`fields`] selectors, resource [`quantity`] values, name [`validation`],
+//! [`objectmeta`] validation, patches and codecs. Nothing here touches a socket, a file or a
+//! clock (or a random source) it was not given.
 
 pub mod builtin;
 pub mod field;
+pub mod fields;
+pub mod labels;
 pub mod meta;
+pub mod objectmeta;
+pub mod quantity;
 pub mod schema;
 pub mod status;
+pub mod validation;
 
 pub use field::{ErrorList, FieldError, Path};
 pub use status::{ApiError, Reason};
