@@ -420,7 +420,9 @@ impl Store {
                 return Ok((new, false));
             }
             let k = object_key(res, loc);
-            let finished = meta::deletion_timestamp(&new).is_some() && meta::finalizers(&new).is_empty();
+            let finished = meta::deletion_timestamp(&new).is_some()
+                && meta::finalizers(&new).is_empty()
+                && !res.strategy.deletion_pending(&new);
             let result = if finished {
                 self.storage.delete(k.as_bytes(), Some(old_rev)).await.map(|kv| with_rv(new.clone(), kv.mod_revision))
             } else {
@@ -558,7 +560,7 @@ impl Store {
                 _ => None,
             };
             let mut finalizers = meta::finalizers(&cur);
-            if finalizers.is_empty() && propagation_finalizer.is_none() {
+            if finalizers.is_empty() && propagation_finalizer.is_none() && !res.strategy.deletion_pending(&cur) {
                 if opts.dry_run {
                     return Ok(Deleted::Gone(cur));
                 }
@@ -579,6 +581,7 @@ impl Store {
             if meta::deletion_timestamp(&cur).is_none() {
                 meta::set(&mut next, "deletionTimestamp", now());
                 meta::set(&mut next, "deletionGracePeriodSeconds", opts.grace_period_seconds.unwrap_or(0).max(0));
+                res.strategy.on_deletion(&mut next);
             }
             meta::remove(&mut next, "resourceVersion");
             let mut cur_cmp = cur.clone();

@@ -8,16 +8,7 @@
 use apimachinery::field::ErrorList;
 use serde_json::Value;
 
-/// How `metadata.name` is validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
-    /// DNS-1123 subdomain (most resources).
-    Subdomain,
-    /// DNS-1123 label (namespaces, services).
-    Label,
-    /// Any name that is a valid path segment (RBAC roles: `system:basic-user`).
-    PathSegment,
-}
+pub use apimachinery::validation::NameRule;
 
 /// Per-resource behaviour.
 pub trait Strategy: Send + Sync + 'static {
@@ -43,7 +34,7 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// The name rule for `metadata.name`.
     fn name_rule(&self) -> NameRule {
-        NameRule::Subdomain
+        NameRule::DnsSubdomain
     }
 
     /// Field selectors this resource supports beyond `metadata.name` and `metadata.namespace`.
@@ -60,6 +51,15 @@ pub trait Strategy: Send + Sync + 'static {
     fn warnings(&self, _obj: &Value) -> Vec<String> {
         Vec::new()
     }
+
+    /// Whether something beyond `metadata.finalizers` still holds the object's deletion
+    /// (a namespace's `spec.finalizers`).
+    fn deletion_pending(&self, _obj: &Value) -> bool {
+        false
+    }
+
+    /// Marks an object whose deletion has begun (a namespace becomes Terminating).
+    fn on_deletion(&self, _obj: &mut Value) {}
 
     /// Whether an update without `metadata.resourceVersion` is allowed (most resources).
     fn allow_unconditional_update(&self) -> bool {

@@ -19,7 +19,7 @@ pub struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
     fn name_rule(&self) -> NameRule {
-        NameRule::Label
+        NameRule::DnsLabel
     }
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({"phase": "Active"});
@@ -38,6 +38,12 @@ impl Strategy for NamespaceStrategy {
             }
         }
     }
+    fn deletion_pending(&self, obj: &Value) -> bool {
+        obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+    }
+    fn on_deletion(&self, obj: &mut Value) {
+        obj["status"]["phase"] = json!("Terminating");
+    }
     fn field_names(&self) -> &[&'static str] {
         &["status.phase"]
     }
@@ -54,7 +60,7 @@ pub struct ServiceStrategy;
 
 impl Strategy for ServiceStrategy {
     fn name_rule(&self) -> NameRule {
-        NameRule::Label
+        NameRule::Dns1035Label
     }
 }
 

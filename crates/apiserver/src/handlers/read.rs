@@ -1,0 +1,215 @@
+//! get, list and watch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::field::{ErrorList, FieldError};
+use apimachinery::status::ApiError;
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use registry::ResourceDef;
+use registry::cache::{Start, WatchItem};
+use registry::store::{ListRequest, Location, RESOURCE_VERSION_WAIT};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::render;
+use crate::negotiate::Output;
+use crate::response::{self, Body};
+use crate::route::ResourcePath;
+use crate::server::{ApiServer, Ctx};
+use crate::table;
+
+pub async fn get(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+    let obj = match ctx.query.get("resourceVersion") {
+        Some("0") => match server.store.cache.get(&res.group, &res.plural, loc.cluster, loc.namespace, loc.name) {
+            Some(o) => o.value.clone(),
+            None => server.store.get(res, loc).await?,
+        },
+        _ => server.store.get(res, loc).await?,
+    };
+    render::object(ctx, res, StatusCode::OK, &obj)
+}
+
+fn parse_limit(ctx: &Ctx) -> Result<Option<usize>, ApiError> {
+    match ctx.query.get("limit").filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => match s.parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(Some(n as usize)),
+            _ => {
+                let mut errs = ErrorList::new();
+                errs.push(FieldError::invalid("limit", json!(s), "must be a non-negative integer"));
+                Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs))
+            }
+        },
+    }
+}
+
+pub async fn list(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p: &ResourcePath) -> Result<Response<Body>, ApiError> {
+    let filter = super::filter(res, ctx, p)?;
+    let continue_token = ctx.query.get("continue").filter(|s| !s.is_empty()).map(String::from);
+    let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty()).map(String::from);
+    if continue_token.is_some() && rv.as_deref().is_some_and(|r| r != "0") {
+        return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+    }
+    let req = ListRequest {
+        filter,
+        limit: parse_limit(ctx)?,
+        continue_token,
+        resource_version: rv,
+        resource_version_match: ctx.query.get("resourceVersionMatch").map(String::from),
+    };
+    let out = server.store.list(res, &req).await?;
+    let md = render::list_metadata(out.revision, out.continue_token.as_deref(), out.remaining);
+    render::list(ctx, res, &out.items, md)
+}
+
+/// Upstream's default watch timeout is random between 30 and 60 minutes.
+fn default_timeout() -> Duration {
+    Duration::from_secs(1800 + rand_secs(1800))
+}
+
+fn rand_secs(max: u64) -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    u64::from(nanos) % max
+}
+
+pub async fn watch(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p: &ResourcePath) -> Result<Response<Body>, ApiError> {
+    let filter = super::filter(res, ctx, p)?;
+    let out = render::output(ctx)?;
+    let bookmarks = ctx.query.flag("allowWatchBookmarks");
+    let initial = ctx.query.get("sendInitialEvents").map(|v| v == "true" || v == "1");
+    let rv_match = ctx.query.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty());
+    if initial.is_some() || rv_match.is_some() {
+        let mut errs = ErrorList::new();
+        if initial.is_some() && rv_match != Some("NotOlderThan") {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        } else if initial.is_none() && rv_match.is_some() {
+            errs.push(FieldError::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+        }
+        if initial == Some(true) && !bookmarks {
+            errs.push(FieldError::forbidden("allowWatchBookmarks", "allowWatchBookmarks must be set to true when sendInitialEvents is true"));
+        }
+        if !errs.is_empty() {
+            return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs));
+        }
+    }
+    let parse_rv = |s: &str| s.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")));
+    let cache = &server.store.cache;
+    // Wait until the cache has what the client has seen (or the latest write for a
+    // consistent start).
+    let need = match rv {
+        Some("0") => None,
+        Some(s) => Some(parse_rv(s)?),
+        None => Some(server.store.storage.current_revision().await.map_err(|e| registry::store::storage_error(e, res, ""))?),
+    };
+    if let Some(n) = need
+        && !cache.wait_for(n, RESOURCE_VERSION_WAIT).await
+    {
+        return Err(ApiError::too_large_resource_version(n, cache.revision()));
+    }
+    let start = match (initial, rv) {
+        (Some(true), _) => Start::Current { end_marker: true },
+        (_, None | Some("0")) => Start::Current { end_marker: false },
+        (_, Some(s)) => Start::After(parse_rv(s)?),
+    };
+    let handle = cache.watch(&res.group, &res.plural, filter, start, bookmarks || initial == Some(true))?;
+    let timeout = match ctx.query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()) {
+        Some(s) => Duration::from_secs(s),
+        None => default_timeout(),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let res = res.clone();
+    let mut shutdown = server.shutdown.subscribe();
+    let table_ctx = TableCtx { include: ctx.query.get("includeObject").map(String::from) };
+    let api_version = res.api_version();
+    tokio::spawn(async move {
+        let mut handle = handle;
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut first_table = true;
+        loop {
+            let item = tokio::select! {
+                item = handle.rx.recv() => item,
+                () = &mut deadline => None,
+                _ = shutdown.changed() => None,
+                () = tx.closed() => None,
+            };
+            let Some(item) = item else { break };
+            let (line, end) = match item {
+                WatchItem::Event(ty, obj) => {
+                    let object = match out {
+                        Output::Table => {
+                            let t = table_ctx.table(&res, &obj.value, first_table);
+                            first_table = false;
+                            t
+                        }
+                        Output::Metadata => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.value.get("metadata").cloned().unwrap_or(json!({}))}),
+                        _ => obj.value.clone(),
+                    };
+                    (event_line(ty.as_str(), &object), false)
+                }
+                WatchItem::Bookmark(rev) => (event_line("BOOKMARK", &bookmark(&res.kind, &api_version, rev, false)), false),
+                WatchItem::InitialEventsEnd(rev) => (event_line("BOOKMARK", &bookmark(&res.kind, &api_version, rev, true)), false),
+                WatchItem::Error(e) => (event_line("ERROR", &e.to_status()), true),
+            };
+            if tx.send(line).await.is_err() || end {
+                break;
+            }
+        }
+    });
+    Ok(response::stream("application/json", rx))
+}
+
+struct TableCtx {
+    include: Option<String>,
+}
+
+impl TableCtx {
+    fn table(&self, res: &ResourceDef, obj: &Value, with_columns: bool) -> Value {
+        let mut q = Vec::new();
+        if let Some(i) = &self.include {
+            q.push(("includeObject".to_string(), i.clone()));
+        }
+        let ctx = Ctx {
+            cluster: String::new(),
+            user: crate::auth::UserInfo::default(),
+            method: http::Method::GET,
+            query: crate::server::Query(q),
+            headers: http::HeaderMap::new(),
+            body: Bytes::new(),
+            warnings: Vec::new(),
+        };
+        let md = json!({"resourceVersion": apimachinery::meta::resource_version(obj)});
+        table::table(res, std::slice::from_ref(obj), &ctx, md, with_columns)
+    }
+}
+
+fn bookmark(kind: &str, api_version: &str, rev: i64, initial_end: bool) -> Value {
+    let mut md = json!({"resourceVersion": rev.to_string()});
+    if initial_end {
+        md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": kind, "apiVersion": api_version, "metadata": md})
+}
+
+fn event_line(ty: &str, object: &Value) -> Bytes {
+    let mut buf = Vec::with_capacity(256);
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(ty.as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    if serde_json::to_writer(&mut buf, object).is_err() {
+        buf.extend_from_slice(b"{}");
+    }
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
+}
+
+/// Marks a successful response.
+pub fn ok_status() -> StatusCode {
+    StatusCode::OK
+}

@@ -1,0 +1,244 @@
+//! create, update, patch, delete and deletecollection.
+
+use std::sync::Arc;
+
+use apimachinery::meta;
+use apimachinery::status::ApiError;
+use http::{Response, StatusCode};
+use registry::ResourceDef;
+use registry::store::{DeleteOptions, Deleted, ListRequest, Location, WriteOptions};
+use serde_json::{Value, json};
+
+use super::render;
+use crate::codec;
+use crate::negotiate::{self, BodyType};
+use crate::patching;
+use crate::response::Body;
+use crate::route::ResourcePath;
+use crate::server::{ApiServer, Ctx};
+
+/// Options every write shares.
+pub struct Write {
+    pub opts: WriteOptions,
+    pub manager: String,
+    pub validation: FieldValidation,
+}
+
+/// `fieldValidation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    Strict,
+    Warn,
+    Ignore,
+}
+
+/// Reads the query parameters every write shares.
+pub fn write_params(ctx: &Ctx, subresource: Option<&str>) -> Result<Write, ApiError> {
+    let dry_run = super::dry_run(ctx)?;
+    let manager = match ctx.query.get("fieldManager").filter(|s| !s.is_empty()) {
+        Some(m) if m.len() > 128 => {
+            return Err(ApiError::bad_request("fieldManager: Too long: must have at most 128 bytes"));
+        }
+        Some(m) => m.to_string(),
+        None => default_manager(ctx),
+    };
+    let validation = match ctx.query.get("fieldValidation") {
+        None | Some("") | Some("Warn") => FieldValidation::Warn,
+        Some("Strict") => FieldValidation::Strict,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got {other:?}"
+            )));
+        }
+    };
+    Ok(Write { opts: WriteOptions { dry_run, subresource: subresource.map(String::from) }, manager, validation })
+}
+
+/// The manager name when none is given: the user agent's program name, as upstream does.
+fn default_manager(ctx: &Ctx) -> String {
+    let ua = ctx.header("user-agent").unwrap_or("unknown");
+    let prog = ua.split('/').next().unwrap_or(ua);
+    prog.chars().take(128).collect()
+}
+
+/// Reports unknown fields per `fieldValidation` (Strict: 400; Warn: warning headers).
+pub fn check_fields(ctx: &mut Ctx, res: &ResourceDef, obj: &Value, v: FieldValidation) -> Result<(), ApiError> {
+    if v == FieldValidation::Ignore {
+        return Ok(());
+    }
+    let unknown = crate::fields::unknown(res, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    match v {
+        FieldValidation::Strict => {
+            let msgs: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+            Err(ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", "))))
+        }
+        _ => {
+            for f in unknown {
+                ctx.warnings.push(format!("unknown field \"{f}\""));
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn create(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+    let w = write_params(ctx, None)?;
+    let mut obj = codec::decode_object(ctx)?;
+    check_fields(ctx, res, &obj, w.validation)?;
+    crate::fields::prune(res, &mut obj);
+    patching::track_update(res, None, &mut obj, &w.manager, None);
+    let created = server.store.create(res, loc, obj, &w.opts).await?;
+    ctx.warnings.extend(res.strategy.warnings(&created));
+    render::object(ctx, res, StatusCode::CREATED, &created)
+}
+
+pub async fn update(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+    subresource: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let w = write_params(ctx, subresource)?;
+    let mut obj = codec::decode_object(ctx)?;
+    check_fields(ctx, res, &obj, w.validation)?;
+    crate::fields::prune(res, &mut obj);
+    let manager = w.manager.clone();
+    let (stored, created) = server
+        .store
+        .update_with(res, loc, &w.opts, |cur| {
+            let mut new = obj.clone();
+            match cur {
+                None => Err(ApiError::not_found(&res.plural, &res.group, loc.name)),
+                Some(cur) => {
+                    patching::track_update(res, Some(cur), &mut new, &manager, subresource);
+                    Ok(new)
+                }
+            }
+        })
+        .await?;
+    render::object(ctx, res, if created { StatusCode::CREATED } else { StatusCode::OK }, &stored)
+}
+
+pub async fn patch(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+    subresource: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let ty = negotiate::body_type(ctx.header("content-type"));
+    let w = write_params(ctx, subresource)?;
+    let kind = patching::patch_kind(res, ty, ctx.header("content-type").unwrap_or(""))?;
+    if ctx.body.is_empty() {
+        return Err(ApiError::bad_request("the body of the request was empty"));
+    }
+    let force = ctx.query.get("force");
+    if force.is_some() && ty != BodyType::ApplyPatch {
+        return Err(ApiError::bad_request("force may not be specified for non-apply patch"));
+    }
+    let force = ctx.query.flag("force");
+    if ty == BodyType::ApplyPatch && ctx.query.get("fieldManager").is_none_or(str::is_empty) {
+        return Err(ApiError::invalid(
+            "PatchOptions",
+            "meta.k8s.io",
+            "",
+            &vec![apimachinery::FieldError::required("fieldManager", "is required for apply patch")].into(),
+        ));
+    }
+    let body = match ty {
+        BodyType::ApplyPatch => codec::yaml(&ctx.body)?,
+        _ => serde_json::from_slice::<Value>(&ctx.body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+    };
+    if ty == BodyType::ApplyPatch {
+        check_fields(ctx, res, &body, w.validation)?;
+    }
+    let manager = w.manager.clone();
+    let (stored, created) = server
+        .store
+        .update_with(res, loc, &w.opts, |cur| {
+            patching::apply(res, kind, cur, &body, &manager, subresource, force, loc)
+        })
+        .await?;
+    if ty != BodyType::ApplyPatch {
+        check_fields(ctx, res, &stored, w.validation)?;
+    }
+    render::object(ctx, res, if created { StatusCode::CREATED } else { StatusCode::OK }, &stored)
+}
+
+/// `DeleteOptions` from the body (JSON or protobuf) and the query.
+pub fn delete_options(ctx: &Ctx) -> Result<DeleteOptions, ApiError> {
+    let mut o = DeleteOptions { dry_run: super::dry_run(ctx)?, ..Default::default() };
+    if !ctx.body.is_empty() {
+        let v = codec::decode_object(ctx)?;
+        if let Some(p) = v.get("propagationPolicy").and_then(Value::as_str) {
+            o.propagation = Some(p.to_string());
+        }
+        if let Some(g) = v.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            o.grace_period_seconds = Some(g);
+        }
+        if v.get("orphanDependents").and_then(Value::as_bool) == Some(true) && o.propagation.is_none() {
+            o.propagation = Some("Orphan".into());
+        }
+        if let Some(pre) = v.get("preconditions") {
+            o.precondition_uid = pre.get("uid").and_then(Value::as_str).map(String::from);
+            o.precondition_rv = pre.get("resourceVersion").and_then(Value::as_str).map(String::from);
+        }
+        if v.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All")) {
+            o.dry_run = true;
+        }
+    }
+    if let Some(p) = ctx.query.get("propagationPolicy").filter(|s| !s.is_empty()) {
+        o.propagation = Some(p.to_string());
+    }
+    if let Some(g) = ctx.query.get("gracePeriodSeconds").and_then(|s| s.parse().ok()) {
+        o.grace_period_seconds = Some(g);
+    }
+    if ctx.query.get("orphanDependents") == Some("true") && o.propagation.is_none() {
+        o.propagation = Some("Orphan".into());
+    }
+    if let Some(p) = &o.propagation
+        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+    {
+        return Err(ApiError::invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            &vec![apimachinery::FieldError::not_supported("propagationPolicy", json!(p), &["Foreground", "Background", "Orphan"])]
+                .into(),
+        ));
+    }
+    Ok(o)
+}
+
+pub async fn delete(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+    let opts = delete_options(ctx)?;
+    let result = server.store.delete(res, loc, &opts).await?;
+    let obj = match result {
+        Deleted::Gone(o) | Deleted::Pending(o) => o,
+    };
+    render::object(ctx, res, StatusCode::OK, &obj)
+}
+
+pub async fn delete_collection(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p: &ResourcePath) -> Result<Response<Body>, ApiError> {
+    let opts = delete_options(ctx)?;
+    let filter = super::filter(res, ctx, p)?;
+    let listed = server.store.list(res, &ListRequest { filter, ..Default::default() }).await?;
+    let mut deleted = Vec::new();
+    for o in &listed.items {
+        let name = meta::name(&o.value).to_string();
+        let ns = meta::namespace(&o.value).to_string();
+        let loc = Location { cluster: &ctx.cluster, namespace: &ns, name: &name };
+        match server.store.delete(res, &loc, &opts).await {
+            Ok(Deleted::Gone(v) | Deleted::Pending(v)) => deleted.push(Arc::new(registry::cache::CachedObject { rev: 0, value: v })),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let rev = server.store.cache.revision();
+    render::list(ctx, res, &deleted, render::list_metadata(rev, None, None))
+}
