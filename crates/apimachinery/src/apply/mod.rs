@@ -1,0 +1,2 @@
+//! Server-side apply.
+pub mod value;
