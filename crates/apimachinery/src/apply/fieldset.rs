@@ -44,11 +44,7 @@ impl FieldSet {
             [last] => {
                 self.members.insert(last.clone());
             }
-            [first, rest @ ..] => self
-                .children
-                .entry(first.clone())
-                .or_default()
-                .insert(rest),
+            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
         }
     }
 
@@ -101,11 +97,7 @@ impl FieldSet {
 
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
         let mut out = FieldSet::new();
-        out.members = self
-            .members
-            .intersection(&other.members)
-            .cloned()
-            .collect();
+        out.members = self.members.intersection(&other.members).cloned().collect();
         for (pe, c) in &self.children {
             if let Some(o) = other.children.get(pe) {
                 out.set_child(pe.clone(), c.intersection(o));

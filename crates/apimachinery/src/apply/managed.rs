@@ -217,7 +217,12 @@ pub(crate) fn encode(managers: &Managers) -> Vec<ManagedFieldsEntry> {
     out.sort_by(|p, q| {
         p.operation
             .cmp(&q.operation)
-            .then_with(|| p.time.as_deref().unwrap_or("").cmp(q.time.as_deref().unwrap_or("")))
+            .then_with(|| {
+                p.time
+                    .as_deref()
+                    .unwrap_or("")
+                    .cmp(q.time.as_deref().unwrap_or(""))
+            })
             .then_with(|| p.manager.cmp(&q.manager))
             .then_with(|| p.api_version.cmp(&q.api_version))
             .then_with(|| p.subresource.cmp(&q.subresource))
@@ -241,7 +246,8 @@ pub(crate) fn cap_update_managers(managers: &mut Managers) {
     updaters.sort_by(|a, b| {
         let ta = managers[a].time.clone().unwrap_or_default();
         let tb = managers[b].time.clone().unwrap_or_default();
-        ta.cmp(&tb).then_with(|| a.identifier().cmp(&b.identifier()))
+        ta.cmp(&tb)
+            .then_with(|| a.identifier().cmp(&b.identifier()))
     });
     let mut first_for_version: std::collections::BTreeMap<String, ManagerId> = Default::default();
     let mut length = updaters.len();
@@ -301,7 +307,10 @@ mod tests {
         let back: ManagedFieldsEntry =
             serde_json::from_value(serde_json::to_value(&with_sub).unwrap()).unwrap();
         assert_eq!(back, with_sub);
-        assert_eq!(serde_json::to_value(&with_sub).unwrap()["subresource"], "status");
+        assert_eq!(
+            serde_json::to_value(&with_sub).unwrap()["subresource"],
+            "status"
+        );
     }
 
     #[test]
@@ -327,7 +336,11 @@ mod tests {
             fields_v1: None,
             subresource: String::new(),
         };
-        assert!(decode(std::slice::from_ref(&e)).unwrap_err().contains("invalid fieldsType"));
+        assert!(
+            decode(std::slice::from_ref(&e))
+                .unwrap_err()
+                .contains("invalid fieldsType")
+        );
         e.fields_type = "FieldsV1".into();
         e.api_version.clear();
         assert_eq!(decode(&[e]).unwrap_err(), "apiVersion must not be empty");

@@ -171,7 +171,10 @@ mod tests {
             ("protocol".into(), json!("TCP")),
             ("containerPort".into(), json!(80)),
         ]);
-        assert_eq!(pe.to_fields_key(), r#"k:{"containerPort":80,"protocol":"TCP"}"#);
+        assert_eq!(
+            pe.to_fields_key(),
+            r#"k:{"containerPort":80,"protocol":"TCP"}"#
+        );
         assert_eq!(pe.to_string(), r#"[containerPort=80,protocol="TCP"]"#);
         assert_eq!(PathElement::from_fields_key(&pe.to_fields_key()), Ok(pe));
     }

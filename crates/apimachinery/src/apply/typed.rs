@@ -34,7 +34,9 @@ impl Shape<'_> {
     fn same_kind(&self, other: &Shape<'_>) -> bool {
         matches!(
             (self, other),
-            (Shape::Leaf, Shape::Leaf) | (Shape::Map(_), Shape::Map(_)) | (Shape::List { .. }, Shape::List { .. })
+            (Shape::Leaf, Shape::Leaf)
+                | (Shape::Map(_), Shape::Map(_))
+                | (Shape::List { .. }, Shape::List { .. })
         )
     }
 }
@@ -158,13 +160,19 @@ fn list_elements(
     items
         .iter()
         .enumerate()
-        .map(|(i, v)| item_element(keys, item, v).map_err(|e| format!("{}: element {i}: {e}", at(path))))
+        .map(|(i, v)| {
+            item_element(keys, item, v).map_err(|e| format!("{}: element {i}: {e}", at(path)))
+        })
         .collect()
 }
 
 /// The set of every field `v` sets (upstream `ToFieldSet`). Duplicate list keys are an error
 /// unless `allow_duplicates` (live objects may carry them; applied configurations may not).
-pub fn to_field_set(schema: &Schema, v: &Value, allow_duplicates: bool) -> Result<FieldSet, String> {
+pub fn to_field_set(
+    schema: &Schema,
+    v: &Value,
+    allow_duplicates: bool,
+) -> Result<FieldSet, String> {
     walk_set(Some(schema), v, allow_duplicates, &mut Vec::new()).map(|(s, _)| s)
 }
 
@@ -286,7 +294,13 @@ fn compare_node(
             for k in keys {
                 let (child, _) = map_child(s, k);
                 path.push(PathElement::Field(k.clone()));
-                compare_node(child, lm.and_then(|m| m.get(k)), rm.and_then(|m| m.get(k)), path, c)?;
+                compare_node(
+                    child,
+                    lm.and_then(|m| m.get(k)),
+                    rm.and_then(|m| m.get(k)),
+                    path,
+                    c,
+                )?;
                 path.pop();
             }
         }
@@ -297,7 +311,14 @@ fn compare_node(
                 compare_leaf(l, r, path, c);
                 return Ok(());
             }
-            compare_items(keys, item, la.map_or(&[][..], |v| v), ra.map_or(&[][..], |v| v), path, c)?;
+            compare_items(
+                keys,
+                item,
+                la.map_or(&[][..], |v| v),
+                ra.map_or(&[][..], |v| v),
+                path,
+                c,
+            )?;
         }
     }
     match (l, r) {
@@ -377,8 +398,10 @@ fn compare_items(
 /// Merges an applied configuration into a live object (upstream `TypedValue.Merge`): the
 /// configuration wins on leaves, maps merge by key, associative lists merge by item.
 pub fn merge(schema: &Schema, live: &Value, config: &Value) -> Result<Value, String> {
-    Ok(merge_node(Some(schema), Some(live), Some(config), &mut Vec::new())?
-        .unwrap_or_else(|| Value::Object(Map::new())))
+    Ok(
+        merge_node(Some(schema), Some(live), Some(config), &mut Vec::new())?
+            .unwrap_or_else(|| Value::Object(Map::new())),
+    )
 }
 
 fn merge_node(
@@ -401,7 +424,12 @@ fn merge_node(
             for k in keys {
                 let (child, _) = map_child(s, k);
                 path.push(PathElement::Field(k.clone()));
-                let merged = merge_node(child, lm.and_then(|m| m.get(k)), rm.and_then(|m| m.get(k)), path)?;
+                let merged = merge_node(
+                    child,
+                    lm.and_then(|m| m.get(k)),
+                    rm.and_then(|m| m.get(k)),
+                    path,
+                )?;
                 path.pop();
                 if let Some(v) = merged {
                     out.insert(k.clone(), v);
@@ -415,7 +443,13 @@ fn merge_node(
             if la.is_none_or(Vec::is_empty) && ra.is_none_or(Vec::is_empty) {
                 return Ok(keep_rhs());
             }
-            let out = merge_items(keys, item, la.map_or(&[][..], |v| v), ra.map_or(&[][..], |v| v), path)?;
+            let out = merge_items(
+                keys,
+                item,
+                la.map_or(&[][..], |v| v),
+                ra.map_or(&[][..], |v| v),
+                path,
+            )?;
             Ok((!out.is_empty()).then_some(Value::Array(out)))
         }
     }
@@ -453,18 +487,24 @@ fn merge_items(
     let mut merged_rhs: BTreeSet<&PathElement> = BTreeSet::new();
     let mut out = Vec::with_capacity(lhs.len().max(rhs.len()));
     let (mut li, mut ri) = (0, 0);
-    let mut merge_one = |pe: &PathElement, l: Option<&Value>, r: Option<&Value>, out: &mut Vec<Value>| {
-        path.push(pe.clone());
-        let merged = merge_node(item, l, r, path);
-        path.pop();
-        merged.map(|m| out.extend(m))
-    };
+    let mut merge_one =
+        |pe: &PathElement, l: Option<&Value>, r: Option<&Value>, out: &mut Vec<Value>| {
+            path.push(pe.clone());
+            let merged = merge_node(item, l, r, path);
+            path.pop();
+            merged.map(|m| out.extend(m))
+        };
     while li < lhs_pes.len() || ri < rhs_pes.len() {
         if li < lhs_pes.len() && ri < rhs_pes.len() {
             let pe = &lhs_pes[li];
             if *pe == rhs_pes[ri] {
                 merged_rhs.insert(pe);
-                merge_one(pe, observed_lhs.get(pe).copied(), observed_rhs.get(pe).copied(), &mut out)?;
+                merge_one(
+                    pe,
+                    observed_lhs.get(pe).copied(),
+                    observed_rhs.get(pe).copied(),
+                    &mut out,
+                )?;
                 li += 1;
                 ri += 1;
                 next_shared = shared.pop_front();
@@ -488,7 +528,12 @@ fn merge_items(
         if ri < rhs_pes.len() {
             let pe = &rhs_pes[ri];
             merged_rhs.insert(pe);
-            merge_one(pe, observed_lhs.get(pe).copied(), observed_rhs.get(pe).copied(), &mut out)?;
+            merge_one(
+                pe,
+                observed_lhs.get(pe).copied(),
+                observed_rhs.get(pe).copied(),
+                &mut out,
+            )?;
             ri += 1;
             if next_shared == Some(pe) {
                 next_shared = shared.pop_front();

@@ -120,8 +120,8 @@ pub fn apply(
             "Incorrect version specified in apply patch. Specified patch version: {v}, expected: {api_version}"
         )));
     }
-    let managers =
-        decode(managed).map_err(|e| ApplyError::Invalid(format!("failed to decode managed fields: {e}")))?;
+    let managers = decode(managed)
+        .map_err(|e| ApplyError::Invalid(format!("failed to decode managed fields: {e}")))?;
     let live = live
         .map(without_managed_fields)
         .unwrap_or_else(|| Value::Object(Map::new()));
@@ -230,18 +230,21 @@ pub fn update_managed_fields(
     encode(&managers)
 }
 
-/// The empty object a create is compared against: the value structs of the Go type, present
-/// and empty where the new object has them.
+/// The empty object a create is compared against, shaped like the Go zero value: value
+/// structs present and empty, required lists and maps present as `null` (Go writes fields
+/// without `omitempty`), so that managed fields show `.` only where upstream's do.
 fn zero_object(schema: Option<&Schema>, new: &Value) -> Value {
     let mut out = Map::new();
     if let (Some(s), Value::Object(m)) = (schema, new) {
-        for name in VALUE_STRUCTS {
-            let Some(child) = s.properties.get(*name) else {
+        for (name, child) in &s.properties {
+            let Some(v) = m.get(name) else {
                 continue;
             };
             let is_struct = child.ty == Type::Object && !child.properties.is_empty();
-            if is_struct && let Some(v @ Value::Object(_)) = m.get(*name) {
-                out.insert((*name).into(), zero_object(Some(child), v));
+            if is_struct && VALUE_STRUCTS.contains(&name.as_str()) && v.is_object() {
+                out.insert(name.clone(), zero_object(Some(child), v));
+            } else if s.required.contains(name) && (v.is_array() || v.is_object()) {
+                out.insert(name.clone(), Value::Null);
             }
         }
     }
@@ -264,8 +267,9 @@ impl Ctx<'_> {
         me: &ManagerId,
         force: bool,
     ) -> Result<(Value, Managers), ApplyError> {
-        let set = to_field_set(self.schema, config, false)
-            .map_err(|e| ApplyError::Invalid(format!("failed to create typed patch object: {e}")))?;
+        let set = to_field_set(self.schema, config, false).map_err(|e| {
+            ApplyError::Invalid(format!("failed to create typed patch object: {e}"))
+        })?;
         to_field_set(self.schema, live, true)
             .map_err(|e| ApplyError::Invalid(format!("failed to create typed live object: {e}")))?;
         let mut merged = merge(self.schema, live, config)

@@ -199,11 +199,17 @@ mod tests {
 
     #[test]
     fn go_json_escapes_html_characters_like_encoding_json() {
-        assert_eq!(go_json(&json!({"b": "<&>", "a": 1})), r#"{"a":1,"b":"\u003c\u0026\u003e"}"#);
+        assert_eq!(
+            go_json(&json!({"b": "<&>", "a": 1})),
+            r#"{"a":1,"b":"\u003c\u0026\u003e"}"#
+        );
     }
 
     #[test]
     fn go_fmt_prints_maps_like_percent_v() {
-        assert_eq!(go_fmt(&json!({"name": "a", "x": [1, 2]})), "map[name:a x:[1 2]]");
+        assert_eq!(
+            go_fmt(&json!({"name": "a", "x": [1, 2]})),
+            "map[name:a x:[1 2]]"
+        );
     }
 }

@@ -116,7 +116,9 @@ fn apply_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), String> {
             let from = str_field(op, "from")
                 .ok_or_else(|| format!("move operation failed to decode from: {MISSING}"))?;
             let (con, key) = find_container(doc, from).ok_or_else(|| {
-                format!("move operation does not apply: doc is missing from path: {from}: {MISSING}")
+                format!(
+                    "move operation does not apply: doc is missing from path: {from}: {MISSING}"
+                )
             })?;
             get(con, &key).map_err(|e| format!("error in move for path: '{key}': {e}"))?;
             let val =
@@ -133,7 +135,9 @@ fn apply_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), String> {
             let from = str_field(op, "from")
                 .ok_or_else(|| format!("copy operation failed to decode from: {MISSING}"))?;
             let missing_from = || {
-                format!("copy operation does not apply: doc is missing from path: {from}: {MISSING}")
+                format!(
+                    "copy operation does not apply: doc is missing from path: {from}: {MISSING}"
+                )
             };
             let (con, key) = find_container(doc, from).ok_or_else(missing_from)?;
             let val = get(con, &key)
@@ -146,8 +150,7 @@ fn apply_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), String> {
                     "copy operation does not apply: doc is missing destination path: {path}: {MISSING}"
                 )
             })?;
-            add(con, &key, val)
-                .map_err(|e| format!("error while adding value during copy: {e}"))
+            add(con, &key, val).map_err(|e| format!("error while adding value during copy: {e}"))
         }
         "test" => {
             let path = need_path("test")?;
@@ -162,7 +165,8 @@ fn apply_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), String> {
             let (con, key) = find_container(doc, path).ok_or_else(|| {
                 format!("test operation does not apply: is missing path: {path}: {MISSING}")
             })?;
-            let found = get(con, &key).map_err(|e| format!("error in test for path: '{path}': {e}"))?;
+            let found =
+                get(con, &key).map_err(|e| format!("error in test for path: '{path}': {e}"))?;
             match found {
                 None if value.is_null() => Ok(()),
                 Some(v) if values_equal(v, &value) => Ok(()),

@@ -61,6 +61,9 @@ mod tests {
                    "content": "This will be unchanged", "phoneNumber": "+01-123-456-7890"})
         );
         assert_eq!(merge_patch(&json!({"a": "b"}), &json!("c")), json!("c"));
-        assert_eq!(merge_patch(&json!("x"), &json!({"a": {"b": null, "c": 1}})), json!({"a": {"c": 1}}));
+        assert_eq!(
+            merge_patch(&json!("x"), &json!({"a": {"b": null, "c": 1}})),
+            json!({"a": {"c": 1}})
+        );
     }
 }

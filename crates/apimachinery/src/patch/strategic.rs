@@ -108,7 +108,8 @@ pub(super) fn merge_map(
         let child = field_schema(schema, &key);
         let merged = match (current, patch_value) {
             (Value::Object(cur), Value::Object(p)) => {
-                let replace = child.is_some_and(|c| c.patch_strategy.contains(&PatchStrategy::Replace));
+                let replace =
+                    child.is_some_and(|c| c.patch_strategy.contains(&PatchStrategy::Replace));
                 if replace {
                     Some(Value::Object(strip_map(p)))
                 } else {
@@ -116,11 +117,21 @@ pub(super) fn merge_map(
                 }
             }
             (Value::Array(cur), Value::Array(p)) => {
-                let merges = child.is_some_and(|c| c.patch_strategy.contains(&PatchStrategy::Merge));
+                let merges =
+                    child.is_some_and(|c| c.patch_strategy.contains(&PatchStrategy::Merge));
                 if merges || is_delete_list {
-                    let merge_key = child.and_then(|c| c.patch_merge_key.as_deref()).unwrap_or("");
+                    let merge_key = child
+                        .and_then(|c| c.patch_merge_key.as_deref())
+                        .unwrap_or("");
                     let items = child.and_then(|c| c.items.as_deref());
-                    Some(Value::Array(merge_slice(cur, p, items, merge_key, is_delete_list, &key)?))
+                    Some(Value::Array(merge_slice(
+                        cur,
+                        p,
+                        items,
+                        merge_key,
+                        is_delete_list,
+                        &key,
+                    )?))
                 } else {
                     clean_new_value(Value::Array(p))
                 }
@@ -209,7 +220,8 @@ fn merge_ordered_lists(
                 _ => continue,
             },
             (Some(o), Some(p)) => {
-                let merges = child.is_some_and(|c| c.patch_strategy.contains(&PatchStrategy::Merge));
+                let merges =
+                    child.is_some_and(|c| c.patch_strategy.contains(&PatchStrategy::Merge));
                 if merges {
                     let items = child.and_then(|c| c.items.as_deref());
                     merge_slice(o.clone(), p.clone(), items, &merge_key, false, &field)?

@@ -50,7 +50,13 @@ pub(super) fn element_kind(lists: &[&[Value]]) -> Result<Option<ElemKind>, Patch
             }
         }
     }
-    Ok(seen.map(|t| if t == 0 { ElemKind::Map } else { ElemKind::Scalar }))
+    Ok(seen.map(|t| {
+        if t == 0 {
+            ElemKind::Map
+        } else {
+            ElemKind::Scalar
+        }
+    }))
 }
 
 /// The identity of an item: its merge-key value for maps, itself for scalars. Items of a map
@@ -136,10 +142,7 @@ fn apply_special_elements(
                 let Some(key_value) = item.get(merge_key) else {
                     return Err(no_merge_key(&item, merge_key));
                 };
-                original.retain(|v| {
-                    !v.get(merge_key)
-                        .is_some_and(|k| values_equal(k, key_value))
-                });
+                original.retain(|v| !v.get(merge_key).is_some_and(|k| values_equal(k, key_value)));
             }
             Some("replace") => replace = true,
             Some("merge") => {
@@ -175,10 +178,9 @@ fn merge_by_key(
         let Some(key_value) = item.get(merge_key) else {
             return Err(no_merge_key(item, merge_key));
         };
-        let found = original.iter().position(|v| {
-            v.get(merge_key)
-                .is_some_and(|k| values_equal(k, key_value))
-        });
+        let found = original
+            .iter()
+            .position(|v| v.get(merge_key).is_some_and(|k| values_equal(k, key_value)));
         match (found, item) {
             (Some(i), Value::Object(p)) => {
                 let current = match std::mem::take(&mut original[i]) {
@@ -237,7 +239,13 @@ pub(super) fn normalize_element_order(
 ) -> Result<Vec<Value>, PatchError> {
     let patch = sort_by_order(patch, patch_order, merge_key, kind)?;
     let server_only = sort_by_order(server_only, server_order, merge_key, kind)?;
-    Ok(merge_sorted(server_only, patch, server_order, merge_key, kind))
+    Ok(merge_sorted(
+        server_only,
+        patch,
+        server_order,
+        merge_key,
+        kind,
+    ))
 }
 
 fn sort_by_order(

@@ -73,7 +73,10 @@ fn set_element_order_that_contradicts_the_patch_list_is_rejected() {
         &pod(),
     )
     .unwrap_err();
-    assert!(err.to_string().starts_with("The order in patch list:"), "{err}");
+    assert!(
+        err.to_string().starts_with("The order in patch list:"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -145,10 +145,7 @@ fn container() -> SchemaRef {
         ("env", merge_list(env, "name")),
         (
             "resources",
-            obj(&[
-                ("limits", map_of(string())),
-                ("requests", map_of(string())),
-            ]),
+            obj(&[("limits", map_of(string())), ("requests", map_of(string()))]),
         ),
         (
             "volumeMounts",
@@ -161,6 +158,12 @@ fn container() -> SchemaRef {
 }
 
 fn pod_spec() -> SchemaRef {
+    let mut spec = (*pod_spec_fields()).clone();
+    spec.required = vec!["containers".into()];
+    Arc::new(spec)
+}
+
+fn pod_spec_fields() -> SchemaRef {
     let volume = obj(&[
         ("name", string()),
         (
