@@ -9,7 +9,9 @@
 mod conflict;
 mod fieldset;
 mod managed;
+mod merge;
 mod path;
+mod shape;
 pub(crate) mod typed;
 mod updater;
 pub(crate) mod value;
