@@ -69,6 +69,38 @@ impl ManagedFieldsEntry {
     }
 }
 
+/// The entries a non-apply write starts from (upstream `decodeLiveOrNew`): the live object's,
+/// unless the request sets its own readable, non-empty entries; `[]` or `[{}]` in the request
+/// resets tracking (the result is then untracked). Subresource writes always use the live
+/// object's entries.
+pub fn entries_for_update(
+    live: Option<&Value>,
+    new: &Value,
+    is_subresource: bool,
+) -> Vec<ManagedFieldsEntry> {
+    let live_entries = || {
+        live.and_then(|l| ManagedFieldsEntry::list_from_object(l).ok())
+            .filter(|e| decode(e).is_ok())
+            .unwrap_or_default()
+    };
+    if is_subresource {
+        return live_entries();
+    }
+    match new.pointer("/metadata/managedFields") {
+        Some(Value::Array(items)) if items.is_empty() => return Vec::new(),
+        Some(Value::Array(items))
+            if items.len() == 1 && items[0].as_object().is_some_and(|m| m.is_empty()) =>
+        {
+            return Vec::new();
+        }
+        _ => {}
+    }
+    match ManagedFieldsEntry::list_from_object(new) {
+        Ok(entries) if !entries.is_empty() && decode(&entries).is_ok() => entries,
+        _ => live_entries(),
+    }
+}
+
 /// Writes `entries` into `obj.metadata.managedFields` (removing it when there are none).
 pub fn set_object_managed_fields(obj: &mut Value, entries: &[ManagedFieldsEntry]) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
@@ -344,6 +376,52 @@ mod tests {
         e.fields_type = "FieldsV1".into();
         e.api_version.clear();
         assert_eq!(decode(&[e]).unwrap_err(), "apiVersion must not be empty");
+    }
+
+    #[test]
+    fn updates_start_from_the_live_entries_unless_the_request_sets_or_resets_them() {
+        let entry = json!({"manager": "m", "operation": "Update", "apiVersion": "v1",
+                           "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}});
+        let other = json!({"manager": "n", "operation": "Apply", "apiVersion": "v1",
+                           "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}});
+        let live = json!({"metadata": {"managedFields": [entry]}});
+        let managers =
+            |v: &Vec<ManagedFieldsEntry>| v.iter().map(|e| e.manager.clone()).collect::<Vec<_>>();
+        let kept = entries_for_update(Some(&live), &json!({"metadata": {}}), false);
+        assert_eq!(managers(&kept), ["m"]);
+        let set = entries_for_update(
+            Some(&live),
+            &json!({"metadata": {"managedFields": [other]}}),
+            false,
+        );
+        assert_eq!(managers(&set), ["n"]);
+        let on_status = entries_for_update(
+            Some(&live),
+            &json!({"metadata": {"managedFields": [other]}}),
+            true,
+        );
+        assert_eq!(managers(&on_status), ["m"]);
+        assert!(
+            entries_for_update(
+                Some(&live),
+                &json!({"metadata": {"managedFields": []}}),
+                false
+            )
+            .is_empty()
+        );
+        assert!(
+            entries_for_update(
+                Some(&live),
+                &json!({"metadata": {"managedFields": [{}]}}),
+                false
+            )
+            .is_empty()
+        );
+        let unreadable = json!({"metadata": {"managedFields": [{"manager": "x"}]}});
+        assert_eq!(
+            managers(&entries_for_update(Some(&live), &unreadable, false)),
+            ["m"]
+        );
     }
 
     #[test]

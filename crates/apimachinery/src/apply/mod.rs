@@ -18,7 +18,12 @@ pub(crate) mod value;
 
 pub use conflict::{ApplyConflict, ApplyError, Conflict};
 pub use fieldset::{FieldSet, FieldsV1Error};
-pub use managed::{MAX_UPDATE_MANAGERS, ManagedFieldsEntry, Operation, set_object_managed_fields};
+pub use managed::{
+    MAX_UPDATE_MANAGERS, ManagedFieldsEntry, Operation, entries_for_update,
+    set_object_managed_fields,
+};
 pub use path::{FieldPath, OrdValue, PathElement, PathError};
 pub use typed::{Comparison, to_field_set};
-pub use updater::{LAST_APPLIED_ANNOTATION, apply, reset_fields, update_managed_fields};
+pub use updater::{
+    BEFORE_FIRST_APPLY, LAST_APPLIED_ANNOTATION, apply, reset_fields, update_managed_fields,
+};

@@ -26,6 +26,9 @@ use crate::schema::{Schema, Type};
 /// The annotation client-side `kubectl apply` keeps its last configuration in.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The manager upstream credits with the fields of an untracked object on its first apply.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
 /// Struct fields that are values (not pointers) in the Go types, so they exist, empty, in the
 /// zero object a create is compared against. Upstream's managed fields show them without `.`.
 const VALUE_STRUCTS: &[&str] = &[
@@ -120,11 +123,26 @@ pub fn apply(
             "Incorrect version specified in apply patch. Specified patch version: {v}, expected: {api_version}"
         )));
     }
-    let managers = decode(managed)
+    let mut managers = decode(managed)
         .map_err(|e| ApplyError::Invalid(format!("failed to decode managed fields: {e}")))?;
     let live = live
         .map(without_managed_fields)
         .unwrap_or_else(|| Value::Object(Map::new()));
+    if managers.is_empty() {
+        // An object nobody tracked yet: its current fields belong to `before-first-apply`.
+        let entries = update_managed_fields(
+            None,
+            &live,
+            schema,
+            &[],
+            BEFORE_FIRST_APPLY,
+            api_version,
+            subresource,
+            now,
+            reset,
+        );
+        managers = decode(&entries).map_err(ApplyError::Invalid)?;
+    }
     let me = ManagerId::apply(manager, subresource);
     let ctx = Ctx {
         schema,

@@ -527,3 +527,25 @@ fn entries_sort_apply_first_then_by_time() {
         .collect();
     assert_eq!(names, ["kubectl", "zz-updater"]);
 }
+
+#[test]
+fn the_first_apply_to_an_untracked_object_credits_its_fields_to_before_first_apply() {
+    let live = cfg(1, json!({"app": "web"}));
+    let err = apply_as(Some(&live), &cfg(2, json!({"app": "web"})), "ssa", false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"before-first-apply\" using apps/v1: .spec.replicas"
+    );
+    let obj = apply_as(
+        Some(&live),
+        &cfg(1, json!({"app": "web", "x": "y"})),
+        "ssa",
+        false,
+    )
+    .unwrap();
+    let names: Vec<String> = managed_of(Some(&obj))
+        .into_iter()
+        .map(|e| e.manager)
+        .collect();
+    assert_eq!(names, ["ssa", BEFORE_FIRST_APPLY]);
+}
