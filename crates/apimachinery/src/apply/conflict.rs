@@ -148,3 +148,25 @@ impl ApplyError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managers_print_with_subresource_and_version_like_upstream() {
+        let c = Conflict::new(
+            &ManagerId::update("kubelet", "v1", Some("status")),
+            "v1",
+            FieldPath::fields(&["status", "phase"]),
+        );
+        assert_eq!(
+            c.manager_description(),
+            "\"kubelet\" with subresource \"status\" using v1"
+        );
+        let err = ApplyConflict::new(vec![c]).to_api_error();
+        assert_eq!(err.code, 409);
+        assert_eq!(err.causes[0].field, ".status.phase");
+        assert!(err.name.is_none() && err.kind.is_none());
+    }
+}

@@ -549,3 +549,13 @@ fn the_first_apply_to_an_untracked_object_credits_its_fields_to_before_first_app
         .collect();
     assert_eq!(names, ["ssa", BEFORE_FIRST_APPLY]);
 }
+
+#[test]
+fn a_conflict_with_another_applier_names_it_without_a_version() {
+    let obj = apply_as(None, &cfg(1, json!({"app": "web"})), "a", false).unwrap();
+    let err = apply_as(Some(&obj), &cfg(2, json!({"app": "web"})), "b", false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"a\": .spec.replicas"
+    );
+}

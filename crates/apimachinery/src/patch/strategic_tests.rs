@@ -296,3 +296,30 @@ fn a_patch_that_is_not_an_object_is_a_bad_request() {
     let err = strategic_merge_patch(&json!({}), &json!([1]), &pod()).unwrap_err();
     assert_eq!(err.to_api_error().code, 400);
 }
+
+fn names_after_order(live: &[&str], order: &[&str]) -> Vec<String> {
+    let containers: Vec<Value> = live.iter().map(|n| json!({"name": n})).collect();
+    let order: Vec<Value> = order.iter().map(|n| json!({"name": n})).collect();
+    let out = smp(
+        json!({"spec": {"containers": containers}}),
+        json!({"spec": {"$setElementOrder/containers": order}}),
+    );
+    out["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn server_only_items_stay_after_the_live_item_they_followed() {
+    assert_eq!(
+        names_after_order(&["1", "2", "9", "3", "4"], &["2", "1", "4", "3"]),
+        ["2", "1", "9", "4", "3"]
+    );
+    assert_eq!(
+        names_after_order(&["1", "2", "7", "9", "8", "3", "4"], &["2", "1", "4", "3"]),
+        ["2", "1", "7", "9", "8", "4", "3"]
+    );
+}
