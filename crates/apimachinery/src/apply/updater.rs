@@ -248,10 +248,23 @@ pub fn update_managed_fields(
     encode(&managers)
 }
 
-/// The empty object a create is compared against, shaped like the Go zero value: value
-/// structs present and empty, required lists and maps present as `null` (Go writes fields
-/// without `omitempty`), so that managed fields show `.` only where upstream's do.
+/// The empty object a create is compared against. For a built-in kind (a schema whose
+/// definition is an `io.k8s.` type) it is shaped like the Go zero value: value structs present
+/// and empty, required lists and maps present as `null` (Go writes fields without
+/// `omitempty`), so that managed fields show `.` only where upstream's do. Custom resources
+/// start from `{}`, so their `spec` is owned as a whole too (`"f:spec":{".":{},...}`).
 fn zero_object(schema: Option<&Schema>, new: &Value) -> Value {
+    let go_typed = schema
+        .and_then(|s| s.definition.as_deref())
+        .is_some_and(|d| d.starts_with("io.k8s."));
+    if go_typed {
+        zero_value(schema, new)
+    } else {
+        Value::Object(Map::new())
+    }
+}
+
+fn zero_value(schema: Option<&Schema>, new: &Value) -> Value {
     let mut out = Map::new();
     if let (Some(s), Value::Object(m)) = (schema, new) {
         for (name, child) in &s.properties {
@@ -260,7 +273,7 @@ fn zero_object(schema: Option<&Schema>, new: &Value) -> Value {
             };
             let is_struct = child.ty == Type::Object && !child.properties.is_empty();
             if is_struct && VALUE_STRUCTS.contains(&name.as_str()) && v.is_object() {
-                out.insert(name.clone(), zero_object(Some(child), v));
+                out.insert(name.clone(), zero_value(Some(child), v));
             } else if s.required.contains(name) && (v.is_array() || v.is_object()) {
                 out.insert(name.clone(), Value::Null);
             }

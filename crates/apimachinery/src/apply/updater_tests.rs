@@ -559,3 +559,28 @@ fn a_conflict_with_another_applier_names_it_without_a_version() {
         "Apply failed with 1 conflict: conflict with \"a\": .spec.replicas"
     );
 }
+
+#[test]
+fn a_custom_resource_created_by_an_update_owns_its_spec_as_a_whole() {
+    let cr = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+                    "metadata": {"name": "c", "annotations": {"a": "b"}},
+                    "spec": {"cronSpec": "* * * * *", "image": "img"}});
+    let entries = update_managed_fields(
+        None,
+        &cr,
+        &crate::patch::test_schemas::custom_resource(),
+        &[],
+        "kubectl-create",
+        "stable.example.com/v1",
+        None,
+        T1,
+        &FieldSet::new(),
+    );
+    assert_eq!(
+        entries[0].fields_v1,
+        Some(
+            json!({"f:metadata": {"f:annotations": {".": {}, "f:a": {}}},
+                    "f:spec": {".": {}, "f:cronSpec": {}, "f:image": {}}})
+        )
+    );
+}

@@ -201,13 +201,26 @@ fn pod_spec_fields() -> SchemaRef {
     ])
 }
 
-fn top(spec: SchemaRef, status: SchemaRef) -> SchemaRef {
-    obj(&[
+fn top(definition: &str, spec: SchemaRef, status: SchemaRef) -> SchemaRef {
+    let mut s = (*obj(&[
         ("apiVersion", string()),
         ("kind", string()),
         ("metadata", object_meta()),
         ("spec", spec),
         ("status", status),
+    ]))
+    .clone();
+    s.definition = Some(definition.into());
+    Arc::new(s)
+}
+
+/// A custom-resource-like kind: no Go type behind it.
+pub(crate) fn custom_resource() -> SchemaRef {
+    obj(&[
+        ("apiVersion", string()),
+        ("kind", string()),
+        ("metadata", object_meta()),
+        ("spec", obj(&[("cronSpec", string()), ("image", string())])),
     ])
 }
 
@@ -215,6 +228,7 @@ fn top(spec: SchemaRef, status: SchemaRef) -> SchemaRef {
 pub(crate) fn pod() -> SchemaRef {
     let condition = obj(&[("type", string()), ("status", string())]);
     top(
+        "io.k8s.api.core.v1.Pod",
         pod_spec(),
         obj(&[
             ("phase", string()),
@@ -235,6 +249,7 @@ pub(crate) fn deployment() -> SchemaRef {
     });
     let int_or_string = scalar(Type::IntOrString);
     top(
+        "io.k8s.api.apps.v1.Deployment",
         obj(&[
             ("replicas", int()),
             ("paused", boolean()),
