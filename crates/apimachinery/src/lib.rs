@@ -6,12 +6,14 @@
 //! [`objectmeta`] validation, patches and codecs. Nothing here touches a socket, a file or a
 //! clock (or a random source) it was not given.
 
+pub mod apply;
 pub mod builtin;
 pub mod field;
 pub mod fields;
 pub mod labels;
 pub mod meta;
 pub mod objectmeta;
+pub mod patch;
 pub mod quantity;
 pub mod schema;
 pub mod status;
