@@ -1,0 +1,27 @@
+//! The Kubernetes-compatible, multi-tenant API server.
+//!
+//! **Architecture Invariant:** only this crate speaks HTTP. Storage and the registry speak in
+//! keys and objects; errors become a Kubernetes `Status` in [`response::error`].
+
+pub mod admission;
+pub mod auth;
+pub mod certs;
+pub mod clusters;
+pub mod codec;
+pub mod discovery;
+pub mod fields;
+pub mod handlers;
+pub mod health;
+pub mod local;
+pub mod metrics;
+pub mod negotiate;
+pub mod openapi;
+pub mod openapi_docs;
+pub mod patching;
+pub mod response;
+pub mod route;
+pub mod serve;
+pub mod server;
+pub mod table;
+
+pub use server::ApiServer;

@@ -1,0 +1,60 @@
+//! The in-memory transport: a tower `Service` over the API server, so in-process components
+//! (controllers, scheduler, node agents, platform) use an ordinary Kubernetes client (kube-rs)
+//! with no socket and no TLS. They go through exactly the same routing, validation and
+//! admission as external clients.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+
+use crate::auth::UserInfo;
+use crate::response::{self, Body};
+use crate::serve::read_body;
+use crate::server::ApiServer;
+
+/// A tower service that hands requests to the API server as `user`.
+#[derive(Clone)]
+pub struct LocalService {
+    server: Arc<ApiServer>,
+    user: UserInfo,
+}
+
+impl LocalService {
+    /// A service acting as the system identity.
+    pub fn system(server: Arc<ApiServer>) -> Self {
+        LocalService { server, user: UserInfo::system() }
+    }
+
+    pub fn as_user(server: Arc<ApiServer>, user: UserInfo) -> Self {
+        LocalService { server, user }
+    }
+}
+
+impl<B> tower::Service<Request<B>> for LocalService
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let server = self.server.clone();
+        let user = self.user.clone();
+        Box::pin(async move {
+            Ok(match read_body(req).await {
+                Ok(req) => server.handle(req, user).await,
+                Err(e) => response::error(&e),
+            })
+        })
+    }
+}
