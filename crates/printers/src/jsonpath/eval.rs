@@ -142,7 +142,10 @@ fn array<'a>(input: Vec<Item<'a>>, params: &[Param; 3]) -> Step<'a> {
             return (input, Some(err));
         }
         if end > len || end < 0 {
-            let err = format!("array index out of bounds: index {}, length {len}", end - 1);
+            let err = format!(
+                "array index out of bounds: index {}, length {len}",
+                end.saturating_sub(1)
+            );
             return (input, Some(err));
         }
         if start > end {
@@ -156,7 +159,7 @@ fn array<'a>(input: Vec<Item<'a>>, params: &[Param; 3]) -> Step<'a> {
         let mut i = start;
         while i < end {
             result.push(elems[i as usize].clone());
-            i += step;
+            i = i.saturating_add(step);
         }
     }
     (result, None)

@@ -9,19 +9,26 @@ use super::{Node, Param};
 /// Parses a template (`text{action}text...`) and returns the steps of its first part: the
 /// action's nodes, or a text literal when the template starts with text.
 pub(super) fn parse_template(text: &str) -> Result<Vec<Node>, String> {
+    parse_nested(text, 0)
+}
+
+/// Sub-expressions (filter sides, union members) nest no deeper than this; a deeper
+/// expression could only be an attempt to exhaust the stack.
+const MAX_DEPTH: usize = 32;
+
+fn parse_nested(text: &str, depth: usize) -> Result<Vec<Node>, String> {
+    if depth > MAX_DEPTH {
+        return Err("expression nested too deeply".to_string());
+    }
     let mut p = Parser {
         input: text.chars().collect(),
         pos: 0,
         start: 0,
         parts: Vec::new(),
+        depth,
     };
     p.parse_text()?;
     Ok(p.parts.into_iter().next().unwrap_or_default())
-}
-
-/// Parses `{text}` and returns its action, as upstream's `parseAction`.
-fn parse_action(text: &str) -> Result<Vec<Node>, String> {
-    parse_template(&format!("{{{text}}}"))
 }
 
 struct Parser {
@@ -30,6 +37,8 @@ struct Parser {
     start: usize,
     /// The template's parts: each text run or action, in order.
     parts: Vec<Vec<Node>>,
+    /// How many sub-expressions enclose this one.
+    depth: usize,
 }
 
 fn is_terminator(c: Option<char>) -> bool {
@@ -47,6 +56,11 @@ fn is_alphanumeric(c: char) -> bool {
 }
 
 impl Parser {
+    /// Parses `{text}` and returns its action, as upstream's `parseAction`.
+    fn parse_action(&self, text: &str) -> Result<Vec<Node>, String> {
+        parse_nested(&format!("{{{text}}}"), self.depth + 1)
+    }
+
     fn next(&mut self) -> Option<char> {
         let c = self.input.get(self.pos).copied();
         if c.is_some() {
@@ -213,7 +227,7 @@ impl Parser {
         if parts.len() > 1 {
             let union = parts
                 .iter()
-                .map(|p| parse_action(&format!("[{}]", p.trim_matches(' '))))
+                .map(|p| self.parse_action(&format!("[{}]", p.trim_matches(' '))))
                 .collect::<Result<Vec<_>, _>>()?;
             cur.push(Node::Union(union));
             return Ok(());
@@ -222,7 +236,7 @@ impl Parser {
         if inner.len() >= 2 && inner.starts_with('\'') && inner.ends_with('\'') {
             let key = &inner[1..inner.len() - 1];
             if !key.contains('\'') {
-                cur.extend(parse_action(&format!(".{key}"))?);
+                cur.extend(self.parse_action(&format!(".{key}"))?);
                 return Ok(());
             }
         }
@@ -263,12 +277,12 @@ impl Parser {
         };
         match split_comparison(&text) {
             Some((left, op, right)) => cur.push(Node::Filter {
-                left: parse_action(left)?,
+                left: self.parse_action(left)?,
                 op: op.to_string(),
-                right: parse_action(right)?,
+                right: self.parse_action(right)?,
             }),
             None => cur.push(Node::Filter {
-                left: parse_action(&text)?,
+                left: self.parse_action(&text)?,
                 op: "exists".to_string(),
                 right: Vec::new(),
             }),
@@ -352,7 +366,7 @@ fn slice_params(text: &str) -> Result<[Param; 3], String> {
             }
             None if i == 1 => {
                 params[1] = Param {
-                    value: params[0].value + 1,
+                    value: params[0].value.saturating_add(1),
                     known: true,
                     derived: true,
                 };
@@ -416,129 +430,5 @@ fn unquote(s: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(path: &str) -> Result<Vec<Node>, String> {
-        parse_template(&format!("{{{path}}}"))
-    }
-
-    fn field(s: &str) -> Node {
-        Node::Field(s.to_string())
-    }
-
-    #[test]
-    fn fields_and_escaped_dots_parse() {
-        assert_eq!(
-            parse(".spec.replicas").unwrap(),
-            vec![field("spec"), field("replicas")]
-        );
-        assert_eq!(
-            parse(".metadata.labels.app\\.kubernetes\\.io/name").unwrap(),
-            vec![
-                field("metadata"),
-                field("labels"),
-                field("app.kubernetes.io/name")
-            ]
-        );
-        assert_eq!(
-            parse(".spec.*").unwrap(),
-            vec![field("spec"), Node::Wildcard]
-        );
-    }
-
-    #[test]
-    fn indexes_slices_and_wildcards_parse_to_params() {
-        let idx = parse(".a[2]").unwrap();
-        assert_eq!(
-            idx[1],
-            Node::Array([
-                Param {
-                    value: 2,
-                    known: true,
-                    derived: false
-                },
-                Param {
-                    value: 3,
-                    known: true,
-                    derived: true
-                },
-                Param::default(),
-            ])
-        );
-        let all = parse(".a[*]").unwrap();
-        assert_eq!(all[1], Node::Array([Param::default(); 3]));
-        let step = parse(".a[1::2]").unwrap();
-        assert_eq!(
-            step[1],
-            Node::Array([
-                Param {
-                    value: 1,
-                    known: true,
-                    derived: false
-                },
-                Param::default(),
-                Param {
-                    value: 2,
-                    known: true,
-                    derived: false
-                },
-            ])
-        );
-    }
-
-    #[test]
-    fn filters_split_into_left_operator_and_right() {
-        let nodes = parse(".status.conditions[?(@.type==\"Ready\")].status").unwrap();
-        assert_eq!(
-            nodes[2],
-            Node::Filter {
-                left: vec![field("type")],
-                op: "==".to_string(),
-                right: vec![Node::Text("Ready".to_string())],
-            }
-        );
-        let exists = parse(".items[?(@.ready)]").unwrap();
-        assert!(matches!(&exists[1], Node::Filter { op, .. } if op == "exists"));
-        let num = parse(".items[?(@.n >= 2.5)]").unwrap();
-        assert!(
-            matches!(&num[1], Node::Filter { op, right, .. } if op == ">=" && right == &vec![Node::Float(2.5)])
-        );
-    }
-
-    #[test]
-    fn unions_and_dictionary_keys_reparse_as_sub_paths() {
-        let union = parse(".a[0,'b']").unwrap();
-        assert!(
-            matches!(&union[1], Node::Union(parts) if parts.len() == 2 && parts[1] == vec![field("b")])
-        );
-        assert_eq!(parse("['x.y']").unwrap(), vec![field("x"), field("y")]);
-    }
-
-    #[test]
-    fn malformed_paths_are_rejected() {
-        for bad in [
-            ".a[",
-            ".a[x]",
-            ".a[?(@.b==1)",
-            "....a",
-            ".a[1:2:3:4]",
-            ".a %",
-            ".a['x",
-        ] {
-            assert!(parse(bad).is_err(), "{bad:?} parsed");
-        }
-        assert!(parse_template("{.a").is_err());
-        // Upstream accepts these oddities, so must we.
-        assert_eq!(parse("...a").unwrap(), vec![Node::Recursive, field("a")]);
-        assert_eq!(parse(".a#").unwrap(), vec![field("a#")]);
-    }
-
-    #[test]
-    fn quoted_literals_unescape_like_go() {
-        assert_eq!(unquote(r#""a\"b\n""#).as_deref(), Some("a\"b\n"));
-        assert_eq!(unquote(r"'it\'s'").as_deref(), Some("it's"));
-        assert_eq!(unquote(r#""\x41\u00e9""#).as_deref(), Some("Aé"));
-        assert_eq!(unquote(r#""\q""#), None);
-    }
-}
+#[path = "parse_tests.rs"]
+mod tests;

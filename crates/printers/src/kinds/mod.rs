@@ -200,3 +200,7 @@ pub(crate) mod testutil {
             .collect()
     }
 }
+
+#[cfg(test)]
+#[path = "catalogue_tests.rs"]
+mod catalogue_tests;
