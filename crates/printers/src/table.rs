@@ -13,7 +13,7 @@ use apimachinery::ApiError;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
-use crate::column::{Column, Row};
+use crate::column::{Column, Def, NAME, Row};
 use crate::custom::CustomColumns;
 use crate::kinds;
 use crate::meta;
@@ -67,6 +67,16 @@ pub enum MetaVersion {
 }
 
 impl MetaVersion {
+    /// The version named by the `v=` parameter of the Accept header, if it serves Tables.
+    pub fn from_version(v: &str) -> Option<MetaVersion> {
+        match v {
+            "v1" => Some(MetaVersion::V1),
+            "v1beta1" => Some(MetaVersion::V1Beta1),
+            _ => None,
+        }
+    }
+
+    /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
     pub fn api_version(self) -> &'static str {
         match self {
             MetaVersion::V1 => "meta.k8s.io/v1",
@@ -96,9 +106,9 @@ enum Kind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Printer(Kind);
 
-const DEFAULT_COLUMNS: [crate::column::Def; 2] = [
-    crate::column::NAME,
-    crate::column::Def {
+const DEFAULT_COLUMNS: [Def; 2] = [
+    NAME,
+    Def {
         name: "Created At",
         type_: "date",
         format: "",
@@ -195,6 +205,13 @@ impl Printer {
             "columnDefinitions": columns,
             "rows": rows,
         })
+    }
+}
+
+/// A custom resource printer compiled ahead, e.g. to log [`CustomColumns::error`] first.
+impl From<CustomColumns> for Printer {
+    fn from(c: CustomColumns) -> Printer {
+        Printer(Kind::Custom(c))
     }
 }
 

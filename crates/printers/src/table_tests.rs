@@ -232,3 +232,25 @@ fn partial_object_metadata_always_has_a_creation_timestamp() {
     let p = partial_object_metadata(&json!({}), MetaVersion::V1);
     assert_eq!(p["metadata"], json!({"creationTimestamp": null}));
 }
+
+#[test]
+fn meta_versions_map_to_api_versions() {
+    assert_eq!(MetaVersion::from_version("v1"), Some(MetaVersion::V1));
+    assert_eq!(
+        MetaVersion::from_version("v1beta1").map(MetaVersion::api_version),
+        Some("meta.k8s.io/v1beta1")
+    );
+    assert_eq!(MetaVersion::from_version("v2"), None);
+}
+
+#[test]
+fn precompiled_custom_columns_become_a_printer() {
+    let c = CustomColumns::new(&json!([{"name": "Bad", "type": "string", "jsonPath": ".a["}]));
+    assert!(c.error().is_some());
+    let p = Printer::from(c);
+    assert_eq!(p.columns().len(), 1);
+    assert_eq!(
+        p.row(&json!({"metadata": {"name": "x"}}), now()).cells,
+        vec![json!("x")]
+    );
+}
