@@ -123,7 +123,7 @@ fn array<'a>(input: Vec<Item<'a>>, params: &[Param; 3]) -> Step<'a> {
         let len = elems.len() as i64;
         let mut start = if params[0].known { params[0].value } else { 0 };
         if start < 0 {
-            start += len;
+            start = start.saturating_add(len);
         }
         let mut end = if params[1].known {
             params[1].value
@@ -131,7 +131,7 @@ fn array<'a>(input: Vec<Item<'a>>, params: &[Param; 3]) -> Step<'a> {
             len
         };
         if end < 0 || (end == 0 && params[1].derived) {
-            end += len;
+            end = end.saturating_add(len);
         }
         if end == start {
             // Upstream returns what it has so far when zero elements are requested.

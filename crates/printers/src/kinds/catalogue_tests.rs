@@ -108,6 +108,7 @@ fn mutations(v: &Value) -> Vec<Value> {
         Value::Null,
         json!("x"),
         json!(-7),
+        json!(i64::MAX),
         json!(1.5),
         json!(true),
         json!([]),

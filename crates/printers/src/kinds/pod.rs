@@ -115,11 +115,11 @@ fn pod(pod: &Value, now: Instant) -> Row {
         .enumerate()
     {
         let count = int_or_zero(c, &["restartCount"]);
-        restarts += count;
+        restarts = restarts.saturating_add(count);
         last_restart = later(last_restart, last_termination(c));
         let sidecar = is_sidecar(spec_init, str_or_empty(c, &["name"]));
         if sidecar {
-            sidecar_restarts += count;
+            sidecar_restarts = sidecar_restarts.saturating_add(count);
             last_sidecar_restart = later(last_sidecar_restart, last_termination(c));
         }
         let terminated = crate::value::at(c, &["state", "terminated"]).filter(|t| t.is_object());
@@ -152,7 +152,7 @@ fn pod(pod: &Value, now: Instant) -> Row {
         last_restart = last_sidecar_restart;
         let mut has_running = false;
         for c in list(pod, &["status", "containerStatuses"]).iter().rev() {
-            restarts += int_or_zero(c, &["restartCount"]);
+            restarts = restarts.saturating_add(int_or_zero(c, &["restartCount"]));
             last_restart = later(last_restart, last_termination(c));
             let waiting_reason = str_or_empty(c, &["state", "waiting", "reason"]);
             let terminated =
