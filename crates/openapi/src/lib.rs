@@ -1,0 +1,20 @@
+//! Schemas and OpenAPI documents.
+//!
+//! - [`builtin_schema`]: the structural schema of every built-in kind, built once from
+//!   k8s-openapi's generated schemas plus the project's own tables of patch strategies and list
+//!   types ([`tables`]).
+//! - [`compile_structural`]: the structural schema of a custom resource from its CRD's
+//!   `openAPIV3Schema`.
+//! - [`unknown_fields`] and [`prune`]: strict field validation and CRD pruning.
+//! - [`DocumentSet`]: the OpenAPI v3 documents served at `/openapi/v3`, built-in ones shared by
+//!   every logical cluster and custom-resource ones added per cluster.
+
+mod builtin;
+mod definitions;
+mod kinds;
+mod structural;
+mod tables;
+
+pub use builtin::builtin_schema;
+pub use kinds::CUSTOM_RESOURCE_DEFINITIONS;
+pub use structural::compile_structural;
