@@ -14,7 +14,9 @@ mod definitions;
 mod kinds;
 mod structural;
 mod tables;
+mod unknown;
 
 pub use builtin::builtin_schema;
 pub use kinds::CUSTOM_RESOURCE_DEFINITIONS;
 pub use structural::compile_structural;
+pub use unknown::{prune, unknown_fields};
