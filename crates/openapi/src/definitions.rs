@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
@@ -123,7 +122,6 @@ fn generate() -> Definitions {
     for support in SUPPORT {
         support(&mut generator);
     }
-    generator.subschema_for::<meta::ListMeta>();
     let mut schemas = generator.take_definitions(false);
 
     // Group-version-kinds of the kinds.
@@ -299,29 +297,6 @@ pub(crate) fn wrap_ref_siblings(schema: &mut Value) {
             subs.iter_mut().for_each(wrap_ref_siblings);
         }
     }
-}
-
-/// Names of the definitions a schema refers to, directly or through other definitions,
-/// including the starting names.
-pub(crate) fn closure<'a>(
-    schemas: &'a Map<String, Value>,
-    start: impl IntoIterator<Item = String>,
-) -> std::collections::BTreeSet<String> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut stack: Vec<String> = start.into_iter().collect();
-    while let Some(name) = stack.pop() {
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        if let Some(def) = schemas.get(&name) {
-            collect_refs(def, &mut |r| {
-                if !seen.contains(r) {
-                    stack.push(r.to_string());
-                }
-            });
-        }
-    }
-    seen
 }
 
 /// Calls `found` with every definition name a schema refers to.

@@ -100,6 +100,9 @@ pub(crate) static KINDS: &[KindType] = kinds! {
     "" "v1" "DeleteOptions" => meta::DeleteOptions;
     "" "v1" "WatchEvent" => meta::WatchEvent<RawExtension>;
     "" "v1" "APIResourceList" => meta::APIResourceList;
+    "" "v1" "APIVersions" => meta::APIVersions;
+    "" "v1" "APIGroup" => meta::APIGroup;
+    "" "v1" "APIGroupList" => meta::APIGroupList;
 };
 
 /// Definitions the documents reference that are not kinds: the PATCH body.

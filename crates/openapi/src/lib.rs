@@ -11,12 +11,20 @@
 
 mod builtin;
 mod definitions;
+mod document;
 mod kinds;
+mod params;
+mod paths;
+mod set;
 mod structural;
 mod tables;
 mod unknown;
 
 pub use builtin::builtin_schema;
+pub use document::{
+    CustomResource, Document, custom_definition_name, custom_resource_document, group_version_path,
+};
 pub use kinds::CUSTOM_RESOURCE_DEFINITIONS;
+pub use set::{DocumentSet, builtin_documents};
 pub use structural::compile_structural;
 pub use unknown::{prune, unknown_fields};
