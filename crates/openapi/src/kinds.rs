@@ -105,9 +105,13 @@ pub(crate) static KINDS: &[KindType] = kinds! {
     "" "v1" "APIGroupList" => meta::APIGroupList;
 };
 
-/// Definitions the documents reference that are not kinds: the PATCH body.
-pub(crate) static SUPPORT: &[SchemaFn] =
-    &[|g: &mut SchemaGenerator| g.subschema_for::<meta::Patch>()];
+/// Definitions the documents reference that are not kinds: the PATCH body, list metadata and
+/// the `/version` answer.
+pub(crate) static SUPPORT: &[SchemaFn] = &[
+    |g: &mut SchemaGenerator| g.subschema_for::<meta::Patch>(),
+    |g: &mut SchemaGenerator| g.subschema_for::<meta::ListMeta>(),
+    |g: &mut SchemaGenerator| g.subschema_for::<k8s_openapi::apimachinery::pkg::version::Info>(),
+];
 
 /// The kinds registered in every group-version (upstream's `AddToGroupVersion`): they carry one
 /// `x-kubernetes-group-version-kind` entry per served group-version.
