@@ -16,6 +16,7 @@ use crate::definitions::{
     DEFINITIONS, LIST_META, OBJECT_META, collect_refs, gvk_value, ref_name, reference,
 };
 use crate::kinds::served_resources;
+use crate::naming::{operation_infix, prefix, tag};
 use crate::paths::{self, Endpoint, SubEndpoint};
 
 /// The Kubernetes version the documents describe.
@@ -65,9 +66,7 @@ pub struct CustomResource<'a> {
 
 /// The key of a group-version's document in the index: `api/v1` or `apis/<group>/<version>`.
 pub fn group_version_path(group: &str, version: &str) -> String {
-    paths::prefix(group, version)
-        .trim_start_matches('/')
-        .to_string()
+    prefix(group, version).trim_start_matches('/').to_string()
 }
 
 /// The OpenAPI definition name of a custom kind: the group reversed, then version and kind
@@ -174,12 +173,12 @@ fn get_only(id: &str, tag: &str, definition: &str, description: &str) -> Value {
 }
 
 fn discovery_path(paths: &mut Map<String, Value>, group: &str, version: &str) {
-    let infix = paths::operation_infix(group, version);
+    let infix = operation_infix(group, version);
     paths.insert(
-        format!("{}/", paths::prefix(group, version)),
+        format!("{}/", prefix(group, version)),
         get_only(
             &format!("get{infix}APIResources"),
-            &paths::tag(group, version),
+            &tag(group, version),
             "io.k8s.apimachinery.pkg.apis.meta.v1.APIResourceList",
             "get available resources",
         ),
@@ -278,14 +277,13 @@ pub(crate) fn root_documents() -> Vec<(String, Value)> {
 
 /// The document of `apis/<group>`: its discovery endpoint.
 pub(crate) fn group_document(group: &str) -> Value {
-    let infix = paths::operation_infix(group, "");
-    let tag = paths::tag(group, "");
+    let infix = operation_infix(group, "");
     let mut paths = Map::new();
     paths.insert(
         format!("/apis/{group}/"),
         get_only(
             &format!("get{infix}APIGroup"),
-            tag.trim_end_matches('_'),
+            &tag(group, ""),
             "io.k8s.apimachinery.pkg.apis.meta.v1.APIGroup",
             "get information of a group",
         ),
