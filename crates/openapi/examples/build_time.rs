@@ -38,6 +38,15 @@ fn main() {
         docs.len(),
         bytes / 1024
     );
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS"))
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    println!("resident memory after building everything: {rss}");
     println!(
         "one custom resource document ({} KiB): {one_custom:?}",
         custom.bytes().len() / 1024
