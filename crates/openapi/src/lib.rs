@@ -1,0 +1,35 @@
+//! Schemas and OpenAPI documents.
+//!
+//! - [`builtin_schema`]: the structural schema of every built-in kind, built once from
+//!   k8s-openapi's generated schemas plus the project's own tables of patch strategies, list
+//!   types and map types (the `tables` module).
+//! - [`compile_structural`]: the structural schema of a custom resource from its CRD's
+//!   `openAPIV3Schema`.
+//! - [`unknown_fields`] and [`prune`]: strict field validation and CRD pruning.
+//! - [`DocumentSet`]: the OpenAPI v3 documents served at `/openapi/v3`, built-in ones shared by
+//!   every logical cluster ([`builtin_documents`]) and custom resource ones
+//!   ([`custom_resource_document`]) added per cluster.
+//!
+//! Nothing here does I/O; everything built-in is built once per process on first use.
+
+mod builtin;
+mod definitions;
+mod document;
+mod kinds;
+mod media;
+mod naming;
+mod params;
+mod paths;
+mod set;
+mod structural;
+mod tables;
+mod unknown;
+
+pub use builtin::builtin_schema;
+pub use document::{
+    CustomResource, Document, custom_definition_name, custom_resource_document, group_version_path,
+};
+pub use kinds::CUSTOM_RESOURCE_DEFINITIONS;
+pub use set::{DocumentSet, builtin_documents};
+pub use structural::compile_structural;
+pub use unknown::{prune, unknown_fields};
