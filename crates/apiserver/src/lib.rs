@@ -16,7 +16,6 @@ pub mod local;
 pub mod metrics;
 pub mod negotiate;
 pub mod openapi;
-pub mod openapi_docs;
 pub mod patching;
 pub mod response;
 pub mod route;

@@ -1,7 +1,10 @@
 //! Patches and field ownership: JSON patch, merge patch, strategic merge patch, server-side
 //! apply, and the `managedFields` bookkeeping of every write.
 
+use apimachinery::apply::{self, ManagedFieldsEntry};
 use apimachinery::meta;
+use apimachinery::patch;
+use apimachinery::schema::{Schema, SchemaRef};
 use apimachinery::status::ApiError;
 use registry::ResourceDef;
 use registry::store::Location;
@@ -39,25 +42,12 @@ pub fn patch_kind(res: &ResourceDef, ty: BodyType, content_type: &str) -> Result
 }
 
 /// RFC 7386 merge patch.
-pub fn merge_patch(target: &Value, patch: &Value) -> Value {
-    match patch {
-        Value::Object(p) => {
-            let mut out = match target {
-                Value::Object(t) => t.clone(),
-                _ => serde_json::Map::new(),
-            };
-            for (k, v) in p {
-                if v.is_null() {
-                    out.remove(k);
-                } else {
-                    let merged = merge_patch(out.get(k).unwrap_or(&Value::Null), v);
-                    out.insert(k.clone(), merged);
-                }
-            }
-            Value::Object(out)
-        }
-        other => other.clone(),
-    }
+pub fn merge_patch(target: &Value, p: &Value) -> Value {
+    patch::merge_patch(target, p)
+}
+
+fn schema(res: &ResourceDef) -> SchemaRef {
+    res.schema.clone().unwrap_or_else(Schema::any)
 }
 
 /// Applies a patch of `kind` to the current object (or creates from an apply patch).
@@ -69,39 +59,74 @@ pub fn apply(
     body: &Value,
     manager: &str,
     subresource: Option<&str>,
-    _force: bool,
+    force: bool,
     loc: &Location<'_>,
 ) -> Result<Value, ApiError> {
-    let Some(cur) = cur else {
-        if kind == PatchKind::Apply && subresource.is_none() {
-            let mut obj = body.clone();
-            if meta::name(&obj).is_empty() {
-                meta::set(&mut obj, "name", loc.name);
-            }
-            track_update(res, None, &mut obj, manager, subresource);
-            return Ok(obj);
+    let schema = schema(res);
+    let now = registry::store::now();
+    let reset = apply::reset_fields(res.has_status(), subresource);
+    if kind == PatchKind::Apply {
+        if !body.is_object() {
+            return Err(ApiError::bad_request("the apply patch must be an object"));
         }
+        let mut applied = body.clone();
+        if meta::name(&applied).is_empty() {
+            meta::set(&mut applied, "name", loc.name);
+        } else if meta::name(&applied) != loc.name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({})",
+                meta::name(&applied),
+                loc.name
+            )));
+        }
+        if cur.is_none() && subresource.is_some() {
+            return Err(ApiError::not_found(&res.plural, &res.group, loc.name));
+        }
+        let managed = cur.map(|c| ManagedFieldsEntry::list_from_object(c).unwrap_or_default()).unwrap_or_default();
+        let (merged, _) = apply::apply(cur, &applied, &schema, &managed, manager, &res.api_version(), subresource, force, &now, &reset)
+            .map_err(|e| e.to_api_error())?;
+        let mut merged = merged;
+        if let Some(c) = cur {
+            // The current resourceVersion makes the write a compare-and-swap; an applied one
+            // is the client's precondition.
+            let rv = match meta::resource_version(body) {
+                "" => meta::resource_version(c).to_string(),
+                sent => sent.to_string(),
+            };
+            meta::set(&mut merged, "resourceVersion", rv);
+        }
+        return Ok(merged);
+    }
+    let Some(cur) = cur else {
         return Err(ApiError::not_found(&res.plural, &res.group, loc.name));
     };
-    if !body.is_object() && kind != PatchKind::Json {
-        return Err(ApiError::bad_request("the patch must be a JSON object"));
-    }
     let mut new = match kind {
-        PatchKind::Merge | PatchKind::Apply | PatchKind::Strategic => merge_patch(cur, &strip_directives(body)),
-        PatchKind::Json => return Err(ApiError::unsupported_media_type("application/json-patch+json", ACCEPTED)),
+        PatchKind::Json => patch::json_patch(cur, body).map_err(|e| e.to_api_error())?,
+        PatchKind::Merge => {
+            if !body.is_object() {
+                return Err(ApiError::bad_request("the merge patch must be a JSON object"));
+            }
+            patch::merge_patch(cur, body)
+        }
+        PatchKind::Strategic => {
+            if !body.is_object() {
+                return Err(ApiError::bad_request("the strategic merge patch must be a JSON object"));
+            }
+            patch::strategic_merge_patch(cur, body, &schema).map_err(|e| e.to_api_error())?
+        }
+        PatchKind::Apply => unreachable!("handled above"),
     };
     track_update(res, Some(cur), &mut new, manager, subresource);
     Ok(new)
 }
 
-fn strip_directives(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), strip_directives(v))).collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
 /// Records field ownership of a non-apply write (`operation: Update`).
-pub fn track_update(_res: &ResourceDef, _old: Option<&Value>, _new: &mut Value, _manager: &str, _subresource: Option<&str>) {}
+pub fn track_update(res: &ResourceDef, old: Option<&Value>, new: &mut Value, manager: &str, subresource: Option<&str>) {
+    let schema = schema(res);
+    let managed = apply::entries_for_update(old, new, subresource.is_some());
+    let reset = apply::reset_fields(res.has_status(), subresource);
+    let now = registry::store::now();
+    let entries =
+        apply::update_managed_fields(old, new, &schema, &managed, manager, &res.api_version(), subresource, &now, &reset);
+    apply::set_object_managed_fields(new, &entries);
+}

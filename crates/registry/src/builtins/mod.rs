@@ -26,5 +26,9 @@ pub fn strategy(r: &builtin::Resource) -> Arc<dyn Strategy> {
 
 /// Every built-in resource with its strategy.
 pub fn resources() -> Vec<ResourceDef> {
-    builtin::RESOURCES.iter().map(|r| ResourceDef::builtin(r, strategy(r), None)).collect()
+    builtin::RESOURCES
+        .iter()
+        .chain(std::iter::once(&openapi::CUSTOM_RESOURCE_DEFINITIONS))
+        .map(|r| ResourceDef::builtin(r, strategy(r), openapi::builtin_schema(r.group, r.version, r.kind)))
+        .collect()
 }
