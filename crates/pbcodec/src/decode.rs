@@ -15,7 +15,12 @@ use crate::time::{format_duration, format_time};
 use crate::wire::{Reader, Wire};
 
 /// Decodes one message's bytes.
-pub(crate) fn decode_message(msg: &Message, bytes: &[u8], depth: usize, path: &str) -> Result<Value> {
+pub(crate) fn decode_message(
+    msg: &Message,
+    bytes: &[u8],
+    depth: usize,
+    path: &str,
+) -> Result<Value> {
     if depth > MAX_DEPTH {
         return Err(PbError::TooDeep(MAX_DEPTH));
     }
@@ -191,13 +196,12 @@ fn map_entry(field: &Field, wire: Wire<'_>, depth: usize, path: &str) -> Result<
     }
     let entry_path = format!("{path}[{key}]");
     let value = match value {
-        Some(wire) => scalar(value_kind, wire, depth + 1, &entry_path)
-            .map_err(|e| match e {
-                PbError::Malformed { reason, .. } if reason.is_empty() => {
-                    malformed(&entry_path, "map value has the wrong wire type")
-                }
-                other => other,
-            })?,
+        Some(wire) => scalar(value_kind, wire, depth + 1, &entry_path).map_err(|e| match e {
+            PbError::Malformed { reason, .. } if reason.is_empty() => {
+                malformed(&entry_path, "map value has the wrong wire type")
+            }
+            other => other,
+        })?,
         None => scalar(value_kind, Wire::Len(&[]), depth + 1, &entry_path)?,
     };
     Ok((key, value))
@@ -221,7 +225,11 @@ fn raw_fields<'a>(msg: &Message, bytes: &'a [u8], path: &'a str) -> Result<Vec<(
 }
 
 fn last<'a>(fields: &[(u32, Wire<'a>)], tag: u32) -> Option<Wire<'a>> {
-    fields.iter().rev().find(|(t, _)| *t == tag).map(|(_, w)| *w)
+    fields
+        .iter()
+        .rev()
+        .find(|(t, _)| *t == tag)
+        .map(|(_, w)| *w)
 }
 
 fn varint(fields: &[(u32, Wire<'_>)], tag: u32, path: &str) -> Result<u64> {
@@ -236,7 +244,10 @@ fn bytes_of<'a>(fields: &[(u32, Wire<'a>)], tag: u32, path: &str) -> Result<Opti
     match last(fields, tag) {
         None => Ok(None),
         Some(Wire::Len(b)) => Ok(Some(b)),
-        Some(_) => Err(malformed(path, format!("field {tag} must be length-delimited"))),
+        Some(_) => Err(malformed(
+            path,
+            format!("field {tag} must be length-delimited"),
+        )),
     }
 }
 
@@ -244,7 +255,10 @@ fn strings(fields: &[(u32, Wire<'_>)], tag: u32, path: &str) -> Result<Vec<Value
     let mut out = Vec::new();
     for (t, wire) in fields.iter().filter(|(t, _)| *t == tag) {
         let Wire::Len(b) = wire else {
-            return Err(malformed(path, format!("field {t} must be length-delimited")));
+            return Err(malformed(
+                path,
+                format!("field {t} must be length-delimited"),
+            ));
         };
         out.push(Value::String(String::from_utf8_lossy(b).into_owned()));
     }
@@ -252,7 +266,13 @@ fn strings(fields: &[(u32, Wire<'_>)], tag: u32, path: &str) -> Result<Vec<Value
 }
 
 /// The schema message a `JSONSchemaPropsOr*` field refers to.
-fn schema_of(msg: &Message, tag: u32, fields: &[(u32, Wire<'_>)], depth: usize, path: &str) -> Result<Option<Value>> {
+fn schema_of(
+    msg: &Message,
+    tag: u32,
+    fields: &[(u32, Wire<'_>)],
+    depth: usize,
+    path: &str,
+) -> Result<Option<Value>> {
     let Some(Kind::Msg(i)) = msg.by_tag(tag).map(|f| f.kind) else {
         return Ok(None);
     };
@@ -275,7 +295,9 @@ fn decode_special(msg: &Message, bytes: &[u8], depth: usize, path: &str) -> Resu
                 .map(Value::String)
                 .ok_or_else(|| invalid(path, "time outside the years 0000-9999"))
         }
-        Shape::Duration => Ok(Value::String(format_duration(varint(&fields, 1, path)? as i64))),
+        Shape::Duration => Ok(Value::String(format_duration(
+            varint(&fields, 1, path)? as i64
+        ))),
         Shape::Quantity => Ok(Value::String(match bytes_of(&fields, 1, path)? {
             Some(b) if !b.is_empty() => String::from_utf8_lossy(b).into_owned(),
             _ => "0".to_string(),

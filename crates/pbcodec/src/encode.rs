@@ -29,7 +29,10 @@ pub(crate) fn encode_message(
     match msg.shape {
         Shape::Object => {
             let Value::Object(object) = value else {
-                return Err(invalid(path, format!("expected an object for {}", msg.name)));
+                return Err(invalid(
+                    path,
+                    format!("expected an object for {}", msg.name),
+                ));
             };
             encode_object(msg, object, depth, path, skip, &mut w)?;
         }
@@ -91,7 +94,14 @@ fn encode_object(
                     return Err(invalid(&fpath, "expected an array"));
                 };
                 for (n, item) in items.iter().enumerate() {
-                    encode_value(field.tag, field.kind, item, depth, &format!("{fpath}[{n}]"), w)?;
+                    encode_value(
+                        field.tag,
+                        field.kind,
+                        item,
+                        depth,
+                        &format!("{fpath}[{n}]"),
+                        w,
+                    )?;
                 }
             }
             _ => encode_value(field.tag, field.kind, value, depth, &fpath, w)?,
@@ -100,7 +110,13 @@ fn encode_object(
     Ok(())
 }
 
-fn encode_map(field: &Field, value: &Value, depth: usize, path: &str, w: &mut Writer) -> Result<()> {
+fn encode_map(
+    field: &Field,
+    value: &Value,
+    depth: usize,
+    path: &str,
+    w: &mut Writer,
+) -> Result<()> {
     let Value::Object(map) = value else {
         return Err(invalid(path, "expected an object"));
     };
@@ -124,13 +140,24 @@ fn integer(value: &Value, path: &str) -> Result<i64> {
     match value {
         Value::Number(n) => n
             .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18).map(|f| f as i64))
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+                    .map(|f| f as i64)
+            })
             .ok_or_else(|| invalid(path, "expected an integer")),
         _ => Err(invalid(path, "expected an integer")),
     }
 }
 
-fn encode_value(tag: u32, kind: Kind, value: &Value, depth: usize, path: &str, w: &mut Writer) -> Result<()> {
+fn encode_value(
+    tag: u32,
+    kind: Kind,
+    value: &Value,
+    depth: usize,
+    path: &str,
+    w: &mut Writer,
+) -> Result<()> {
     match kind {
         Kind::Str => match value {
             Value::String(s) => w.bytes_field(tag, s.as_bytes()),
@@ -177,17 +204,28 @@ fn schema_kind(msg: &Message, tag: u32) -> Result<u16> {
     }
 }
 
-fn encode_special(msg: &Message, value: &Value, depth: usize, path: &str, w: &mut Writer) -> Result<()> {
+fn encode_special(
+    msg: &Message,
+    value: &Value,
+    depth: usize,
+    path: &str,
+    w: &mut Writer,
+) -> Result<()> {
     match (msg.shape, value) {
         (Shape::Time | Shape::MicroTime, Value::String(s)) => {
-            let (seconds, nanos) =
-                parse_time(s).ok_or_else(|| invalid(path, format!("{s:?} is not an RFC 3339 time")))?;
-            let nanos = if msg.shape == Shape::Time { 0 } else { nanos / 1000 * 1000 };
+            let (seconds, nanos) = parse_time(s)
+                .ok_or_else(|| invalid(path, format!("{s:?} is not an RFC 3339 time")))?;
+            let nanos = if msg.shape == Shape::Time {
+                0
+            } else {
+                nanos / 1000 * 1000
+            };
             w.varint_field(1, seconds as u64);
             w.varint_field(2, i64::from(nanos) as u64);
         }
         (Shape::Duration, Value::String(s)) => {
-            let nanos = parse_duration(s).ok_or_else(|| invalid(path, format!("{s:?} is not a duration")))?;
+            let nanos = parse_duration(s)
+                .ok_or_else(|| invalid(path, format!("{s:?} is not a duration")))?;
             w.varint_field(1, nanos as u64);
         }
         (Shape::Quantity, Value::String(s)) => w.bytes_field(1, s.as_bytes()),
@@ -235,7 +273,12 @@ fn encode_special(msg: &Message, value: &Value, depth: usize, path: &str, w: &mu
             let bytes = encode_message(message(schema_kind(msg, 2)?), value, depth + 1, path, &[])?;
             w.bytes_field(2, &bytes);
         }
-        (shape, _) => return Err(invalid(path, format!("this value does not fit a {shape:?}"))),
+        (shape, _) => {
+            return Err(invalid(
+                path,
+                format!("this value does not fit a {shape:?}"),
+            ));
+        }
     }
     Ok(())
 }

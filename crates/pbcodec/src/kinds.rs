@@ -16,7 +16,10 @@ const GROUPS: &[(&str, &str)] = &[
     ("admission.k8s.io", "api.admission"),
     ("admissionregistration.k8s.io", "api.admissionregistration"),
     ("apidiscovery.k8s.io", "api.apidiscovery"),
-    ("apiextensions.k8s.io", "apiextensions_apiserver.pkg.apis.apiextensions"),
+    (
+        "apiextensions.k8s.io",
+        "apiextensions_apiserver.pkg.apis.apiextensions",
+    ),
     ("apps", "api.apps"),
     ("authentication.k8s.io", "api.authentication"),
     ("authorization.k8s.io", "api.authorization"),
@@ -110,10 +113,19 @@ mod tests {
 
     #[test]
     fn built_in_kinds_map_to_their_packages() {
-        assert_eq!(name("apps/v1", "Deployment"), Some("api.apps.v1.Deployment"));
+        assert_eq!(
+            name("apps/v1", "Deployment"),
+            Some("api.apps.v1.Deployment")
+        );
         assert_eq!(name("v1", "Pod"), Some("api.core.v1.Pod"));
-        assert_eq!(name("autoscaling/v1", "Scale"), Some("api.autoscaling.v1.Scale"));
-        assert_eq!(name("policy/v1", "Eviction"), Some("api.policy.v1.Eviction"));
+        assert_eq!(
+            name("autoscaling/v1", "Scale"),
+            Some("api.autoscaling.v1.Scale")
+        );
+        assert_eq!(
+            name("policy/v1", "Eviction"),
+            Some("api.policy.v1.Eviction")
+        );
         assert_eq!(
             name("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
             Some("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition")
@@ -122,7 +134,10 @@ mod tests {
             name("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
             Some("api.authorization.v1.SelfSubjectAccessReview")
         );
-        assert_eq!(name("v1", "PodLogOptions"), Some("api.core.v1.PodLogOptions"));
+        assert_eq!(
+            name("v1", "PodLogOptions"),
+            Some("api.core.v1.PodLogOptions")
+        );
     }
 
     #[test]
@@ -134,7 +149,10 @@ mod tests {
                 "{api_version}"
             );
         }
-        assert_eq!(name("v1", "Status"), Some("apimachinery.pkg.apis.meta.v1.Status"));
+        assert_eq!(
+            name("v1", "Status"),
+            Some("apimachinery.pkg.apis.meta.v1.Status")
+        );
     }
 
     #[test]

@@ -103,7 +103,10 @@ pub(crate) fn decode_envelope(body: &[u8], depth: usize) -> Result<Value> {
     let mut reader = Reader::new(rest, "");
     while let Some((tag, wire)) = reader.next_field()? {
         let Wire::Len(bytes) = wire else {
-            return Err(malformed("", format!("envelope field {tag} must be length-delimited")));
+            return Err(malformed(
+                "",
+                format!("envelope field {tag} must be length-delimited"),
+            ));
         };
         let text = || String::from_utf8_lossy(bytes).into_owned();
         match tag {
@@ -119,9 +122,19 @@ pub(crate) fn decode_envelope(body: &[u8], depth: usize) -> Result<Value> {
             }
             2 => raw = Some(bytes),
             3 if bytes.is_empty() => {}
-            3 => return Err(PbError::Unsupported { what: "contentEncoding", value: text() }),
+            3 => {
+                return Err(PbError::Unsupported {
+                    what: "contentEncoding",
+                    value: text(),
+                });
+            }
             4 if bytes.is_empty() || bytes == MEDIA_TYPE.as_bytes() => {}
-            4 => return Err(PbError::Unsupported { what: "contentType", value: text() }),
+            4 => {
+                return Err(PbError::Unsupported {
+                    what: "contentType",
+                    value: text(),
+                });
+            }
             _ => return Err(malformed("", format!("unexpected envelope field {tag}"))),
         }
     }

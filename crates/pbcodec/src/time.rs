@@ -102,7 +102,20 @@ pub(crate) fn parse_time(text: &str) -> Option<(i64, i32)> {
             sign * (digits(&rest[1..3])? * 3600 + digits(&rest[4..6])? * 60)
         }
     };
-    let month_days = [31, 28 + i64::from(is_leap(year)), 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let month_days = [
+        31,
+        28 + i64::from(is_leap(year)),
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     if !(1..=12).contains(&month) || day < 1 || day > month_days[(month - 1) as usize] {
         return None;
     }
@@ -193,7 +206,11 @@ pub(crate) fn parse_duration(text: &str) -> Option<i64> {
         if whole.is_empty() && frac.is_empty() {
             return None;
         }
-        let whole: i128 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+        let whole: i128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().ok()?
+        };
         total = total.checked_add(whole.checked_mul(scale)?)?;
         let mut place = scale;
         for d in frac.bytes() {
@@ -215,7 +232,10 @@ mod tests {
 
     #[test]
     fn times_format_in_utc_with_second_precision() {
-        assert_eq!(format_time(0, 0, false).as_deref(), Some("1970-01-01T00:00:00Z"));
+        assert_eq!(
+            format_time(0, 0, false).as_deref(),
+            Some("1970-01-01T00:00:00Z")
+        );
         assert_eq!(
             format_time(1_714_564_800, 999_999_999, false).as_deref(),
             Some("2024-05-01T12:00:00Z")

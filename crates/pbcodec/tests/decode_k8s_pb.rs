@@ -18,15 +18,26 @@ fn quantity(v: &str) -> Quantity {
 }
 
 fn int_or_string_str(v: &str) -> IntOrString {
-    IntOrString { r#type: Some(1), int_val: Some(0), str_val: s(v) }
+    IntOrString {
+        r#type: Some(1),
+        int_val: Some(0),
+        str_val: s(v),
+    }
 }
 
 fn int_or_string_int(v: i32) -> IntOrString {
-    IntOrString { r#type: Some(0), int_val: Some(v), str_val: s("") }
+    IntOrString {
+        r#type: Some(0),
+        int_val: Some(v),
+        str_val: s(""),
+    }
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn deployment() -> apps::Deployment {
@@ -41,8 +52,11 @@ fn deployment() -> apps::Deployment {
             host_ip: s(""),
         }],
         resources: Some(core::ResourceRequirements {
-            limits: [("cpu".to_string(), quantity("500m")), ("memory".to_string(), quantity("128Mi"))]
-                .into(),
+            limits: [
+                ("cpu".to_string(), quantity("500m")),
+                ("memory".to_string(), quantity("128Mi")),
+            ]
+            .into(),
             requests: [("cpu".to_string(), quantity("250m"))].into(),
             ..Default::default()
         }),
@@ -72,7 +86,10 @@ fn deployment() -> apps::Deployment {
                     labels: labels(&[("app", "web")]),
                     ..Default::default()
                 }),
-                spec: Some(core::PodSpec { containers: vec![container], ..Default::default() }),
+                spec: Some(core::PodSpec {
+                    containers: vec![container],
+                    ..Default::default()
+                }),
             }),
             strategy: Some(apps::DeploymentStrategy {
                 r#type: s("RollingUpdate"),
@@ -130,7 +147,10 @@ fn deployment_decodes_with_quantities_int_or_string_and_go_zero_rules() {
 #[test]
 fn secret_bytes_become_base64_and_pointer_false_is_kept() {
     let secret = core::Secret {
-        metadata: Some(meta::ObjectMeta { name: s("creds"), ..Default::default() }),
+        metadata: Some(meta::ObjectMeta {
+            name: s("creds"),
+            ..Default::default()
+        }),
         immutable: Some(false),
         data: [
             ("password".to_string(), b"s3cr3t".to_vec()),
@@ -160,8 +180,14 @@ fn pod_times_probes_and_inlined_structs_decode_like_go() {
     let pod = core::Pod {
         metadata: Some(meta::ObjectMeta {
             name: s("p"),
-            creation_timestamp: Some(meta::Time { seconds: Some(1_714_564_800), nanos: Some(0) }),
-            deletion_timestamp: Some(meta::Time { seconds: Some(1_714_568_400), nanos: Some(0) }),
+            creation_timestamp: Some(meta::Time {
+                seconds: Some(1_714_564_800),
+                nanos: Some(0),
+            }),
+            deletion_timestamp: Some(meta::Time {
+                seconds: Some(1_714_568_400),
+                nanos: Some(0),
+            }),
             deletion_grace_period_seconds: Some(0),
             ..Default::default()
         }),
@@ -187,7 +213,9 @@ fn pod_times_probes_and_inlined_structs_decode_like_go() {
                 name: s("cfg"),
                 volume_source: Some(core::VolumeSource {
                     config_map: Some(core::ConfigMapVolumeSource {
-                        local_object_reference: Some(core::LocalObjectReference { name: s("settings") }),
+                        local_object_reference: Some(core::LocalObjectReference {
+                            name: s("settings"),
+                        }),
                         default_mode: Some(420),
                         optional: Some(false),
                         ..Default::default()
@@ -207,12 +235,18 @@ fn pod_times_probes_and_inlined_structs_decode_like_go() {
         }),
         status: Some(core::PodStatus {
             phase: s("Running"),
-            start_time: Some(meta::Time { seconds: Some(1_714_564_801), nanos: Some(5) }),
+            start_time: Some(meta::Time {
+                seconds: Some(1_714_564_801),
+                nanos: Some(5),
+            }),
             conditions: vec![core::PodCondition {
                 r#type: s("Ready"),
                 status: s("True"),
                 last_probe_time: Some(meta::Time::default()),
-                last_transition_time: Some(meta::Time { seconds: Some(1_714_564_802), nanos: Some(0) }),
+                last_transition_time: Some(meta::Time {
+                    seconds: Some(1_714_564_802),
+                    nanos: Some(0),
+                }),
                 ..Default::default()
             }],
             ..Default::default()
@@ -263,14 +297,18 @@ fn pod_times_probes_and_inlined_structs_decode_like_go() {
 fn delete_options_keep_an_explicit_zero_grace_period_under_any_group_version() {
     let options = meta::DeleteOptions {
         grace_period_seconds: Some(0),
-        preconditions: Some(meta::Preconditions { uid: s("u-1"), resource_version: None }),
+        preconditions: Some(meta::Preconditions {
+            uid: s("u-1"),
+            resource_version: None,
+        }),
         orphan_dependents: None,
         propagation_policy: s("Foreground"),
         dry_run: vec!["All".to_string()],
         ignore_store_read_error_with_cluster_breaking_potential: None,
     };
     for api_version in ["v1", "apps/v1", "meta.k8s.io/v1"] {
-        let json = pbcodec::decode(&envelope(api_version, "DeleteOptions", &options)).expect("decodes");
+        let json =
+            pbcodec::decode(&envelope(api_version, "DeleteOptions", &options)).expect("decodes");
         assert_eq!(
             json,
             json!({
@@ -289,16 +327,23 @@ fn delete_options_keep_an_explicit_zero_grace_period_under_any_group_version() {
 fn lease_micro_times_keep_microseconds() {
     use k8s_pb::api::coordination::v1 as coordination;
     let lease = coordination::Lease {
-        metadata: Some(meta::ObjectMeta { name: s("leader"), ..Default::default() }),
+        metadata: Some(meta::ObjectMeta {
+            name: s("leader"),
+            ..Default::default()
+        }),
         spec: Some(coordination::LeaseSpec {
             holder_identity: s("node-a"),
             lease_duration_seconds: Some(15),
-            renew_time: Some(meta::MicroTime { seconds: Some(1_714_564_800), nanos: Some(123_456_789) }),
+            renew_time: Some(meta::MicroTime {
+                seconds: Some(1_714_564_800),
+                nanos: Some(123_456_789),
+            }),
             lease_transitions: Some(0),
             ..Default::default()
         }),
     };
-    let json = pbcodec::decode(&envelope("coordination.k8s.io/v1", "Lease", &lease)).expect("decodes");
+    let json =
+        pbcodec::decode(&envelope("coordination.k8s.io/v1", "Lease", &lease)).expect("decodes");
     assert_eq!(
         json["spec"],
         json!({
@@ -315,16 +360,29 @@ fn eviction_scale_and_status_decode() {
     use k8s_pb::api::autoscaling::v1 as autoscaling;
     use k8s_pb::api::policy::v1 as policy;
     let eviction = policy::Eviction {
-        metadata: Some(meta::ObjectMeta { name: s("p"), namespace: s("ns"), ..Default::default() }),
-        delete_options: Some(meta::DeleteOptions { grace_period_seconds: Some(30), ..Default::default() }),
+        metadata: Some(meta::ObjectMeta {
+            name: s("p"),
+            namespace: s("ns"),
+            ..Default::default()
+        }),
+        delete_options: Some(meta::DeleteOptions {
+            grace_period_seconds: Some(30),
+            ..Default::default()
+        }),
     };
     let json = pbcodec::decode(&envelope("policy/v1", "Eviction", &eviction)).expect("decodes");
     assert_eq!(json["deleteOptions"], json!({"gracePeriodSeconds": 30}));
 
     let scale = autoscaling::Scale {
-        metadata: Some(meta::ObjectMeta { name: s("web"), ..Default::default() }),
+        metadata: Some(meta::ObjectMeta {
+            name: s("web"),
+            ..Default::default()
+        }),
         spec: Some(autoscaling::ScaleSpec { replicas: Some(0) }),
-        status: Some(autoscaling::ScaleStatus { replicas: Some(0), selector: s("") }),
+        status: Some(autoscaling::ScaleStatus {
+            replicas: Some(0),
+            selector: s(""),
+        }),
     };
     let json = pbcodec::decode(&envelope("autoscaling/v1", "Scale", &scale)).expect("decodes");
     // ScaleSpec.replicas is a non-pointer omitempty int32; ScaleStatus.replicas has no omitempty.
@@ -336,7 +394,11 @@ fn eviction_scale_and_status_decode() {
         message: s("nope"),
         reason: s("NotFound"),
         code: Some(404),
-        details: Some(meta::StatusDetails { name: s("x"), kind: s("pods"), ..Default::default() }),
+        details: Some(meta::StatusDetails {
+            name: s("x"),
+            kind: s("pods"),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let json = pbcodec::decode(&envelope("v1", "Status", &status)).expect("decodes");
@@ -362,12 +424,17 @@ fn lists_decode_with_their_items() {
     let json = pbcodec::decode(&envelope("apps/v1", "DeploymentList", &list)).expect("decodes");
     assert_eq!(json["metadata"], json!({"resourceVersion": "42"}));
     assert_eq!(json["items"].as_array().map(Vec::len), Some(2));
-    assert_eq!(json["items"][1]["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    assert_eq!(
+        json["items"][1]["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
+        "25%"
+    );
 
     let generic = core::List {
         metadata: Some(meta::ListMeta::default()),
         items: vec![k8s_pb::apimachinery::pkg::runtime::RawExtension {
-            raw: Some(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#.to_vec()),
+            raw: Some(
+                br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#.to_vec(),
+            ),
         }],
     };
     let json = pbcodec::decode(&envelope("v1", "List", &generic)).expect("decodes");
