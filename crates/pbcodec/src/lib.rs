@@ -23,7 +23,9 @@
 //! Limits: `null` is never written (a zero `Time`, an empty `RawExtension`, a Go `nil` slice
 //! without `omitempty`, which Go would write as `null`, are left out instead, which every decoder
 //! reads the same); empty lists and maps cannot be told from absent ones on the wire, so they are
-//! left out; a repeated singular message is last-wins rather than merged.
+//! left out; a non-pointer struct that a non-Go encoder left off the wire is left out, where Go
+//! would write `{}`; a repeated singular message is last-wins rather than merged; invalid UTF-8 in
+//! strings becomes U+FFFD, as Go's JSON encoder does.
 //!
 //! Other special forms: `Time` → RFC 3339 seconds (`Z`), `MicroTime` → six fraction digits,
 //! `Duration` → Go duration text, `Quantity` → its string, `IntOrString` → number or string,
