@@ -10,20 +10,16 @@ flags: `*` the Go field is a pointer (a zero value on the wire is meaningful),
        `^` the field is inlined into its parent (`json:",inline"`),
        `~` the JSON tag has `omitzero`.
 
-Usage: extract.py TAG  (reads the bare git mirrors of kubernetes/api, kubernetes/apimachinery
-and kubernetes/apiextensions-apiserver under $MIRRORS, default /work/.mirror).
+Usage: extract.py TAG API_GIT APIMACHINERY_GIT APIEXTENSIONS_GIT > gofacts-<version>.txt
+where TAG is a tag such as kubernetes-1.35.0 and the three arguments are git directories (clones
+or bare mirrors) of kubernetes/api, kubernetes/apimachinery and kubernetes/apiextensions-apiserver.
 """
 import os
 import re
 import subprocess
 import sys
 
-MIRRORS = os.environ.get("MIRRORS", "/work/.mirror")
-REPOS = [
-    ("kubernetes+api", "api", ""),
-    ("kubernetes+apimachinery", "apimachinery", ""),
-    ("kubernetes+apiextensions-apiserver", "apiextensions_apiserver", ""),
-]
+PREFIXES = ["api", "apimachinery", "apiextensions_apiserver"]
 SKIP_SUFFIXES = ("_test.go", ".pb.go")
 SKIP_PREFIXES = ("zz_generated", "types_swagger_doc_generated")
 
@@ -78,10 +74,11 @@ def fields(body):
 
 
 def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
     ref = sys.argv[1]
     out = []
-    for mirror, prefix, _ in REPOS:
-        repo = os.path.join(MIRRORS, mirror, "repo")
+    for repo, prefix in zip(sys.argv[2:], PREFIXES):
         files = git(repo, "ls-tree", "-r", "--name-only", ref).split("\n")
         pkgs = sorted({os.path.dirname(f) for f in files if f.endswith("/generated.proto")})
         for pkg in pkgs:
