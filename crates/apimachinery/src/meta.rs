@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 /// `metadata` of an object (an empty object when absent or not an object).
 pub fn metadata(obj: &Value) -> &Map<String, Value> {
     static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-    obj.get("metadata").and_then(Value::as_object).unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+    obj.get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
 }
 
 /// `metadata`, created if missing (replacing a non-object).
@@ -16,7 +18,9 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
         *obj = Value::Object(Map::new());
     }
     let map = obj.as_object_mut().expect("an object");
-    let meta = map.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let meta = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
@@ -24,7 +28,10 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 fn str_field<'a>(obj: &'a Value, name: &str) -> &'a str {
-    metadata(obj).get(name).and_then(Value::as_str).unwrap_or("")
+    metadata(obj)
+        .get(name)
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub fn name(obj: &Value) -> &str {
@@ -48,11 +55,16 @@ pub fn resource_version(obj: &Value) -> &str {
 }
 
 pub fn deletion_timestamp(obj: &Value) -> Option<&str> {
-    metadata(obj).get("deletionTimestamp").and_then(Value::as_str)
+    metadata(obj)
+        .get("deletionTimestamp")
+        .and_then(Value::as_str)
 }
 
 pub fn generation(obj: &Value) -> i64 {
-    metadata(obj).get("generation").and_then(Value::as_i64).unwrap_or(0)
+    metadata(obj)
+        .get("generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
 }
 
 pub fn api_version(obj: &Value) -> &str {
@@ -69,7 +81,10 @@ pub fn string_map<'a>(obj: &'a Value, field: &str) -> impl Iterator<Item = (&'a 
         .get(field)
         .and_then(Value::as_object)
         .into_iter()
-        .flat_map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v))))
+        .flat_map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
+        })
 }
 
 pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
@@ -84,7 +99,11 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     metadata(obj)
         .get("finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -98,7 +117,11 @@ pub fn set_finalizers(obj: &mut Value, finalizers: Vec<String>) {
 }
 
 pub fn owner_references(obj: &Value) -> &[Value] {
-    metadata(obj).get("ownerReferences").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    metadata(obj)
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 pub fn set(obj: &mut Value, field: &str, value: impl Into<Value>) {
@@ -122,7 +145,12 @@ pub fn format_time(unix_seconds: i64) -> String {
     let days = unix_seconds.div_euclid(86_400);
     let secs = unix_seconds.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 /// RFC 3339 UTC with microseconds, as Kubernetes prints `metav1.MicroTime`.
@@ -137,11 +165,24 @@ pub fn format_micro_time(unix_micros: i64) -> String {
 /// seconds.
 pub fn parse_time(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b't') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || (b[10] != b'T' && b[10] != b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
         return None;
     }
@@ -155,7 +196,10 @@ pub fn parse_time(s: &str) -> Option<i64> {
     }
     let offset = match rest {
         "Z" | "z" => 0,
-        _ if rest.len() == 6 && (rest.starts_with('+') || rest.starts_with('-')) && &rest[3..4] == ":" => {
+        _ if rest.len() == 6
+            && (rest.starts_with('+') || rest.starts_with('-'))
+            && &rest[3..4] == ":" =>
+        {
             let oh: i64 = rest[1..3].parse().ok()?;
             let om: i64 = rest[4..6].parse().ok()?;
             let sign = if rest.starts_with('-') { -1 } else { 1 };
@@ -200,8 +244,14 @@ mod tests {
         assert_eq!(format_time(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_time(1_796_028_878), "2026-11-30T08:54:38Z");
         assert_eq!(parse_time("2026-11-30T08:54:38Z"), Some(1_796_028_878));
-        assert_eq!(parse_time("2026-11-30T09:54:38.123+01:00"), Some(1_796_028_878));
-        assert_eq!(format_micro_time(1_796_028_878_000_123), "2026-11-30T08:54:38.000123Z");
+        assert_eq!(
+            parse_time("2026-11-30T09:54:38.123+01:00"),
+            Some(1_796_028_878)
+        );
+        assert_eq!(
+            format_micro_time(1_796_028_878_000_123),
+            "2026-11-30T08:54:38.000123Z"
+        );
         assert_eq!(parse_time("yesterday"), None);
         assert_eq!(parse_time("2026-13-30T08:54:38Z"), None);
     }
@@ -211,7 +261,10 @@ mod tests {
         let obj = json!({"metadata": {"name": "a", "labels": {"x": "1", "y": 2}}});
         assert_eq!(name(&obj), "a");
         assert_eq!(namespace(&obj), "");
-        assert_eq!(string_map(&obj, "labels").collect::<Vec<_>>(), vec![("x", "1")]);
+        assert_eq!(
+            string_map(&obj, "labels").collect::<Vec<_>>(),
+            vec![("x", "1")]
+        );
         let mut odd = json!("not an object");
         set(&mut odd, "name", "b");
         assert_eq!(name(&odd), "b");

@@ -24,7 +24,12 @@ impl UserInfo {
     }
 
     pub fn anonymous() -> Self {
-        UserInfo { name: "system:anonymous".into(), uid: String::new(), groups: vec!["system:unauthenticated".into()], extra: Vec::new() }
+        UserInfo {
+            name: "system:anonymous".into(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".into()],
+            extra: Vec::new(),
+        }
     }
 
     /// A user from a client certificate: CN is the name, each O a group.
@@ -33,7 +38,12 @@ impl UserInfo {
         if !groups.iter().any(|g| g == "system:authenticated") {
             groups.push("system:authenticated".into());
         }
-        UserInfo { name: cn.into(), uid: String::new(), groups, extra: Vec::new() }
+        UserInfo {
+            name: cn.into(),
+            uid: String::new(),
+            groups,
+            extra: Vec::new(),
+        }
     }
 
     pub fn is_anonymous(&self) -> bool {
@@ -51,7 +61,12 @@ impl UserInfo {
             v["uid"] = json!(self.uid);
         }
         if !self.extra.is_empty() {
-            v["extra"] = Value::Object(self.extra.iter().map(|(k, vs)| (k.clone(), json!(vs))).collect());
+            v["extra"] = Value::Object(
+                self.extra
+                    .iter()
+                    .map(|(k, vs)| (k.clone(), json!(vs)))
+                    .collect(),
+            );
         }
         v
     }

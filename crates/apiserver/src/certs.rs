@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 /// Validity of a certificate authority.
@@ -55,10 +55,19 @@ impl Ca {
         dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         validity(&mut params, CA_VALIDITY);
         let cert = params.self_signed(&key)?;
-        Ok(Ca { pair: CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() } })
+        Ok(Ca {
+            pair: CertPair {
+                cert_pem: cert.pem(),
+                key_pem: key.serialize_pem(),
+            },
+        })
     }
 
     fn issuer(&self) -> Result<Issuer<'static, KeyPair>, Error> {
@@ -80,11 +89,17 @@ impl Ca {
                 Err(_) => s.clone().try_into().ok().map(SanType::DnsName),
             })
             .collect();
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         validity(&mut params, LEAF_VALIDITY);
         let cert = params.signed_by(&key, &self.issuer()?)?;
-        Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        Ok(CertPair {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
     }
 
     /// A client certificate: CN is the user, each O a group.
@@ -97,18 +112,32 @@ impl Ca {
         }
         dn.push(DnType::CommonName, user);
         params.distinguished_name = dn;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         validity(&mut params, LEAF_VALIDITY);
         let cert = params.signed_by(&key, &self.issuer()?)?;
-        Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        Ok(CertPair {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
     }
 
     /// Loads the CA from `dir/<name>.crt` and `.key`, creating it on first use.
     pub fn load_or_create(dir: &Path, name: &str, common_name: &str) -> Result<Ca, Error> {
-        let (crt, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+        let (crt, key) = (
+            dir.join(format!("{name}.crt")),
+            dir.join(format!("{name}.key")),
+        );
         if crt.exists() && key.exists() {
-            return Ok(Ca { pair: CertPair { cert_pem: std::fs::read_to_string(crt)?, key_pem: std::fs::read_to_string(key)? } });
+            return Ok(Ca {
+                pair: CertPair {
+                    cert_pem: std::fs::read_to_string(crt)?,
+                    key_pem: std::fs::read_to_string(key)?,
+                },
+            });
         }
         let ca = Ca::generate(common_name)?;
         write_private(&key, &ca.pair.key_pem)?;
@@ -122,14 +151,25 @@ pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(contents.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(tmp, path)
 }
 
 /// A kubeconfig with embedded CA and client certificate.
-pub fn kubeconfig(cluster_name: &str, server: &str, ca_pem: &str, user: &str, client: &CertPair) -> String {
+pub fn kubeconfig(
+    cluster_name: &str,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    client: &CertPair,
+) -> String {
     let b64 = |s: &str| STANDARD.encode(s.as_bytes());
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: {cluster_name}\ncontexts:\n- context:\n    cluster: {cluster_name}\n    user: {user}\n  name: {user}@{cluster_name}\ncurrent-context: {user}@{cluster_name}\npreferences: {{}}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n",
@@ -146,11 +186,21 @@ mod tests {
     #[test]
     fn a_client_certificate_carries_its_user_and_groups() {
         let ca = Ca::generate("test-ca").unwrap();
-        let client = ca.issue_client("alice", &["dev", "system:masters"]).unwrap();
+        let client = ca
+            .issue_client("alice", &["dev", "system:masters"])
+            .unwrap();
         let der = rustls_pki_pem(&client.cert_pem);
         let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
-        let cn: Vec<_> = cert.subject().iter_common_name().filter_map(|c| c.as_str().ok()).collect();
-        let orgs: Vec<_> = cert.subject().iter_organization().filter_map(|c| c.as_str().ok()).collect();
+        let cn: Vec<_> = cert
+            .subject()
+            .iter_common_name()
+            .filter_map(|c| c.as_str().ok())
+            .collect();
+        let orgs: Vec<_> = cert
+            .subject()
+            .iter_organization()
+            .filter_map(|c| c.as_str().ok())
+            .collect();
         assert_eq!(cn, vec!["alice"]);
         assert_eq!(orgs, vec!["dev", "system:masters"]);
     }

@@ -5,6 +5,12 @@ use crate::server::ApiServer;
 
 /// Whether `cluster` (not the root) is a served logical cluster.
 pub async fn exists(server: &ApiServer, cluster: &str) -> bool {
-    let obj = server.store.cache.get("core.matryoshka.dev", "logicalclusters", crate::route::ROOT_CLUSTER, "", cluster);
+    let obj = server.store.cache.get(
+        "core.matryoshka.dev",
+        "logicalclusters",
+        crate::route::ROOT_CLUSTER,
+        "",
+        cluster,
+    );
     obj.is_some_and(|o| apimachinery::meta::deletion_timestamp(&o.value).is_none())
 }

@@ -15,7 +15,10 @@ use crate::response::{self, Body};
 use crate::server::{ApiServer, Ctx};
 
 /// Groups a cluster serves, in order, each with its versions (preferred first) and resources.
-fn grouped(server: &ApiServer, cluster: &str) -> Vec<(String, Vec<(String, Vec<Arc<ResourceDef>>)>)> {
+fn grouped(
+    server: &ApiServer,
+    cluster: &str,
+) -> Vec<(String, Vec<(String, Vec<Arc<ResourceDef>>)>)> {
     let mut groups: Vec<(String, Vec<(String, Vec<Arc<ResourceDef>>)>)> = Vec::new();
     for r in server.catalog.all(cluster) {
         let gi = match groups.iter().position(|(g, _)| *g == r.group) {
@@ -39,9 +42,13 @@ fn grouped(server: &ApiServer, cluster: &str) -> Vec<(String, Vec<(String, Vec<A
 
 /// Kubernetes version ordering: GA > beta > alpha > other, higher numbers first.
 pub fn version_priority(v: &str) -> (u8, u32, u32) {
-    let Some(rest) = v.strip_prefix('v') else { return (0, 0, 0) };
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let Ok(major) = digits.parse::<u32>() else { return (0, 0, 0) };
+    let Ok(major) = digits.parse::<u32>() else {
+        return (0, 0, 0);
+    };
     let tail = &rest[digits.len()..];
     let num = |s: &str| s.parse::<u32>().ok();
     if tail.is_empty() {
@@ -56,14 +63,22 @@ pub fn version_priority(v: &str) -> (u8, u32, u32) {
 }
 
 fn group_version(group: &str, version: &str) -> String {
-    if group.is_empty() { version.to_string() } else { format!("{group}/{version}") }
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
 }
 
 /// `GET /api`
 pub fn core_versions(server: &ApiServer, ctx: &Ctx) -> Response<Body> {
     if let Some(v) = negotiate::aggregated_discovery(ctx.header("accept")) {
         let groups = grouped(server, &ctx.cluster);
-        let items: Vec<Value> = groups.iter().filter(|(g, _)| g.is_empty()).map(|(g, vs)| aggregated_group(g, vs)).collect();
+        let items: Vec<Value> = groups
+            .iter()
+            .filter(|(g, _)| g.is_empty())
+            .map(|(g, vs)| aggregated_group(g, vs))
+            .collect();
         return aggregated(v, items);
     }
     let addr = ctx.header("host").unwrap_or("127.0.0.1:6443").to_string();
@@ -78,8 +93,10 @@ pub fn core_versions(server: &ApiServer, ctx: &Ctx) -> Response<Body> {
 }
 
 fn api_group(group: &str, versions: &[(String, Vec<Arc<ResourceDef>>)]) -> Value {
-    let vs: Vec<Value> =
-        versions.iter().map(|(v, _)| json!({"groupVersion": group_version(group, v), "version": v})).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|(v, _)| json!({"groupVersion": group_version(group, v), "version": v}))
+        .collect();
     json!({"name": group, "versions": vs, "preferredVersion": vs[0].clone()})
 }
 
@@ -87,17 +104,31 @@ fn api_group(group: &str, versions: &[(String, Vec<Arc<ResourceDef>>)]) -> Value
 pub fn groups(server: &ApiServer, ctx: &Ctx) -> Response<Body> {
     let groups = grouped(server, &ctx.cluster);
     if let Some(v) = negotiate::aggregated_discovery(ctx.header("accept")) {
-        let items: Vec<Value> = groups.iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| aggregated_group(g, vs)).collect();
+        let items: Vec<Value> = groups
+            .iter()
+            .filter(|(g, _)| !g.is_empty())
+            .map(|(g, vs)| aggregated_group(g, vs))
+            .collect();
         return aggregated(v, items);
     }
-    let list: Vec<Value> = groups.iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| api_group(g, vs)).collect();
-    response::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}))
+    let list: Vec<Value> = groups
+        .iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| api_group(g, vs))
+        .collect();
+    response::json(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}),
+    )
 }
 
 /// `GET /apis/<group>`
 pub fn group(server: &ApiServer, ctx: &Ctx, group: &str) -> Result<Response<Body>, ApiError> {
     let groups = grouped(server, &ctx.cluster);
-    let (g, vs) = groups.iter().find(|(g, _)| g == group && !g.is_empty()).ok_or_else(ApiError::no_route)?;
+    let (g, vs) = groups
+        .iter()
+        .find(|(g, _)| g == group && !g.is_empty())
+        .ok_or_else(ApiError::no_route)?;
     let mut v = api_group(g, vs);
     v["kind"] = json!("APIGroup");
     v["apiVersion"] = json!("v1");
@@ -105,7 +136,12 @@ pub fn group(server: &ApiServer, ctx: &Ctx, group: &str) -> Result<Response<Body
 }
 
 /// `GET /api/v1`, `GET /apis/<group>/<version>`
-pub fn resources(server: &ApiServer, ctx: &Ctx, group: &str, version: &str) -> Result<Response<Body>, ApiError> {
+pub fn resources(
+    server: &ApiServer,
+    ctx: &Ctx,
+    group: &str,
+    version: &str,
+) -> Result<Response<Body>, ApiError> {
     let groups = grouped(server, &ctx.cluster);
     let rs = groups
         .iter()
@@ -159,7 +195,9 @@ fn storage_version_hash(r: &ResourceDef) -> String {
     (&r.group, &r.version, &r.kind).hash(&mut h);
     let n = h.finish();
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    (0..11).map(|i| alphabet[((n >> (i * 6)) & 63) as usize] as char).collect()
+    (0..11)
+        .map(|i| alphabet[((n >> (i * 6)) & 63) as usize] as char)
+        .collect()
 }
 
 fn aggregated_group(group: &str, versions: &[(String, Vec<Arc<ResourceDef>>)]) -> Value {
@@ -227,12 +265,16 @@ fn aggregated(version: &str, items: Vec<Value>) -> Response<Body> {
     if let Ok(v) = http::HeaderValue::from_str(&etag) {
         r.headers_mut().insert(header::ETAG, v);
     }
-    r.headers_mut().insert(header::VARY, http::HeaderValue::from_static("Accept"));
+    r.headers_mut()
+        .insert(header::VARY, http::HeaderValue::from_static("Accept"));
     r
 }
 
 /// Every group-version a cluster serves, as `(group, version)` pairs (for OpenAPI).
-pub fn group_versions(server: &ApiServer, cluster: &str) -> BTreeMap<(String, String), Vec<Arc<ResourceDef>>> {
+pub fn group_versions(
+    server: &ApiServer,
+    cluster: &str,
+) -> BTreeMap<(String, String), Vec<Arc<ResourceDef>>> {
     let mut out = BTreeMap::new();
     for (g, vs) in grouped(server, cluster) {
         for (v, rs) in vs {

@@ -16,19 +16,36 @@ fn checks(server: &ApiServer, kind: &str) -> Vec<(&'static str, bool)> {
     c
 }
 
-pub fn answer(server: &ApiServer, kind: &str, check: Option<&str>, query: &Query) -> Response<Body> {
+pub fn answer(
+    server: &ApiServer,
+    kind: &str,
+    check: Option<&str>,
+    query: &Query,
+) -> Response<Body> {
     let all = checks(server, kind);
     if let Some(name) = check {
         return match all.iter().find(|(n, _)| *n == name) {
             Some((_, true)) => response::text(StatusCode::OK, "ok"),
-            Some((n, false)) => response::text(StatusCode::INTERNAL_SERVER_ERROR, format!("[-]{n} failed: reason withheld\n")),
+            Some((n, false)) => response::text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("[-]{n} failed: reason withheld\n"),
+            ),
             None => response::text(StatusCode::NOT_FOUND, "404 page not found\n"),
         };
     }
-    let excluded: Vec<&str> = query.0.iter().filter(|(k, _)| k == "exclude").map(|(_, v)| v.as_str()).collect();
+    let excluded: Vec<&str> = query
+        .0
+        .iter()
+        .filter(|(k, _)| k == "exclude")
+        .map(|(_, v)| v.as_str())
+        .collect();
     let considered: Vec<_> = all.iter().filter(|(n, _)| !excluded.contains(n)).collect();
     let ok = considered.iter().all(|(_, pass)| *pass);
-    let status = if ok { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
     if query.has("verbose") || !ok {
         let mut out = String::new();
         for (n, pass) in &all {
@@ -40,7 +57,10 @@ pub fn answer(server: &ApiServer, kind: &str, check: Option<&str>, query: &Query
                 out.push_str(&format!("[-]{n} failed: reason withheld\n"));
             }
         }
-        out.push_str(&format!("{kind} check {}\n", if ok { "passed" } else { "failed" }));
+        out.push_str(&format!(
+            "{kind} check {}\n",
+            if ok { "passed" } else { "failed" }
+        ));
         return response::text(status, out);
     }
     response::text(status, "ok")

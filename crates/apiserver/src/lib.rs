@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod bootstrap;
 pub mod certs;
 pub mod clusters;
 pub mod codec;

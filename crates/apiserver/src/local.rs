@@ -26,7 +26,10 @@ pub struct LocalService {
 impl LocalService {
     /// A service acting as the system identity.
     pub fn system(server: Arc<ApiServer>) -> Self {
-        LocalService { server, user: UserInfo::system() }
+        LocalService {
+            server,
+            user: UserInfo::system(),
+        }
     }
 
     pub fn as_user(server: Arc<ApiServer>, user: UserInfo) -> Self {

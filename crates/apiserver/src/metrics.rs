@@ -15,7 +15,10 @@ use crate::route::Route;
 use crate::server::Query;
 
 /// Histogram buckets of request durations (seconds), upstream's set.
-const BUCKETS: &[f64] = &[0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0];
+const BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
 
 #[derive(Default)]
 struct Histogram {
@@ -60,12 +63,17 @@ pub fn labels(method: &Method, route: &Route, query: &Query) -> (String, String)
 impl Metrics {
     pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
         let mut m = self.inner.lock();
-        *m.requests.entry((verb.to_string(), resource.to_string(), code)).or_default() += 1;
+        *m.requests
+            .entry((verb.to_string(), resource.to_string(), code))
+            .or_default() += 1;
         // Watches last as long as the client wants: upstream leaves them out of the histogram.
         if verb == "WATCH" {
             return;
         }
-        let h = m.durations.entry((verb.to_string(), resource.to_string())).or_default();
+        let h = m
+            .durations
+            .entry((verb.to_string(), resource.to_string()))
+            .or_default();
         if h.counts.is_empty() {
             h.counts = vec![0; BUCKETS.len()];
         }
@@ -86,7 +94,10 @@ impl Metrics {
         out.push_str("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.\n");
         out.push_str("# TYPE apiserver_request_total counter\n");
         for ((verb, resource, code), n) in &m.requests {
-            let _ = writeln!(out, "apiserver_request_total{{code=\"{code}\",resource=\"{resource}\",verb=\"{verb}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "apiserver_request_total{{code=\"{code}\",resource=\"{resource}\",verb=\"{verb}\"}} {n}"
+            );
         }
         out.push_str("# HELP apiserver_request_duration_seconds Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.\n");
         out.push_str("# TYPE apiserver_request_duration_seconds histogram\n");
@@ -98,10 +109,26 @@ impl Metrics {
                     h.counts[i]
                 );
             }
-            let _ = writeln!(out, "apiserver_request_duration_seconds_bucket{{resource=\"{resource}\",verb=\"{verb}\",le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_sum{{resource=\"{resource}\",verb=\"{verb}\"}} {}", h.sum);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_count{{resource=\"{resource}\",verb=\"{verb}\"}} {}", h.count);
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_bucket{{resource=\"{resource}\",verb=\"{verb}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_sum{{resource=\"{resource}\",verb=\"{verb}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_count{{resource=\"{resource}\",verb=\"{verb}\"}} {}",
+                h.count
+            );
         }
-        response::bytes(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", out)
+        response::bytes(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            out,
+        )
     }
 }

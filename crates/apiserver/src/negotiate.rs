@@ -12,11 +12,17 @@ pub struct MediaType {
 
 impl MediaType {
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     fn matches_json(&self) -> bool {
-        matches!(self.essence.as_str(), "application/json" | "application/*" | "*/*")
+        matches!(
+            self.essence.as_str(),
+            "application/json" | "application/*" | "*/*"
+        )
     }
 }
 
@@ -33,10 +39,16 @@ pub fn parse_accept(header: &str) -> Vec<MediaType> {
             let params: Vec<(String, String)> = pieces
                 .filter_map(|p| {
                     let (k, v) = p.split_once('=')?;
-                    Some((k.trim().to_ascii_lowercase(), v.trim().trim_matches('"').to_string()))
+                    Some((
+                        k.trim().to_ascii_lowercase(),
+                        v.trim().trim_matches('"').to_string(),
+                    ))
                 })
                 .collect();
-            if params.iter().any(|(k, v)| k == "q" && v.parse::<f32>().is_ok_and(|q| q == 0.0)) {
+            if params
+                .iter()
+                .any(|(k, v)| k == "q" && v.parse::<f32>().is_ok_and(|q| q == 0.0))
+            {
                 return None;
             }
             Some(MediaType { essence, params })
@@ -63,9 +75,13 @@ pub fn choose_output(accept: Option<&str>) -> Option<Output> {
     };
     for mt in parse_accept(accept) {
         match mt.param("as") {
-            Some("Table") if mt.param("g") == Some("meta.k8s.io") && mt.matches_json() => return Some(Output::Table),
+            Some("Table") if mt.param("g") == Some("meta.k8s.io") && mt.matches_json() => {
+                return Some(Output::Table);
+            }
             Some("PartialObjectMetadata" | "PartialObjectMetadataList")
-                if mt.param("g") == Some("meta.k8s.io") && mt.param("v") == Some("v1") && mt.matches_json() =>
+                if mt.param("g") == Some("meta.k8s.io")
+                    && mt.param("v") == Some("v1")
+                    && mt.matches_json() =>
             {
                 return Some(Output::Metadata);
             }
@@ -73,9 +89,12 @@ pub fn choose_output(accept: Option<&str>) -> Option<Output> {
             None => {}
         }
         match mt.essence.as_str() {
-            "application/json" | "application/*" | "*/*" | "application/json;stream=watch" => return Some(Output::Json),
+            "application/json" | "application/*" | "*/*" | "application/json;stream=watch" => {
+                return Some(Output::Json);
+            }
             "application/yaml" => return Some(Output::Yaml),
-            "application/vnd.kubernetes.protobuf" | "application/vnd.kubernetes.protobuf;stream=watch" => {
+            "application/vnd.kubernetes.protobuf"
+            | "application/vnd.kubernetes.protobuf;stream=watch" => {
                 return Some(Output::Protobuf);
             }
             _ => {}
@@ -87,7 +106,9 @@ pub fn choose_output(accept: Option<&str>) -> Option<Output> {
 /// Which aggregated discovery version the client accepts, if any (`v2` or `v2beta1`).
 pub fn aggregated_discovery(accept: Option<&str>) -> Option<&'static str> {
     for mt in parse_accept(accept?) {
-        if mt.param("as") == Some("APIGroupDiscoveryList") && mt.param("g") == Some("apidiscovery.k8s.io") {
+        if mt.param("as") == Some("APIGroupDiscoveryList")
+            && mt.param("g") == Some("apidiscovery.k8s.io")
+        {
             match mt.param("v") {
                 Some("v2") => return Some("v2"),
                 Some("v2beta1") => return Some("v2beta1"),
@@ -119,7 +140,12 @@ pub fn body_type(content_type: Option<&str>) -> BodyType {
     let Some(ct) = content_type.filter(|c| !c.trim().is_empty()) else {
         return BodyType::Json;
     };
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     match essence.as_str() {
         "application/json" | "*/*" => BodyType::Json,
         "application/yaml" | "application/x-yaml" | "text/yaml" => BodyType::Yaml,
@@ -145,8 +171,14 @@ mod tests {
 
     #[test]
     fn protobuf_first_with_json_fallback_is_answered_in_protobuf_only_when_first() {
-        assert_eq!(choose_output(Some("application/vnd.kubernetes.protobuf,application/json")), Some(Output::Protobuf));
-        assert_eq!(choose_output(Some("application/json, */*")), Some(Output::Json));
+        assert_eq!(
+            choose_output(Some("application/vnd.kubernetes.protobuf,application/json")),
+            Some(Output::Protobuf)
+        );
+        assert_eq!(
+            choose_output(Some("application/json, */*")),
+            Some(Output::Json)
+        );
         assert_eq!(choose_output(None), Some(Output::Json));
         assert_eq!(choose_output(Some("text/html")), None);
     }
@@ -169,7 +201,10 @@ mod tests {
     #[test]
     fn an_absent_content_type_is_json() {
         assert_eq!(body_type(None), BodyType::Json);
-        assert_eq!(body_type(Some("application/apply-patch+yaml; charset=utf-8")), BodyType::ApplyPatch);
+        assert_eq!(
+            body_type(Some("application/apply-patch+yaml; charset=utf-8")),
+            BodyType::ApplyPatch
+        );
         assert_eq!(body_type(Some("application/xml")), BodyType::Unknown);
     }
 }

@@ -33,7 +33,11 @@ pub struct ClusterDocuments {
 impl ClusterDocuments {
     /// The document set a cluster serves.
     pub fn get(&self, cluster: &str) -> Arc<DocumentSet> {
-        self.sets.read().get(cluster).cloned().unwrap_or_else(|| BUILTIN_ONLY.clone())
+        self.sets
+            .read()
+            .get(cluster)
+            .cloned()
+            .unwrap_or_else(|| BUILTIN_ONLY.clone())
     }
 
     /// Replaces a cluster's document set (after its CRDs changed).
@@ -63,15 +67,24 @@ pub fn v2(ctx: &Ctx) -> Response<Body> {
 
 pub fn v3_index(server: &ApiServer, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     let set = server.openapi.get(&ctx.cluster);
-    Ok(response::bytes(StatusCode::OK, "application/json", set.index_bytes()))
+    Ok(response::bytes(
+        StatusCode::OK,
+        "application/json",
+        set.index_bytes(),
+    ))
 }
 
 pub fn v3_document(server: &ApiServer, ctx: &Ctx, path: &str) -> Result<Response<Body>, ApiError> {
     let set = server.openapi.get(&ctx.cluster);
     let doc = set.get(path).ok_or_else(ApiError::no_route)?;
     let mut r = response::bytes(StatusCode::OK, "application/json", doc.bytes().to_vec());
-    let cache = if ctx.query.get("hash") == Some(doc.hash()) { "public, immutable" } else { "no-cache, private" };
-    r.headers_mut().insert(header::CACHE_CONTROL, http::HeaderValue::from_static(cache));
+    let cache = if ctx.query.get("hash") == Some(doc.hash()) {
+        "public, immutable"
+    } else {
+        "no-cache, private"
+    };
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, http::HeaderValue::from_static(cache));
     if let Ok(v) = http::HeaderValue::from_str(&format!("\"{}\"", doc.hash())) {
         r.headers_mut().insert(header::ETAG, v);
     }

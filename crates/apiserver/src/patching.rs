@@ -21,7 +21,11 @@ pub enum PatchKind {
     Apply,
 }
 
-const ACCEPTED_CR: &[&str] = &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+const ACCEPTED_CR: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
 const ACCEPTED: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -30,7 +34,11 @@ const ACCEPTED: &[&str] = &[
 ];
 
 /// The patch type of a request, or 415 (strategic merge patch on custom resources included).
-pub fn patch_kind(res: &ResourceDef, ty: BodyType, content_type: &str) -> Result<PatchKind, ApiError> {
+pub fn patch_kind(
+    res: &ResourceDef,
+    ty: BodyType,
+    content_type: &str,
+) -> Result<PatchKind, ApiError> {
     let accepted = if res.custom { ACCEPTED_CR } else { ACCEPTED };
     match ty {
         BodyType::JsonPatch => Ok(PatchKind::Json),
@@ -82,9 +90,22 @@ pub fn apply(
         if cur.is_none() && subresource.is_some() {
             return Err(ApiError::not_found(&res.plural, &res.group, loc.name));
         }
-        let managed = cur.map(|c| ManagedFieldsEntry::list_from_object(c).unwrap_or_default()).unwrap_or_default();
-        let (merged, _) = apply::apply(cur, &applied, &schema, &managed, manager, &res.api_version(), subresource, force, &now, &reset)
-            .map_err(|e| e.to_api_error())?;
+        let managed = cur
+            .map(|c| ManagedFieldsEntry::list_from_object(c).unwrap_or_default())
+            .unwrap_or_default();
+        let (merged, _) = apply::apply(
+            cur,
+            &applied,
+            &schema,
+            &managed,
+            manager,
+            &res.api_version(),
+            subresource,
+            force,
+            &now,
+            &reset,
+        )
+        .map_err(|e| e.to_api_error())?;
         let mut merged = merged;
         if let Some(c) = cur {
             // The current resourceVersion makes the write a compare-and-swap; an applied one
@@ -104,13 +125,17 @@ pub fn apply(
         PatchKind::Json => patch::json_patch(cur, body).map_err(|e| e.to_api_error())?,
         PatchKind::Merge => {
             if !body.is_object() {
-                return Err(ApiError::bad_request("the merge patch must be a JSON object"));
+                return Err(ApiError::bad_request(
+                    "the merge patch must be a JSON object",
+                ));
             }
             patch::merge_patch(cur, body)
         }
         PatchKind::Strategic => {
             if !body.is_object() {
-                return Err(ApiError::bad_request("the strategic merge patch must be a JSON object"));
+                return Err(ApiError::bad_request(
+                    "the strategic merge patch must be a JSON object",
+                ));
             }
             patch::strategic_merge_patch(cur, body, &schema).map_err(|e| e.to_api_error())?
         }
@@ -121,12 +146,27 @@ pub fn apply(
 }
 
 /// Records field ownership of a non-apply write (`operation: Update`).
-pub fn track_update(res: &ResourceDef, old: Option<&Value>, new: &mut Value, manager: &str, subresource: Option<&str>) {
+pub fn track_update(
+    res: &ResourceDef,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: Option<&str>,
+) {
     let schema = schema(res);
     let managed = apply::entries_for_update(old, new, subresource.is_some());
     let reset = apply::reset_fields(res.has_status(), subresource);
     let now = registry::store::now();
-    let entries =
-        apply::update_managed_fields(old, new, &schema, &managed, manager, &res.api_version(), subresource, &now, &reset);
+    let entries = apply::update_managed_fields(
+        old,
+        new,
+        &schema,
+        &managed,
+        manager,
+        &res.api_version(),
+        subresource,
+        &now,
+        &reset,
+    );
     apply::set_object_managed_fields(new, &entries);
 }

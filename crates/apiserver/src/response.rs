@@ -39,7 +39,9 @@ pub fn bytes(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> 
 pub fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Response<Body> {
     match serde_json::to_vec(value) {
         Ok(b) => bytes(status, "application/json", b),
-        Err(e) => error(&ApiError::internal(format!("failed to encode the response: {e}"))),
+        Err(e) => error(&ApiError::internal(format!(
+            "failed to encode the response: {e}"
+        ))),
     }
 }
 
@@ -50,7 +52,8 @@ pub fn error(e: &ApiError) -> Response<Body> {
     if let Some(secs) = e.retry_after_seconds
         && (e.code == 429 || e.code == 503)
     {
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     r
 }
@@ -62,7 +65,9 @@ pub fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
 /// A streaming response fed by a channel of chunks (watch, log follow).
 pub fn stream(content_type: &str, rx: mpsc::Receiver<Bytes>) -> Response<Body> {
     let s = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (Ok::<_, Infallible>(http_body::Frame::data(chunk)), rx))
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, Infallible>(http_body::Frame::data(chunk)), rx))
     });
     let mut r = Response::new(StreamBody::new(s).boxed_unsync());
     if let Ok(v) = HeaderValue::from_str(content_type) {
@@ -77,7 +82,10 @@ pub fn maybe_gzip(accept_encoding: Option<&str>, body: Vec<u8>) -> (Vec<u8>, boo
     if !wants || body.len() < GZIP_MIN {
         return (body, false);
     }
-    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 4),
+        flate2::Compression::fast(),
+    );
     if enc.write_all(&body).is_err() {
         return (body, false);
     }

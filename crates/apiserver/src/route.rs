@@ -16,7 +16,10 @@ pub const ROOT_CLUSTER: &str = "root";
 pub enum Route {
     Version,
     /// `/healthz`, `/livez`, `/readyz` and their sub-checks.
-    Health { kind: String, check: Option<String> },
+    Health {
+        kind: String,
+        check: Option<String>,
+    },
     Metrics,
     OpenApiV2,
     OpenApiV3Index,
@@ -29,7 +32,10 @@ pub enum Route {
     /// `/apis/<group>`
     Group(String),
     /// `/api/v1`, `/apis/<group>/<version>`
-    GroupVersion { group: String, version: String },
+    GroupVersion {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
     /// `/.well-known/openid-configuration`
     OidcConfig,
@@ -60,14 +66,19 @@ pub struct Routed {
 }
 
 fn valid_segment(s: &str) -> bool {
-    !s.is_empty() && s != "." && s != ".." && !s.contains('%') && s.bytes().all(|b| b.is_ascii_graphic())
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && !s.contains('%')
+        && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// A cluster name: a DNS-1123 label.
 pub fn valid_cluster_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -82,27 +93,40 @@ pub fn route(path: &str) -> Routed {
             None => (after, ""),
         };
         if !valid_cluster_name(name) || name == ROOT_CLUSTER {
-            return Routed { cluster: String::new(), route: Route::NotFound };
+            return Routed {
+                cluster: String::new(),
+                route: Route::NotFound,
+            };
         }
         cluster = name.to_string();
         rest = if tail.is_empty() { "/" } else { tail };
     }
-    Routed { cluster, route: route_in_cluster(rest) }
+    Routed {
+        cluster,
+        route: route_in_cluster(rest),
+    }
 }
 
 fn route_in_cluster(path: &str) -> Route {
     // Empty segments (`//`) are not collapsed: upstream answers 404 for them too.
-    let trimmed = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+    let trimmed = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
     let segs: Vec<&str> = trimmed.split('/').skip(1).collect();
     if segs.iter().any(|s| !valid_segment(s)) && trimmed != "/" {
         return Route::NotFound;
     }
     match segs.as_slice() {
         ["version"] => Route::Version,
-        [kind @ ("healthz" | "livez" | "readyz")] => Route::Health { kind: kind.to_string(), check: None },
-        [kind @ ("healthz" | "livez" | "readyz"), check] => {
-            Route::Health { kind: kind.to_string(), check: Some(check.to_string()) }
-        }
+        [kind @ ("healthz" | "livez" | "readyz")] => Route::Health {
+            kind: kind.to_string(),
+            check: None,
+        },
+        [kind @ ("healthz" | "livez" | "readyz"), check] => Route::Health {
+            kind: kind.to_string(),
+            check: Some(check.to_string()),
+        },
         ["metrics"] => Route::Metrics,
         ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiV3Index,
@@ -110,11 +134,17 @@ fn route_in_cluster(path: &str) -> Route {
         [".well-known", "openid-configuration"] => Route::OidcConfig,
         ["openid", "v1", "jwks"] => Route::Jwks,
         ["api"] => Route::CoreVersions,
-        ["api", "v1"] => Route::GroupVersion { group: String::new(), version: "v1".into() },
+        ["api", "v1"] => Route::GroupVersion {
+            group: String::new(),
+            version: "v1".into(),
+        },
         ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
         ["apis"] => Route::Groups,
         ["apis", g] => Route::Group(g.to_string()),
-        ["apis", g, v] => Route::GroupVersion { group: g.to_string(), version: v.to_string() },
+        ["apis", g, v] => Route::GroupVersion {
+            group: g.to_string(),
+            version: v.to_string(),
+        },
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Route::NotFound,
     }
@@ -125,7 +155,12 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
         ["watch", tail @ ..] => (true, tail),
         _ => (false, rest),
     };
-    let base = ResourcePath { group: group.into(), version: version.into(), watch_prefix, ..Default::default() };
+    let base = ResourcePath {
+        group: group.into(),
+        version: version.into(),
+        watch_prefix,
+        ..Default::default()
+    };
     let p = |ns: &str, res: &str, name: Option<&str>, sub: Option<&str>| {
         Route::Resource(ResourcePath {
             namespace: ns.into(),
@@ -138,7 +173,9 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
     match rest {
         [res] => p("", res, None, None),
         // A namespace's own subresources.
-        ["namespaces", name, sub @ ("status" | "finalize")] if group.is_empty() => p("", "namespaces", Some(name), Some(sub)),
+        ["namespaces", name, sub @ ("status" | "finalize")] if group.is_empty() => {
+            p("", "namespaces", Some(name), Some(sub))
+        }
         ["namespaces", ns, res] => p(ns, res, None, None),
         ["namespaces", ns, res, name] => p(ns, res, Some(name), None),
         ["namespaces", ns, res, name, sub] => p(ns, res, Some(name), Some(sub)),
@@ -163,15 +200,38 @@ mod tests {
     fn namespaced_and_cluster_scoped_paths_are_taken_apart() {
         let r = res("/apis/apps/v1/namespaces/default/deployments/web/scale");
         assert_eq!(
-            (r.group.as_str(), r.namespace.as_str(), r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()),
+            (
+                r.group.as_str(),
+                r.namespace.as_str(),
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
             ("apps", "default", "deployments", Some("web"), Some("scale"))
         );
         let r = res("/api/v1/nodes/n1/status");
-        assert_eq!((r.namespace.as_str(), r.resource.as_str(), r.subresource.as_deref()), ("", "nodes", Some("status")));
+        assert_eq!(
+            (
+                r.namespace.as_str(),
+                r.resource.as_str(),
+                r.subresource.as_deref()
+            ),
+            ("", "nodes", Some("status"))
+        );
         let r = res("/api/v1/namespaces/kube-system/finalize");
-        assert_eq!((r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()), ("namespaces", Some("kube-system"), Some("finalize")));
+        assert_eq!(
+            (
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            ("namespaces", Some("kube-system"), Some("finalize"))
+        );
         let r = res("/api/v1/namespaces/kube-system");
-        assert_eq!((r.resource.as_str(), r.name.as_deref()), ("namespaces", Some("kube-system")));
+        assert_eq!(
+            (r.resource.as_str(), r.name.as_deref()),
+            ("namespaces", Some("kube-system"))
+        );
         let r = res("/api/v1/watch/namespaces/default/pods");
         assert!(r.watch_prefix);
         assert_eq!(r.resource, "pods");
@@ -185,7 +245,13 @@ mod tests {
         assert_eq!(route("/api/v1/pods").cluster, ROOT_CLUSTER);
         assert_eq!(route("/clusters/a").route, Route::NotFound);
         assert_eq!(route("/clusters/a/").route, Route::NotFound);
-        for bad in ["/clusters/A/api", "/clusters/../api", "/clusters//api", "/clusters/a%2fb/api", "/clusters/root/api"] {
+        for bad in [
+            "/clusters/A/api",
+            "/clusters/../api",
+            "/clusters//api",
+            "/clusters/a%2fb/api",
+            "/clusters/root/api",
+        ] {
             assert_eq!(route(bad).route, Route::NotFound, "{bad}");
         }
     }
@@ -194,12 +260,23 @@ mod tests {
     fn version_and_health_paths_accept_a_trailing_slash() {
         assert_eq!(route("/version/").route, Route::Version);
         assert_eq!(route("/version").route, Route::Version);
-        assert_eq!(route("/readyz/ping").route, Route::Health { kind: "readyz".into(), check: Some("ping".into()) });
+        assert_eq!(
+            route("/readyz/ping").route,
+            Route::Health {
+                kind: "readyz".into(),
+                check: Some("ping".into())
+            }
+        );
     }
 
     #[test]
     fn dotted_and_empty_segments_are_not_routed() {
-        for bad in ["/api/v1/namespaces/../pods", "/api//v1/pods", "/apis/apps/v1/namespaces/a/deployments/x/y/z", "/api/v1/pods/%2e%2e"] {
+        for bad in [
+            "/api/v1/namespaces/../pods",
+            "/api//v1/pods",
+            "/apis/apps/v1/namespaces/a/deployments/x/y/z",
+            "/api/v1/pods/%2e%2e",
+        ] {
             assert_eq!(route(bad).route, Route::NotFound, "{bad}");
         }
     }

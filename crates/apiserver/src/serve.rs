@@ -34,17 +34,24 @@ pub enum Error {
 
 fn pem_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
     use rustls::pki_types::pem::PemObject;
-    CertificateDer::pem_slice_iter(pem.as_bytes()).collect::<Result<Vec<_>, _>>().map_err(|e| Error::Pem(e.to_string()))
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::Pem(e.to_string()))
 }
 
 /// The TLS configuration: the serving certificate, client certificates requested (not
 /// required) and verified against `client_ca_pem`, ALPN h2 and http/1.1.
-pub fn tls_config(serving_cert_pem: &str, serving_key_pem: &str, client_ca_pem: &str) -> Result<Arc<rustls::ServerConfig>, Error> {
+pub fn tls_config(
+    serving_cert_pem: &str,
+    serving_key_pem: &str,
+    client_ca_pem: &str,
+) -> Result<Arc<rustls::ServerConfig>, Error> {
     use rustls::pki_types::PrivateKeyDer;
     use rustls::pki_types::pem::PemObject;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = pem_certs(serving_cert_pem)?;
-    let key = PrivateKeyDer::from_pem_slice(serving_key_pem.as_bytes()).map_err(|e| Error::Pem(e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(serving_key_pem.as_bytes())
+        .map_err(|e| Error::Pem(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
     for c in pem_certs(client_ca_pem)? {
         roots.add(c)?;
@@ -64,8 +71,16 @@ pub fn tls_config(serving_cert_pem: &str, serving_key_pem: &str, client_ca_pem: 
 /// The user a verified client certificate names.
 pub fn user_from_cert(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let cn = cert.subject().iter_common_name().find_map(|c| c.as_str().ok())?.to_string();
-    let orgs = cert.subject().iter_organization().filter_map(|o| o.as_str().ok().map(String::from)).collect();
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .find_map(|c| c.as_str().ok())?
+        .to_string();
+    let orgs = cert
+        .subject()
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(String::from))
+        .collect();
     Some(UserInfo::from_cert(&cn, orgs))
 }
 
@@ -78,10 +93,12 @@ where
     let (parts, body) = req.into_parts();
     match Limited::new(body, MAX_BODY + 1).collect().await {
         Ok(c) => Ok(Request::from_parts(parts, c.to_bytes())),
-        Err(e) if e.to_string().contains("length limit exceeded") => {
-            Err(ApiError::request_entity_too_large("the request is too large"))
-        }
-        Err(e) => Err(ApiError::bad_request(format!("failed to read the request body: {e}"))),
+        Err(e) if e.to_string().contains("length limit exceeded") => Err(
+            ApiError::request_entity_too_large("the request is too large"),
+        ),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "failed to read the request body: {e}"
+        ))),
     }
 }
 
@@ -112,14 +129,15 @@ pub async fn serve(
         let server = server.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            };
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => return,
+                };
             let user = tls
                 .get_ref()
                 .1

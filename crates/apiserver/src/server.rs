@@ -44,11 +44,18 @@ pub struct Query(pub Vec<(String, String)>);
 
 impl Query {
     pub fn parse(q: Option<&str>) -> Self {
-        Query(form_urlencoded::parse(q.unwrap_or("").as_bytes()).into_owned().collect())
+        Query(
+            form_urlencoded::parse(q.unwrap_or("").as_bytes())
+                .into_owned()
+                .collect(),
+        )
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A boolean parameter: `true`/`1` (and a bare `?name`).
@@ -138,19 +145,29 @@ impl ApiServer {
                 resp.headers_mut().append(header::WARNING, h);
             }
         }
-        resp.headers_mut().insert("cache-control", http::HeaderValue::from_static("no-cache, private"));
-        self.metrics.observe(&verb, &resource, resp.status().as_u16(), started.elapsed());
+        resp.headers_mut().insert(
+            "cache-control",
+            http::HeaderValue::from_static("no-cache, private"),
+        );
+        self.metrics
+            .observe(&verb, &resource, resp.status().as_u16(), started.elapsed());
         resp
     }
 
-    async fn dispatch(self: &Arc<Self>, ctx: &mut Ctx, route: &Route) -> Result<Response<Body>, ApiError> {
+    async fn dispatch(
+        self: &Arc<Self>,
+        ctx: &mut Ctx,
+        route: &Route,
+    ) -> Result<Response<Body>, ApiError> {
         if ctx.cluster.is_empty() || !self.cluster_exists(&ctx.cluster).await {
             return Err(ApiError::no_route());
         }
         let get = ctx.method == Method::GET || ctx.method == Method::HEAD;
         match route {
             Route::Version if get => Ok(response::json(StatusCode::OK, &version_info())),
-            Route::Health { kind, check } if get => Ok(health::answer(self, kind, check.as_deref(), &ctx.query)),
+            Route::Health { kind, check } if get => {
+                Ok(health::answer(self, kind, check.as_deref(), &ctx.query))
+            }
             Route::Metrics if get => Ok(self.metrics.render()),
             Route::OpenApiV2 if get => Ok(openapi::v2(ctx)),
             Route::OpenApiV3Index if get => openapi::v3_index(self, ctx),
@@ -158,7 +175,9 @@ impl ApiServer {
             Route::CoreVersions if get => Ok(discovery::core_versions(self, ctx)),
             Route::Groups if get => Ok(discovery::groups(self, ctx)),
             Route::Group(g) if get => discovery::group(self, ctx, g),
-            Route::GroupVersion { group, version } if get => discovery::resources(self, ctx, group, version),
+            Route::GroupVersion { group, version } if get => {
+                discovery::resources(self, ctx, group, version)
+            }
             Route::Resource(p) => handlers::resource(self, ctx, p).await,
             Route::NotFound | Route::OidcConfig | Route::Jwks => Err(ApiError::no_route()),
             _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), "")),

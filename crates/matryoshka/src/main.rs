@@ -1,17 +1,44 @@
 //! The `matryoshka` command.
+//!
+//! `matryoshka up` runs the whole control plane in the foreground: storage (embedded, or etcd
+//! with `--etcd-servers`), the watch cache, the API server over HTTPS and the in-process
+//! components. On first start it creates a CA and a serving certificate in the data directory;
+//! once it serves it writes `<data-dir>/admin.conf`.
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("up") => {
-            eprintln!(
-                "matryoshka up: not yet — the API server is being built (see ARCHITECTURE.md)"
-            );
-            std::process::exit(2);
-        }
-        _ => {
-            eprintln!("usage: matryoshka up [--data-dir DIR]");
-            std::process::exit(2);
-        }
+mod up;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "matryoshka",
+    version,
+    about = "Managed Kubernetes-in-Kubernetes: many tenant clusters from one control plane"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the control plane in the foreground.
+    Up(up::UpArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MATRYOSHKA_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_target(false)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.command {
+        Command::Up(args) => rt.block_on(up::run(args)),
     }
 }

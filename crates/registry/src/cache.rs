@@ -80,7 +80,10 @@ pub struct Filter {
 
 impl Filter {
     fn prefix(&self) -> String {
-        match (&self.cluster, self.namespace.as_deref().filter(|n| !n.is_empty())) {
+        match (
+            &self.cluster,
+            self.namespace.as_deref().filter(|n| !n.is_empty()),
+        ) {
             (Some(c), Some(ns)) => format!("{c}/{ns}/"),
             (Some(c), None) => format!("{c}/"),
             (None, _) => String::new(),
@@ -162,7 +165,11 @@ impl Default for CacheOptions {
     fn default() -> Self {
         // Upstream sends bookmarks about once a minute; its per-resource history is sized for
         // ~75 s of events. A count keeps memory bounded under any rate.
-        CacheOptions { history: 10_000, watcher_buffer: 10_000, bookmark_interval: Duration::from_secs(60) }
+        CacheOptions {
+            history: 10_000,
+            watcher_buffer: 10_000,
+            bookmark_interval: Duration::from_secs(60),
+        }
     }
 }
 
@@ -199,10 +206,17 @@ impl Drop for WatchHandle {
 
 impl WatchCache {
     /// Builds the cache from storage and keeps it fed until the returned cache is dropped.
-    pub async fn start(storage: Arc<dyn Storage>, opts: CacheOptions) -> storage::Result<Arc<Self>> {
+    pub async fn start(
+        storage: Arc<dyn Storage>,
+        opts: CacheOptions,
+    ) -> storage::Result<Arc<Self>> {
         let (rev_tx, _) = watch::channel(0);
         let cache = Arc::new(WatchCache {
-            state: RwLock::new(State { rev: 0, base: 0, resources: HashMap::new() }),
+            state: RwLock::new(State {
+                rev: 0,
+                base: 0,
+                resources: HashMap::new(),
+            }),
             rev_tx,
             next_id: AtomicU64::new(1),
             opts,
@@ -233,14 +247,33 @@ impl WatchCache {
         let mut rev;
         loop {
             let page = storage
-                .list(key::ROOT.as_bytes(), ListOptions { limit: Some(10_000), continue_token: token, revision: None })
+                .list(
+                    key::ROOT.as_bytes(),
+                    ListOptions {
+                        limit: Some(10_000),
+                        continue_token: token,
+                        revision: None,
+                    },
+                )
                 .await?;
             rev = page.revision;
             for kv in page.items {
-                let Some(p) = key::parse(&kv.key) else { continue };
-                let Some(value) = decode(&kv.value, kv.mod_revision) else { continue };
-                let rs = resources.entry((p.group.to_string(), p.resource.to_string())).or_default();
-                rs.objects.insert(cache_key(&p), Arc::new(CachedObject { rev: kv.mod_revision, value }));
+                let Some(p) = key::parse(&kv.key) else {
+                    continue;
+                };
+                let Some(value) = decode(&kv.value, kv.mod_revision) else {
+                    continue;
+                };
+                let rs = resources
+                    .entry((p.group.to_string(), p.resource.to_string()))
+                    .or_default();
+                rs.objects.insert(
+                    cache_key(&p),
+                    Arc::new(CachedObject {
+                        rev: kv.mod_revision,
+                        value,
+                    }),
+                );
             }
             match page.continue_token {
                 Some(t) => token = Some(t),
@@ -283,7 +316,12 @@ impl WatchCache {
     }
 
     /// The objects of a resource that `filter` covers, in key order, and the cache revision.
-    pub fn list(&self, group: &str, plural: &str, filter: &Filter) -> (Vec<Arc<CachedObject>>, i64) {
+    pub fn list(
+        &self,
+        group: &str,
+        plural: &str,
+        filter: &Filter,
+    ) -> (Vec<Arc<CachedObject>>, i64) {
         let st = self.state.read();
         let Some(rs) = st.resources.get(&(group.to_string(), plural.to_string())) else {
             return (Vec::new(), st.rev);
@@ -300,16 +338,30 @@ impl WatchCache {
     }
 
     /// One object from the cache.
-    pub fn get(&self, group: &str, plural: &str, cluster: &str, namespace: &str, name: &str) -> Option<Arc<CachedObject>> {
+    pub fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<CachedObject>> {
         let st = self.state.read();
         let rs = st.resources.get(&(group.to_string(), plural.to_string()))?;
-        let k = if namespace.is_empty() { format!("{cluster}/{name}") } else { format!("{cluster}/{namespace}/{name}") };
+        let k = if namespace.is_empty() {
+            format!("{cluster}/{name}")
+        } else {
+            format!("{cluster}/{namespace}/{name}")
+        };
         rs.objects.get(&k).cloned()
     }
 
     /// Number of objects of a resource in one cluster (cheap enough for quota and metrics).
     pub fn count(&self, group: &str, plural: &str, cluster: &str) -> usize {
-        let filter = Filter { cluster: Some(cluster.to_string()), ..Filter::default() };
+        let filter = Filter {
+            cluster: Some(cluster.to_string()),
+            ..Filter::default()
+        };
         self.list(group, plural, &filter).0.len()
     }
 
@@ -325,12 +377,21 @@ impl WatchCache {
         let resource = (group.to_string(), plural.to_string());
         let mut st = self.state.write();
         let (rev, base) = (st.rev, st.base);
-        let rs = st.resources.entry(resource.clone()).or_insert_with(|| ResourceState { floor: base, ..Default::default() });
+        let rs = st
+            .resources
+            .entry(resource.clone())
+            .or_insert_with(|| ResourceState {
+                floor: base,
+                ..Default::default()
+            });
         let mut initial: Vec<WatchItem> = Vec::new();
         match start {
             Start::After(after) => {
                 if after < rs.floor {
-                    return Err(ApiError::expired(format!("too old resource version: {after} ({})", rs.floor)));
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {after} ({})",
+                        rs.floor
+                    )));
                 }
                 let from = rs.history.partition_point(|e| e.rev <= after);
                 for ev in rs.history.range(from..) {
@@ -361,13 +422,32 @@ impl WatchCache {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let cluster = filter.cluster.clone();
-        rs.watchers.entry(cluster.clone()).or_default().insert(id, Watcher { filter, bookmarks, tx });
-        Ok(WatchHandle { cache: self.clone(), resource, cluster, id, rx })
+        rs.watchers.entry(cluster.clone()).or_default().insert(
+            id,
+            Watcher {
+                filter,
+                bookmarks,
+                tx,
+            },
+        );
+        Ok(WatchHandle {
+            cache: self.clone(),
+            resource,
+            cluster,
+            id,
+            rx,
+        })
     }
 
     /// Number of open watches (metrics, tests).
     pub fn watcher_count(&self) -> usize {
-        self.state.read().resources.values().flat_map(|r| r.watchers.values()).map(HashMap::len).sum()
+        self.state
+            .read()
+            .resources
+            .values()
+            .flat_map(|r| r.watchers.values())
+            .map(HashMap::len)
+            .sum()
     }
 
     /// Applies one storage event.
@@ -375,7 +455,9 @@ impl WatchCache {
         let rev = ev.revision();
         let mut st = self.state.write();
         st.rev = st.rev.max(rev);
-        let Some(p) = key::parse(&ev.kv.key) else { return };
+        let Some(p) = key::parse(&ev.kv.key) else {
+            return;
+        };
         let ck = cache_key(&p);
         let base = st.base;
         let history_cap = self.opts.history;
@@ -383,7 +465,10 @@ impl WatchCache {
         let rs = st
             .resources
             .entry((p.group.to_string(), p.resource.to_string()))
-            .or_insert_with(|| ResourceState { floor: base, ..Default::default() });
+            .or_insert_with(|| ResourceState {
+                floor: base,
+                ..Default::default()
+            });
         let (ty, obj, prev) = match ev.kind {
             EventKind::Create | EventKind::Update => {
                 let Some(value) = decode(&ev.kv.value, rev) else {
@@ -392,18 +477,31 @@ impl WatchCache {
                 };
                 let obj = Arc::new(CachedObject { rev, value });
                 let prev = rs.objects.insert(ck, obj.clone());
-                let ty = if prev.is_some() { EventType::Modified } else { EventType::Added };
+                let ty = if prev.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
                 (ty, obj, prev)
             }
             EventKind::Delete => {
                 let prev = rs.objects.remove(&ck).or_else(|| {
                     let p = ev.prev.as_ref()?;
-                    decode(&p.value, p.mod_revision).map(|value| Arc::new(CachedObject { rev: p.mod_revision, value }))
+                    decode(&p.value, p.mod_revision).map(|value| {
+                        Arc::new(CachedObject {
+                            rev: p.mod_revision,
+                            value,
+                        })
+                    })
                 });
                 let Some(prev) = prev else { return };
                 let mut value = prev.value.clone();
                 apimachinery::meta::set(&mut value, "resourceVersion", rev.to_string());
-                (EventType::Deleted, Arc::new(CachedObject { rev, value }), Some(prev))
+                (
+                    EventType::Deleted,
+                    Arc::new(CachedObject { rev, value }),
+                    Some(prev),
+                )
             }
         };
         let hist = Arc::new(HistEvent {
@@ -421,9 +519,13 @@ impl WatchCache {
             }
         }
         for key in [Some(hist.cluster.clone()), None] {
-            let Some(ws) = rs.watchers.get_mut(&key) else { continue };
+            let Some(ws) = rs.watchers.get_mut(&key) else {
+                continue;
+            };
             ws.retain(|_, w| {
-                let Some(item) = dispatch(&w.filter, &hist) else { return true };
+                let Some(item) = dispatch(&w.filter, &hist) else {
+                    return true;
+                };
                 deliver(w, item, buffer)
             });
             if ws.is_empty() {

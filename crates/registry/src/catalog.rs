@@ -24,23 +24,48 @@ impl Catalog {
         let builtins: Vec<Arc<ResourceDef>> = builtins.into_iter().map(Arc::new).collect();
         let by_gvr = builtins
             .iter()
-            .map(|r| ((r.group.clone(), r.version.clone(), r.plural.clone()), r.clone()))
+            .map(|r| {
+                (
+                    (r.group.clone(), r.version.clone(), r.plural.clone()),
+                    r.clone(),
+                )
+            })
             .collect();
-        Catalog { builtins, by_gvr, custom: RwLock::new(HashMap::new()) }
+        Catalog {
+            builtins,
+            by_gvr,
+            custom: RwLock::new(HashMap::new()),
+        }
     }
 
     /// The resource a request addresses, if the cluster serves it.
-    pub fn lookup(&self, cluster: &str, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
-        if let Some(r) = self.by_gvr.get(&(group.to_string(), version.to_string(), plural.to_string())) {
+    pub fn lookup(
+        &self,
+        cluster: &str,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceDef>> {
+        if let Some(r) =
+            self.by_gvr
+                .get(&(group.to_string(), version.to_string(), plural.to_string()))
+        {
             return Some(r.clone());
         }
         let custom = self.custom.read();
-        custom.get(cluster)?.iter().find(|r| r.group == group && r.version == version && r.plural == plural).cloned()
+        custom
+            .get(cluster)?
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
+            .cloned()
     }
 
     /// A built-in resource by group and plural (any version).
     pub fn builtin(&self, group: &str, plural: &str) -> Option<Arc<ResourceDef>> {
-        self.builtins.iter().find(|r| r.group == group && r.plural == plural).cloned()
+        self.builtins
+            .iter()
+            .find(|r| r.group == group && r.plural == plural)
+            .cloned()
     }
 
     /// Everything a cluster serves: built-ins first, then custom resources.

@@ -20,7 +20,10 @@ pub fn object(cluster: &str, group: &str, resource: &str, namespace: &str, name:
     if namespace.is_empty() {
         format!("{ROOT}{cluster}/{}/{resource}/{name}", group_segment(group))
     } else {
-        format!("{ROOT}{cluster}/{}/{resource}/{namespace}/{name}", group_segment(group))
+        format!(
+            "{ROOT}{cluster}/{}/{resource}/{namespace}/{name}",
+            group_segment(group)
+        )
     }
 }
 
@@ -29,7 +32,10 @@ pub fn collection(cluster: &str, group: &str, resource: &str, namespace: &str) -
     if namespace.is_empty() {
         format!("{ROOT}{cluster}/{}/{resource}/", group_segment(group))
     } else {
-        format!("{ROOT}{cluster}/{}/{resource}/{namespace}/", group_segment(group))
+        format!(
+            "{ROOT}{cluster}/{}/{resource}/{namespace}/",
+            group_segment(group)
+        )
     }
 }
 
@@ -58,11 +64,20 @@ pub fn parse(key: &[u8]) -> Option<Parsed<'_>> {
         [c, g, r, ns, n] => (*c, *g, *r, *ns, *n),
         _ => return None,
     };
-    if [cluster, group, resource, name].iter().any(|p| p.is_empty()) {
+    if [cluster, group, resource, name]
+        .iter()
+        .any(|p| p.is_empty())
+    {
         return None;
     }
     let group = if group == CORE { "" } else { group };
-    Some(Parsed { cluster, group, resource, namespace, name })
+    Some(Parsed {
+        cluster,
+        group,
+        resource,
+        namespace,
+        name,
+    })
 }
 
 #[cfg(test)]
@@ -74,7 +89,10 @@ mod tests {
         let k = object("root", "apps", "deployments", "default", "web");
         assert_eq!(k, "/registry/root/apps/deployments/default/web");
         let p = parse(k.as_bytes()).unwrap();
-        assert_eq!((p.cluster, p.group, p.resource, p.namespace, p.name), ("root", "apps", "deployments", "default", "web"));
+        assert_eq!(
+            (p.cluster, p.group, p.resource, p.namespace, p.name),
+            ("root", "apps", "deployments", "default", "web")
+        );
         let k = object("a", "", "namespaces", "", "kube-system");
         assert_eq!(k, "/registry/a/core/namespaces/kube-system");
         assert_eq!(parse(k.as_bytes()).unwrap().group, "");
@@ -90,7 +108,12 @@ mod tests {
 
     #[test]
     fn odd_keys_do_not_parse() {
-        for k in ["/registry/a/b", "/other/a/core/pods/x/y", "/registry/a//pods/x", "/registry/a/core/pods/x/y/z"] {
+        for k in [
+            "/registry/a/b",
+            "/other/a/core/pods/x/y",
+            "/registry/a//pods/x",
+            "/registry/a/core/pods/x/y/z",
+        ] {
             assert!(parse(k.as_bytes()).is_none(), "{k}");
         }
     }

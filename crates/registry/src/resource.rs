@@ -65,13 +65,21 @@ pub struct ResourceDef {
 
 impl std::fmt::Debug for ResourceDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ResourceDef({}/{} {})", self.group, self.version, self.plural)
+        write!(
+            f,
+            "ResourceDef({}/{} {})",
+            self.group, self.version, self.plural
+        )
     }
 }
 
 impl ResourceDef {
     /// A built-in resource from the catalogue, with the given strategy and schema.
-    pub fn builtin(r: &builtin::Resource, strategy: Arc<dyn Strategy>, schema: Option<SchemaRef>) -> Self {
+    pub fn builtin(
+        r: &builtin::Resource,
+        strategy: Arc<dyn Strategy>,
+        schema: Option<SchemaRef>,
+    ) -> Self {
         ResourceDef {
             group: r.group.into(),
             version: r.version.into(),
@@ -109,7 +117,11 @@ impl ResourceDef {
     }
 
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     pub fn subresource(&self, name: &str) -> Option<&SubresourceDef> {

@@ -94,7 +94,10 @@ pub fn now() -> String {
 }
 
 pub fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 /// Translates a storage error for a request about `res`/`name`.
@@ -104,15 +107,26 @@ pub fn storage_error(e: storage::Error, res: &ResourceDef, name: &str) -> ApiErr
         E::NotFound => ApiError::not_found(&res.plural, &res.group, name),
         E::AlreadyExists => ApiError::already_exists(&res.plural, &res.group, name),
         E::Conflict { .. } => ApiError::modified(&res.plural, &res.group, name),
-        E::Compacted { requested, compacted } => {
-            ApiError::expired(format!("too old resource version: {requested} ({compacted})"))
+        E::Compacted {
+            requested,
+            compacted,
+        } => ApiError::expired(format!(
+            "too old resource version: {requested} ({compacted})"
+        )),
+        E::FutureRevision { requested, current } => {
+            ApiError::too_large_resource_version(requested, current)
         }
-        E::FutureRevision { requested, current } => ApiError::too_large_resource_version(requested, current),
-        E::InvalidContinue(why) => ApiError::bad_request(format!("continue key is not valid: {why}")),
-        E::InvalidArgument(why) if why.contains("over the limit") => ApiError::request_entity_too_large(why),
+        E::InvalidContinue(why) => {
+            ApiError::bad_request(format!("continue key is not valid: {why}"))
+        }
+        E::InvalidArgument(why) if why.contains("over the limit") => {
+            ApiError::request_entity_too_large(why)
+        }
         E::InvalidArgument(why) => ApiError::bad_request(why),
         E::WatcherTooSlow(_) => ApiError::expired(e.to_string()),
-        E::Unavailable(why) => ApiError::service_unavailable(format!("storage is unavailable: {why}")),
+        E::Unavailable(why) => {
+            ApiError::service_unavailable(format!("storage is unavailable: {why}"))
+        }
     }
 }
 
@@ -126,7 +140,9 @@ fn encode(obj: &Value) -> Result<Bytes, ApiError> {
     } else {
         obj
     };
-    serde_json::to_vec(to_store).map(Bytes::from).map_err(ApiError::internal)
+    serde_json::to_vec(to_store)
+        .map(Bytes::from)
+        .map_err(ApiError::internal)
 }
 
 fn with_rv(mut obj: Value, rev: i64) -> Value {
@@ -142,7 +158,13 @@ fn parse_rv(rv: &str) -> Result<i64, ApiError> {
 }
 
 fn object_key(res: &ResourceDef, loc: &Location<'_>) -> String {
-    key::object(loc.cluster, &res.group, &res.plural, if res.namespaced { loc.namespace } else { "" }, loc.name)
+    key::object(
+        loc.cluster,
+        &res.group,
+        &res.plural,
+        if res.namespaced { loc.namespace } else { "" },
+        loc.name,
+    )
 }
 
 /// The parts of an object that count for `metadata.generation`: everything but metadata, and
@@ -165,22 +187,41 @@ impl Store {
 
     /// Reads the current object from storage.
     pub async fn get(&self, res: &ResourceDef, loc: &Location<'_>) -> Result<Value, ApiError> {
-        self.get_raw(res, loc).await?.map(|(v, _)| v).ok_or_else(|| ApiError::not_found(&res.plural, &res.group, loc.name))
+        self.get_raw(res, loc)
+            .await?
+            .map(|(v, _)| v)
+            .ok_or_else(|| ApiError::not_found(&res.plural, &res.group, loc.name))
     }
 
-    async fn get_raw(&self, res: &ResourceDef, loc: &Location<'_>) -> Result<Option<(Value, i64)>, ApiError> {
+    async fn get_raw(
+        &self,
+        res: &ResourceDef,
+        loc: &Location<'_>,
+    ) -> Result<Option<(Value, i64)>, ApiError> {
         let k = object_key(res, loc);
-        let kv = self.storage.get(k.as_bytes()).await.map_err(|e| storage_error(e, res, loc.name))?;
-        Ok(kv.and_then(|kv| crate::cache::decode(&kv.value, kv.mod_revision).map(|v| (v, kv.mod_revision))))
+        let kv = self
+            .storage
+            .get(k.as_bytes())
+            .await
+            .map_err(|e| storage_error(e, res, loc.name))?;
+        Ok(kv.and_then(|kv| {
+            crate::cache::decode(&kv.value, kv.mod_revision).map(|v| (v, kv.mod_revision))
+        }))
     }
 
     /// Lists objects, from the cache when the request allows it, else from a storage snapshot.
     pub async fn list(&self, res: &ResourceDef, req: &ListRequest) -> Result<ListResult, ApiError> {
         let rv = req.resource_version.as_deref().filter(|s| !s.is_empty());
-        let rv_match = req.resource_version_match.as_deref().filter(|s| !s.is_empty());
+        let rv_match = req
+            .resource_version_match
+            .as_deref()
+            .filter(|s| !s.is_empty());
         if rv_match.is_some() && rv.is_none() {
             let mut errs = ErrorList::new();
-            errs.push(FieldError::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
             return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs));
         }
         if let Some(m) = rv_match
@@ -188,66 +229,130 @@ impl Store {
             && m != "Exact"
         {
             let mut errs = ErrorList::new();
-            errs.push(FieldError::not_supported("resourceVersionMatch", json!(m), &["Exact", "NotOlderThan"]));
+            errs.push(FieldError::not_supported(
+                "resourceVersionMatch",
+                json!(m),
+                &["Exact", "NotOlderThan"],
+            ));
             return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs));
         }
         let rv_num = rv.map(parse_rv).transpose()?;
         let continuing = req.continue_token.as_deref().is_some_and(|t| !t.is_empty());
         let limited = req.limit.is_some_and(|l| l > 0);
-        let exact = rv_match == Some("Exact") || (rv_match.is_none() && limited && rv_num.is_some_and(|r| r > 0));
-        let from_storage = req.filter.cluster.is_some() && (continuing || (limited && rv != Some("0")) || exact);
+        let exact = rv_match == Some("Exact")
+            || (rv_match.is_none() && limited && rv_num.is_some_and(|r| r > 0));
+        let from_storage =
+            req.filter.cluster.is_some() && (continuing || (limited && rv != Some("0")) || exact);
         if from_storage {
-            return self.list_storage(res, req, if exact { rv_num } else { None }).await;
+            return self
+                .list_storage(res, req, if exact { rv_num } else { None })
+                .await;
         }
         // From the cache: at least as new as the request (or the latest write, for a
         // consistent read), with limit ignored as upstream does for cached lists.
         let wait_for = match rv_num {
             Some(0) => None,
             Some(r) => Some(r),
-            None => Some(self.storage.current_revision().await.map_err(|e| storage_error(e, res, ""))?),
+            None => Some(
+                self.storage
+                    .current_revision()
+                    .await
+                    .map_err(|e| storage_error(e, res, ""))?,
+            ),
         };
         if let Some(r) = wait_for
             && !self.cache.wait_for(r, RESOURCE_VERSION_WAIT).await
         {
-            return Err(ApiError::too_large_resource_version(r, self.cache.revision()));
+            return Err(ApiError::too_large_resource_version(
+                r,
+                self.cache.revision(),
+            ));
         }
         let (items, revision) = self.cache.list(&res.group, &res.plural, &req.filter);
-        Ok(ListResult { items, revision, continue_token: None, remaining: None })
+        Ok(ListResult {
+            items,
+            revision,
+            continue_token: None,
+            remaining: None,
+        })
     }
 
-    async fn list_storage(&self, res: &ResourceDef, req: &ListRequest, at: Option<i64>) -> Result<ListResult, ApiError> {
+    async fn list_storage(
+        &self,
+        res: &ResourceDef,
+        req: &ListRequest,
+        at: Option<i64>,
+    ) -> Result<ListResult, ApiError> {
         let cluster = req.filter.cluster.as_deref().unwrap_or_default();
-        let ns = if res.namespaced { req.filter.namespace.as_deref().unwrap_or("") } else { "" };
+        let ns = if res.namespaced {
+            req.filter.namespace.as_deref().unwrap_or("")
+        } else {
+            ""
+        };
         let prefix = key::collection(cluster, &res.group, &res.plural, ns);
         let limit = req.limit.unwrap_or(0);
         let mut items = Vec::new();
         let mut token = req.continue_token.clone().filter(|t| !t.is_empty());
         let mut revision = at;
         let map_err = |e: storage::Error| match e {
-            storage::Error::Compacted { .. } if req.continue_token.is_some() => ApiError::continue_expired(),
+            storage::Error::Compacted { .. } if req.continue_token.is_some() => {
+                ApiError::continue_expired()
+            }
             other => storage_error(other, res, ""),
         };
         loop {
-            let want = if limit > 0 { Some(limit - items.len()) } else { None };
+            let want = if limit > 0 {
+                Some(limit - items.len())
+            } else {
+                None
+            };
             let page = self
                 .storage
-                .list(prefix.as_bytes(), ListOptions { revision, limit: want, continue_token: token.take() })
+                .list(
+                    prefix.as_bytes(),
+                    ListOptions {
+                        revision,
+                        limit: want,
+                        continue_token: token.take(),
+                    },
+                )
                 .await
                 .map_err(map_err)?;
             revision = Some(page.revision);
             for kv in page.items {
-                let Some(value) = crate::cache::decode(&kv.value, kv.mod_revision) else { continue };
+                let Some(value) = crate::cache::decode(&kv.value, kv.mod_revision) else {
+                    continue;
+                };
                 if req.filter.predicate.as_ref().is_none_or(|p| p(&value)) {
-                    items.push(Arc::new(CachedObject { rev: kv.mod_revision, value }));
+                    items.push(Arc::new(CachedObject {
+                        rev: kv.mod_revision,
+                        value,
+                    }));
                 }
             }
             match page.continue_token {
                 Some(t) if limit == 0 || items.len() < limit => token = Some(t),
                 Some(t) => {
-                    let remaining = if req.filter.predicate.is_none() { page.remaining } else { None };
-                    return Ok(ListResult { items, revision: page.revision, continue_token: Some(t), remaining });
+                    let remaining = if req.filter.predicate.is_none() {
+                        page.remaining
+                    } else {
+                        None
+                    };
+                    return Ok(ListResult {
+                        items,
+                        revision: page.revision,
+                        continue_token: Some(t),
+                        remaining,
+                    });
                 }
-                None => return Ok(ListResult { items, revision: page.revision, continue_token: None, remaining: None }),
+                None => {
+                    return Ok(ListResult {
+                        items,
+                        revision: page.revision,
+                        continue_token: None,
+                        remaining: None,
+                    });
+                }
             }
         }
     }
@@ -258,7 +363,11 @@ impl Store {
             Some(o) => Some(o.value.clone()),
             None => {
                 let k = key::object(cluster, "", "namespaces", "", namespace);
-                let kv = self.storage.get(k.as_bytes()).await.map_err(|e| ApiError::internal(e.to_string()))?;
+                let kv = self
+                    .storage
+                    .get(k.as_bytes())
+                    .await
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
                 kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
             }
         };
@@ -268,7 +377,9 @@ impl Store {
         let terminating = meta::deletion_timestamp(&ns).is_some()
             || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
         if terminating {
-            let msg = format!("unable to create new content in namespace {namespace} because it is being terminated");
+            let msg = format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            );
             let mut e = ApiError::new(403, apimachinery::Reason::Forbidden, msg.clone());
             e.kind = Some("namespaces".into());
             e.name = Some(namespace.into());
@@ -278,9 +389,17 @@ impl Store {
     }
 
     /// Fills type and location fields of an incoming object, refusing contradictions.
-    fn normalize(&self, res: &ResourceDef, loc: &Location<'_>, obj: &mut Value, check_name: bool) -> Result<(), ApiError> {
+    fn normalize(
+        &self,
+        res: &ResourceDef,
+        loc: &Location<'_>,
+        obj: &mut Value,
+        check_name: bool,
+    ) -> Result<(), ApiError> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
         }
         let av = meta::api_version(obj);
         if !av.is_empty() && av != res.api_version() {
@@ -323,7 +442,12 @@ impl Store {
         Ok(())
     }
 
-    fn validate(&self, res: &ResourceDef, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    fn validate(
+        &self,
+        res: &ResourceDef,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
         let mut errs = validation::object_meta(res, obj);
         if let Some(old) = old {
             errs.extend(validation::object_meta_update(obj, old));
@@ -334,18 +458,33 @@ impl Store {
         if errs.is_empty() {
             Ok(())
         } else {
-            Err(ApiError::invalid(&res.kind, &res.group, meta::name(obj), &errs))
+            Err(ApiError::invalid(
+                &res.kind,
+                &res.group,
+                meta::name(obj),
+                &errs,
+            ))
         }
     }
 
     /// Creates an object. `loc.name` is ignored: the name comes from the object (or
     /// generateName).
-    pub async fn create(&self, res: &ResourceDef, loc: &Location<'_>, mut obj: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub async fn create(
+        &self,
+        res: &ResourceDef,
+        loc: &Location<'_>,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         self.normalize(res, loc, &mut obj, false)?;
         let generate = meta::name(&obj).is_empty() && !meta::generate_name(&obj).is_empty();
         {
             let m = meta::metadata_mut(&mut obj);
-            for f in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+            for f in [
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ] {
                 m.remove(f);
             }
             m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -365,21 +504,35 @@ impl Store {
         for attempt in 0..8 {
             if generate {
                 let base = meta::generate_name(&obj).to_string();
-                meta::set(&mut obj, "name", format!("{base}{}", validation::random_suffix()));
+                meta::set(
+                    &mut obj,
+                    "name",
+                    format!("{base}{}", validation::random_suffix()),
+                );
             }
             self.validate(res, &obj, None)?;
             if opts.dry_run {
                 return Ok(obj);
             }
             let name = meta::name(&obj).to_string();
-            let k = object_key(res, &Location { name: &name, ..*loc });
+            let k = object_key(
+                res,
+                &Location {
+                    name: &name,
+                    ..*loc
+                },
+            );
             match self.storage.create(k.as_bytes(), encode(&obj)?).await {
                 Ok(kv) => return Ok(with_rv(obj, kv.mod_revision)),
                 Err(storage::Error::AlreadyExists) if generate && attempt < 7 => continue,
                 Err(e) => return Err(storage_error(e, res, &name)),
             }
         }
-        Err(ApiError::already_exists(&res.plural, &res.group, meta::name(&obj)))
+        Err(ApiError::already_exists(
+            &res.plural,
+            &res.group,
+            meta::name(&obj),
+        ))
     }
 
     /// The guaranteed update: reads the object, lets `f` compute the new one from it, writes it
@@ -387,7 +540,13 @@ impl Store {
     /// object does not exist (it may then return an object to create it, as server-side apply
     /// does, or an error). A `metadata.resourceVersion` in `f`'s result is a precondition.
     /// Returns the stored object and whether it was created.
-    pub async fn update_with<F>(&self, res: &ResourceDef, loc: &Location<'_>, opts: &WriteOptions, mut f: F) -> Result<(Value, bool), ApiError>
+    pub async fn update_with<F>(
+        &self,
+        res: &ResourceDef,
+        loc: &Location<'_>,
+        opts: &WriteOptions,
+        mut f: F,
+    ) -> Result<(Value, bool), ApiError>
     where
         F: FnMut(Option<&Value>) -> Result<Value, ApiError> + Send,
     {
@@ -409,7 +568,11 @@ impl Store {
             }
             if sent_rv.is_empty() && !res.strategy.allow_unconditional_update() {
                 let mut errs = ErrorList::new();
-                errs.push(FieldError::invalid("metadata.resourceVersion", json!(""), "must be specified for an update"));
+                errs.push(FieldError::invalid(
+                    "metadata.resourceVersion",
+                    json!(""),
+                    "must be specified for an update",
+                ));
                 return Err(ApiError::invalid(&res.kind, &res.group, loc.name, &errs));
             }
             let new = self.prepare_update(res, &old, new, opts)?;
@@ -424,9 +587,15 @@ impl Store {
                 && meta::finalizers(&new).is_empty()
                 && !res.strategy.deletion_pending(&new);
             let result = if finished {
-                self.storage.delete(k.as_bytes(), Some(old_rev)).await.map(|kv| with_rv(new.clone(), kv.mod_revision))
+                self.storage
+                    .delete(k.as_bytes(), Some(old_rev))
+                    .await
+                    .map(|kv| with_rv(new.clone(), kv.mod_revision))
             } else {
-                self.storage.update(k.as_bytes(), encode(&new)?, old_rev).await.map(|kv| with_rv(new, kv.mod_revision))
+                self.storage
+                    .update(k.as_bytes(), encode(&new)?, old_rev)
+                    .await
+                    .map(|kv| with_rv(new, kv.mod_revision))
             };
             match result {
                 Ok(v) => return Ok((v, false)),
@@ -438,11 +607,22 @@ impl Store {
                 Err(e) => return Err(storage_error(e, res, loc.name)),
             }
         }
-        Err(ApiError::conflict(&res.plural, &res.group, loc.name, "too many concurrent updates; please try again"))
+        Err(ApiError::conflict(
+            &res.plural,
+            &res.group,
+            loc.name,
+            "too many concurrent updates; please try again",
+        ))
     }
 
     /// Everything the server owns in an update, then validation.
-    fn prepare_update(&self, res: &ResourceDef, old: &Value, mut new: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+    fn prepare_update(
+        &self,
+        res: &ResourceDef,
+        old: &Value,
+        mut new: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         let old_meta = meta::metadata(old).clone();
         let new_uid = meta::uid(&new).to_string();
         if !new_uid.is_empty() && new_uid != meta::uid(old) {
@@ -450,7 +630,10 @@ impl Store {
                 &res.plural,
                 &res.group,
                 meta::name(old),
-                &format!("Precondition failed: UID in precondition: {new_uid}, UID in object meta: {}", meta::uid(old)),
+                &format!(
+                    "Precondition failed: UID in precondition: {new_uid}, UID in object meta: {}",
+                    meta::uid(old)
+                ),
             ));
         }
         if opts.subresource.as_deref() == Some("status") {
@@ -482,7 +665,13 @@ impl Store {
         }
         {
             let m = meta::metadata_mut(&mut new);
-            for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            for f in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
                 match old_meta.get(f) {
                     Some(v) => {
                         m.insert(f.into(), v.clone());
@@ -496,14 +685,22 @@ impl Store {
         }
         if meta::deletion_timestamp(old).is_some() {
             let old_f = meta::finalizers(old);
-            let added: Vec<String> = meta::finalizers(&new).into_iter().filter(|f| !old_f.contains(f)).collect();
+            let added: Vec<String> = meta::finalizers(&new)
+                .into_iter()
+                .filter(|f| !old_f.contains(f))
+                .collect();
             if !added.is_empty() {
                 let mut errs = ErrorList::new();
                 errs.push(FieldError::forbidden(
                     "metadata.finalizers",
                     format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
                 ));
-                return Err(ApiError::invalid(&res.kind, &res.group, meta::name(old), &errs));
+                return Err(ApiError::invalid(
+                    &res.kind,
+                    &res.group,
+                    meta::name(old),
+                    &errs,
+                ));
             }
         }
         if opts.subresource.is_none() {
@@ -512,7 +709,9 @@ impl Store {
         }
         let mut old_cmp = old.clone();
         meta::remove(&mut old_cmp, "resourceVersion");
-        if generation_relevant(&new, res.has_status()) != generation_relevant(&old_cmp, res.has_status()) {
+        if generation_relevant(&new, res.has_status())
+            != generation_relevant(&old_cmp, res.has_status())
+        {
             let g = meta::generation(old).max(1) + 1;
             meta::set(&mut new, "generation", g);
         }
@@ -526,7 +725,12 @@ impl Store {
 
     /// Deletes an object: at once when nothing holds it, else by marking it (deletionTimestamp,
     /// and the propagation finalizer) for the garbage collector and finalizers to finish.
-    pub async fn delete(&self, res: &ResourceDef, loc: &Location<'_>, opts: &DeleteOptions) -> Result<Deleted, ApiError> {
+    pub async fn delete(
+        &self,
+        res: &ResourceDef,
+        loc: &Location<'_>,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
         let k = object_key(res, loc);
         for _ in 0..32 {
             let Some((cur, rev)) = self.get_raw(res, loc).await? else {
@@ -539,7 +743,10 @@ impl Store {
                     &res.plural,
                     &res.group,
                     loc.name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&cur)),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta::uid(&cur)
+                    ),
                 ));
             }
             if let Some(want) = &opts.precondition_rv
@@ -560,7 +767,10 @@ impl Store {
                 _ => None,
             };
             let mut finalizers = meta::finalizers(&cur);
-            if finalizers.is_empty() && propagation_finalizer.is_none() && !res.strategy.deletion_pending(&cur) {
+            if finalizers.is_empty()
+                && propagation_finalizer.is_none()
+                && !res.strategy.deletion_pending(&cur)
+            {
                 if opts.dry_run {
                     return Ok(Deleted::Gone(cur));
                 }
@@ -580,7 +790,11 @@ impl Store {
             meta::set_finalizers(&mut next, finalizers);
             if meta::deletion_timestamp(&cur).is_none() {
                 meta::set(&mut next, "deletionTimestamp", now());
-                meta::set(&mut next, "deletionGracePeriodSeconds", opts.grace_period_seconds.unwrap_or(0).max(0));
+                meta::set(
+                    &mut next,
+                    "deletionGracePeriodSeconds",
+                    opts.grace_period_seconds.unwrap_or(0).max(0),
+                );
                 res.strategy.on_deletion(&mut next);
             }
             meta::remove(&mut next, "resourceVersion");
@@ -595,6 +809,11 @@ impl Store {
                 Err(e) => return Err(storage_error(e, res, loc.name)),
             }
         }
-        Err(ApiError::conflict(&res.plural, &res.group, loc.name, "too many concurrent updates; please try again"))
+        Err(ApiError::conflict(
+            &res.plural,
+            &res.group,
+            loc.name,
+            "too many concurrent updates; please try again",
+        ))
     }
 }

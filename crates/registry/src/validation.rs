@@ -14,7 +14,12 @@ fn metadata(obj: &Value) -> Value {
 
 /// Validates `metadata` of an object.
 pub fn object_meta(res: &ResourceDef, obj: &Value) -> ErrorList {
-    objectmeta::validate_object_meta(&metadata(obj), res.namespaced, res.strategy.name_rule(), &Path::new("metadata"))
+    objectmeta::validate_object_meta(
+        &metadata(obj),
+        res.namespaced,
+        res.strategy.name_rule(),
+        &Path::new("metadata"),
+    )
 }
 
 /// What an update may not change in `metadata` (the store carries server-owned fields over
@@ -23,7 +28,11 @@ pub fn object_meta_update(new: &Value, old: &Value) -> ErrorList {
     let mut new_meta = metadata(new);
     let old_meta = metadata(old);
     // The store checks resourceVersion itself; give the validator the value it expects.
-    new_meta["resourceVersion"] = json!(if meta::resource_version(old).is_empty() { "1" } else { meta::resource_version(old) });
+    new_meta["resourceVersion"] = json!(if meta::resource_version(old).is_empty() {
+        "1"
+    } else {
+        meta::resource_version(old)
+    });
     objectmeta::validate_object_meta_update(&new_meta, &old_meta, &Path::new("metadata"))
 }
 

@@ -47,8 +47,15 @@ pub fn verb(method: &Method, p: &ResourcePath, ctx: &Ctx) -> &'static str {
 }
 
 /// Handles a request addressing a resource.
-pub async fn resource(server: &Arc<ApiServer>, ctx: &mut Ctx, p: &ResourcePath) -> Result<Response<Body>, ApiError> {
-    let res = server.catalog.lookup(&ctx.cluster, &p.group, &p.version, &p.resource).ok_or_else(ApiError::no_route)?;
+pub async fn resource(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    p: &ResourcePath,
+) -> Result<Response<Body>, ApiError> {
+    let res = server
+        .catalog
+        .lookup(&ctx.cluster, &p.group, &p.version, &p.resource)
+        .ok_or_else(ApiError::no_route)?;
     if !res.namespaced && !p.namespace.is_empty() {
         return Err(ApiError::no_route());
     }
@@ -62,14 +69,25 @@ pub async fn resource(server: &Arc<ApiServer>, ctx: &mut Ctx, p: &ResourcePath) 
     }
     let verb = verb(&ctx.method, p, ctx);
     if verb.is_empty() {
-        return Err(ApiError::method_not_allowed(ctx.method.as_str(), &res.plural));
+        return Err(ApiError::method_not_allowed(
+            ctx.method.as_str(),
+            &res.plural,
+        ));
     }
     if let Some(w) = &res.deprecation_warning {
         ctx.warnings.push(w.clone());
     }
     let name = p.name.clone().unwrap_or_default();
-    let loc = Location { cluster: &ctx.cluster.clone(), namespace: &p.namespace, name: &name };
-    let loc = Location { cluster: loc.cluster, namespace: loc.namespace, name: loc.name };
+    let loc = Location {
+        cluster: &ctx.cluster.clone(),
+        namespace: &p.namespace,
+        name: &name,
+    };
+    let loc = Location {
+        cluster: loc.cluster,
+        namespace: loc.namespace,
+        name: loc.name,
+    };
     match (verb, p.subresource.as_deref()) {
         ("get", None) => read::get(server, ctx, &res, &loc).await,
         ("list", None) => read::list(server, ctx, &res, p).await,
@@ -86,24 +104,43 @@ pub async fn resource(server: &Arc<ApiServer>, ctx: &mut Ctx, p: &ResourcePath) 
         ("delete", None) => write::delete(server, ctx, &res, &loc).await,
         ("deletecollection", None) => write::delete_collection(server, ctx, &res, p).await,
         (_, Some(sub)) => sub::handle(server, ctx, &res, &loc, verb, sub).await,
-        _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), &res.plural)),
+        _ => Err(ApiError::method_not_allowed(
+            ctx.method.as_str(),
+            &res.plural,
+        )),
     }
-    .and_then(|r| if res.allows(verb) || p.subresource.is_some() { Ok(r) } else { Err(ApiError::method_not_allowed(verb, &res.plural)) })
+    .and_then(|r| {
+        if res.allows(verb) || p.subresource.is_some() {
+            Ok(r)
+        } else {
+            Err(ApiError::method_not_allowed(verb, &res.plural))
+        }
+    })
 }
 
 /// The selector predicate of a list or watch (`labelSelector`, `fieldSelector`), refusing
 /// unparsable selectors and unsupported fields with 400.
 pub fn predicate(res: &ResourceDef, ctx: &Ctx) -> Result<Option<Predicate>, ApiError> {
-    let labels = match ctx.query.get("labelSelector").filter(|s| !s.trim().is_empty()) {
+    let labels = match ctx
+        .query
+        .get("labelSelector")
+        .filter(|s| !s.trim().is_empty())
+    {
         Some(s) => Some(Selector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
         None => None,
     };
-    let fields = match ctx.query.get("fieldSelector").filter(|s| !s.trim().is_empty()) {
+    let fields = match ctx
+        .query
+        .get("fieldSelector")
+        .filter(|s| !s.trim().is_empty())
+    {
         Some(s) => {
             let sel = FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
             for f in sel.fields() {
                 if !field_supported(res, f) {
-                    return Err(ApiError::bad_request(format!("field label not supported: {f}")));
+                    return Err(ApiError::bad_request(format!(
+                        "field label not supported: {f}"
+                    )));
                 }
             }
             Some(sel)
@@ -116,12 +153,15 @@ pub fn predicate(res: &ResourceDef, ctx: &Ctx) -> Result<Option<Predicate>, ApiE
     let strategy = res.strategy.clone();
     Ok(Some(Arc::new(move |obj: &Value| {
         labels.as_ref().is_none_or(|l| l.matches_object(obj))
-            && fields.as_ref().is_none_or(|f| f.matches(&|name| registry::strategy::field_value(&*strategy, obj, name)))
+            && fields.as_ref().is_none_or(|f| {
+                f.matches(&|name| registry::strategy::field_value(&*strategy, obj, name))
+            })
     })))
 }
 
 fn field_supported(res: &ResourceDef, field: &str) -> bool {
-    matches!(field, "metadata.name" | "metadata.namespace") || res.strategy.field_names().contains(&field)
+    matches!(field, "metadata.name" | "metadata.namespace")
+        || res.strategy.field_names().contains(&field)
 }
 
 /// The filter of a list or watch in the request's cluster.
@@ -135,13 +175,22 @@ pub fn filter(res: &ResourceDef, ctx: &Ctx, p: &ResourcePath) -> Result<Filter, 
 
 /// `dryRun`: only `All` is valid.
 pub fn dry_run(ctx: &Ctx) -> Result<bool, ApiError> {
-    let values: Vec<&str> = ctx.query.0.iter().filter(|(k, _)| k == "dryRun").map(|(_, v)| v.as_str()).collect();
+    let values: Vec<&str> = ctx
+        .query
+        .0
+        .iter()
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.as_str())
+        .collect();
     match values.as_slice() {
         [] => Ok(false),
         vs if vs.iter().all(|v| *v == "All") => Ok(true),
         vs => Err(ApiError::bad_request(format!(
             "invalid dry run option: {:?}: supported values: \"All\"",
-            vs.iter().find(|v| **v != "All").copied().unwrap_or_default()
+            vs.iter()
+                .find(|v| **v != "All")
+                .copied()
+                .unwrap_or_default()
         ))),
     }
 }

@@ -20,9 +20,20 @@ use crate::route::ResourcePath;
 use crate::server::{ApiServer, Ctx};
 use crate::table;
 
-pub async fn get(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+pub async fn get(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
     let obj = match ctx.query.get("resourceVersion") {
-        Some("0") => match server.store.cache.get(&res.group, &res.plural, loc.cluster, loc.namespace, loc.name) {
+        Some("0") => match server.store.cache.get(
+            &res.group,
+            &res.plural,
+            loc.cluster,
+            loc.namespace,
+            loc.name,
+        ) {
             Some(o) => o.value.clone(),
             None => server.store.get(res, loc).await?,
         },
@@ -38,19 +49,38 @@ fn parse_limit(ctx: &Ctx) -> Result<Option<usize>, ApiError> {
             Ok(n) if n >= 0 => Ok(Some(n as usize)),
             _ => {
                 let mut errs = ErrorList::new();
-                errs.push(FieldError::invalid("limit", json!(s), "must be a non-negative integer"));
+                errs.push(FieldError::invalid(
+                    "limit",
+                    json!(s),
+                    "must be a non-negative integer",
+                ));
                 Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs))
             }
         },
     }
 }
 
-pub async fn list(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p: &ResourcePath) -> Result<Response<Body>, ApiError> {
+pub async fn list(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    p: &ResourcePath,
+) -> Result<Response<Body>, ApiError> {
     let filter = super::filter(res, ctx, p)?;
-    let continue_token = ctx.query.get("continue").filter(|s| !s.is_empty()).map(String::from);
-    let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty()).map(String::from);
+    let continue_token = ctx
+        .query
+        .get("continue")
+        .filter(|s| !s.is_empty())
+        .map(String::from);
+    let rv = ctx
+        .query
+        .get("resourceVersion")
+        .filter(|s| !s.is_empty())
+        .map(String::from);
     if continue_token.is_some() && rv.as_deref().is_some_and(|r| r != "0") {
-        return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+        return Err(ApiError::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
     }
     let req = ListRequest {
         filter,
@@ -70,16 +100,30 @@ fn default_timeout() -> Duration {
 }
 
 fn rand_secs(max: u64) -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     u64::from(nanos) % max
 }
 
-pub async fn watch(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p: &ResourcePath) -> Result<Response<Body>, ApiError> {
+pub async fn watch(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    p: &ResourcePath,
+) -> Result<Response<Body>, ApiError> {
     let filter = super::filter(res, ctx, p)?;
     let out = render::output(ctx)?;
     let bookmarks = ctx.query.flag("allowWatchBookmarks");
-    let initial = ctx.query.get("sendInitialEvents").map(|v| v == "true" || v == "1");
-    let rv_match = ctx.query.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let initial = ctx
+        .query
+        .get("sendInitialEvents")
+        .map(|v| v == "true" || v == "1");
+    let rv_match = ctx
+        .query
+        .get("resourceVersionMatch")
+        .filter(|s| !s.is_empty());
     let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty());
     if initial.is_some() || rv_match.is_some() {
         let mut errs = ErrorList::new();
@@ -89,23 +133,39 @@ pub async fn watch(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p:
                 "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
             ));
         } else if initial.is_none() && rv_match.is_some() {
-            errs.push(FieldError::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
         }
         if initial == Some(true) && !bookmarks {
-            errs.push(FieldError::forbidden("allowWatchBookmarks", "allowWatchBookmarks must be set to true when sendInitialEvents is true"));
+            errs.push(FieldError::forbidden(
+                "allowWatchBookmarks",
+                "allowWatchBookmarks must be set to true when sendInitialEvents is true",
+            ));
         }
         if !errs.is_empty() {
             return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs));
         }
     }
-    let parse_rv = |s: &str| s.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")));
+    let parse_rv = |s: &str| {
+        s.parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+    };
     let cache = &server.store.cache;
     // Wait until the cache has what the client has seen (or the latest write for a
     // consistent start).
     let need = match rv {
         Some("0") => None,
         Some(s) => Some(parse_rv(s)?),
-        None => Some(server.store.storage.current_revision().await.map_err(|e| registry::store::storage_error(e, res, ""))?),
+        None => Some(
+            server
+                .store
+                .storage
+                .current_revision()
+                .await
+                .map_err(|e| registry::store::storage_error(e, res, ""))?,
+        ),
     };
     if let Some(n) = need
         && !cache.wait_for(n, RESOURCE_VERSION_WAIT).await
@@ -117,15 +177,27 @@ pub async fn watch(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p:
         (_, None | Some("0")) => Start::Current { end_marker: false },
         (_, Some(s)) => Start::After(parse_rv(s)?),
     };
-    let handle = cache.watch(&res.group, &res.plural, filter, start, bookmarks || initial == Some(true))?;
-    let timeout = match ctx.query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()) {
+    let handle = cache.watch(
+        &res.group,
+        &res.plural,
+        filter,
+        start,
+        bookmarks || initial == Some(true),
+    )?;
+    let timeout = match ctx
+        .query
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+    {
         Some(s) => Duration::from_secs(s),
         None => default_timeout(),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let res = res.clone();
     let mut shutdown = server.shutdown.subscribe();
-    let table_ctx = TableCtx { include: ctx.query.get("includeObject").map(String::from) };
+    let table_ctx = TableCtx {
+        include: ctx.query.get("includeObject").map(String::from),
+    };
     let api_version = res.api_version();
     tokio::spawn(async move {
         let mut handle = handle;
@@ -148,13 +220,21 @@ pub async fn watch(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p:
                             first_table = false;
                             t
                         }
-                        Output::Metadata => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.value.get("metadata").cloned().unwrap_or(json!({}))}),
+                        Output::Metadata => {
+                            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.value.get("metadata").cloned().unwrap_or(json!({}))})
+                        }
                         _ => obj.value.clone(),
                     };
                     (event_line(ty.as_str(), &object), false)
                 }
-                WatchItem::Bookmark(rev) => (event_line("BOOKMARK", &bookmark(&res.kind, &api_version, rev, false)), false),
-                WatchItem::InitialEventsEnd(rev) => (event_line("BOOKMARK", &bookmark(&res.kind, &api_version, rev, true)), false),
+                WatchItem::Bookmark(rev) => (
+                    event_line("BOOKMARK", &bookmark(&res.kind, &api_version, rev, false)),
+                    false,
+                ),
+                WatchItem::InitialEventsEnd(rev) => (
+                    event_line("BOOKMARK", &bookmark(&res.kind, &api_version, rev, true)),
+                    false,
+                ),
                 WatchItem::Error(e) => (event_line("ERROR", &e.to_status()), true),
             };
             if tx.send(line).await.is_err() || end {

@@ -33,17 +33,22 @@ fn partial_metadata(obj: &Value) -> Value {
 /// Serializes and sends a value in the chosen encoding.
 pub fn send<T: Serialize>(ctx: &Ctx, status: StatusCode, out: Output, value: &T) -> Response<Body> {
     let (body, ct) = match out {
-        Output::Yaml => match serde_json::to_value(value).map_err(|e| e.to_string()).and_then(|v| to_yaml(&v)) {
+        Output::Yaml => match serde_json::to_value(value)
+            .map_err(|e| e.to_string())
+            .and_then(|v| to_yaml(&v))
+        {
             Ok(y) => (y.into_bytes(), "application/yaml"),
             Err(e) => return response::error(&ApiError::internal(e)),
         },
-        Output::Protobuf => match serde_json::to_value(value).map(|v| crate::codec::encode_protobuf(&v)) {
-            Ok(Ok(pb)) => (pb, "application/vnd.kubernetes.protobuf"),
-            Ok(Err(_)) | Err(_) => match serde_json::to_vec(value) {
-                Ok(b) => (b, "application/json"),
-                Err(e) => return response::error(&ApiError::internal(e)),
-            },
-        },
+        Output::Protobuf => {
+            match serde_json::to_value(value).map(|v| crate::codec::encode_protobuf(&v)) {
+                Ok(Ok(pb)) => (pb, "application/vnd.kubernetes.protobuf"),
+                Ok(Err(_)) | Err(_) => match serde_json::to_vec(value) {
+                    Ok(b) => (b, "application/json"),
+                    Err(e) => return response::error(&ApiError::internal(e)),
+                },
+            }
+        }
         _ => match serde_json::to_vec(value) {
             Ok(b) => (b, "application/json"),
             Err(e) => return response::error(&ApiError::internal(e)),
@@ -52,7 +57,10 @@ pub fn send<T: Serialize>(ctx: &Ctx, status: StatusCode, out: Output, value: &T)
     let (body, gz) = response::maybe_gzip(ctx.header("accept-encoding"), body);
     let mut r = response::bytes(status, ct, body);
     if gz {
-        r.headers_mut().insert(header::CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
+        r.headers_mut().insert(
+            header::CONTENT_ENCODING,
+            http::HeaderValue::from_static("gzip"),
+        );
     }
     r
 }
@@ -62,11 +70,22 @@ fn to_yaml(v: &Value) -> Result<String, String> {
 }
 
 /// Renders one object.
-pub fn object(ctx: &Ctx, res: &ResourceDef, status: StatusCode, obj: &Value) -> Result<Response<Body>, ApiError> {
+pub fn object(
+    ctx: &Ctx,
+    res: &ResourceDef,
+    status: StatusCode,
+    obj: &Value,
+) -> Result<Response<Body>, ApiError> {
     let out = output(ctx)?;
     Ok(match out {
         Output::Table => {
-            let t = table::table(res, std::slice::from_ref(obj), ctx, json!({"resourceVersion": meta::resource_version(obj)}), true);
+            let t = table::table(
+                res,
+                std::slice::from_ref(obj),
+                ctx,
+                json!({"resourceVersion": meta::resource_version(obj)}),
+                true,
+            );
             send(ctx, status, Output::Json, &t)
         }
         Output::Metadata => send(ctx, status, Output::Json, &partial_metadata(obj)),
@@ -97,7 +116,12 @@ pub fn list_metadata(rev: i64, continue_token: Option<&str>, remaining: Option<u
 }
 
 /// Renders a list.
-pub fn list(ctx: &Ctx, res: &ResourceDef, items: &[Arc<CachedObject>], metadata: Value) -> Result<Response<Body>, ApiError> {
+pub fn list(
+    ctx: &Ctx,
+    res: &ResourceDef,
+    items: &[Arc<CachedObject>],
+    metadata: Value,
+) -> Result<Response<Body>, ApiError> {
     let out = output(ctx)?;
     Ok(match out {
         Output::Table => {
@@ -107,12 +131,22 @@ pub fn list(ctx: &Ctx, res: &ResourceDef, items: &[Arc<CachedObject>], metadata:
         }
         Output::Metadata => {
             let items: Vec<Value> = items.iter().map(|o| partial_metadata(&o.value)).collect();
-            let l = ListOut { kind: "PartialObjectMetadataList", api_version: "meta.k8s.io/v1", metadata, items };
+            let l = ListOut {
+                kind: "PartialObjectMetadataList",
+                api_version: "meta.k8s.io/v1",
+                metadata,
+                items,
+            };
             send(ctx, StatusCode::OK, Output::Json, &l)
         }
         other => {
             let av = res.api_version();
-            let l = ListOut { kind: &res.list_kind, api_version: &av, metadata, items: items.iter().map(|o| &o.value).collect() };
+            let l = ListOut {
+                kind: &res.list_kind,
+                api_version: &av,
+                metadata,
+                items: items.iter().map(|o| &o.value).collect(),
+            };
             send(ctx, StatusCode::OK, other, &l)
         }
     })

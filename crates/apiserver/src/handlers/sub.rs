@@ -36,38 +36,65 @@ pub async fn handle(
         ("eviction", "create") => eviction(server, ctx, res, loc).await,
         ("log", "get") => log(server, ctx, res, loc).await,
         ("finalize", "update") => finalize(server, ctx, res, loc).await,
-        _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), &format!("{}/{sub}", res.plural))),
+        _ => Err(ApiError::method_not_allowed(
+            ctx.method.as_str(),
+            &format!("{}/{sub}", res.plural),
+        )),
     }
 }
 
 /// Paths of the scale subresource: built-ins use `.spec.replicas` and `.status.replicas`.
 fn scale_paths(res: &ResourceDef) -> (String, String, Option<String>) {
     match &res.scale {
-        Some(s) => (s.spec_replicas.clone(), s.status_replicas.clone(), s.label_selector.clone()),
+        Some(s) => (
+            s.spec_replicas.clone(),
+            s.status_replicas.clone(),
+            s.label_selector.clone(),
+        ),
         None => (".spec.replicas".into(), ".status.replicas".into(), None),
     }
 }
 
 fn pointer(json_path: &str) -> String {
-    json_path.trim_start_matches('.').split('.').fold(String::new(), |acc, p| format!("{acc}/{p}"))
+    json_path
+        .trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |acc, p| format!("{acc}/{p}"))
 }
 
 /// The `autoscaling/v1 Scale` view of an object.
 pub fn scale_of(res: &ResourceDef, obj: &Value) -> Value {
     let (spec_p, status_p, sel_p) = scale_paths(res);
-    let spec = obj.pointer(&pointer(&spec_p)).and_then(Value::as_i64).unwrap_or(0);
-    let status = obj.pointer(&pointer(&status_p)).and_then(Value::as_i64).unwrap_or(0);
+    let spec = obj
+        .pointer(&pointer(&spec_p))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let status = obj
+        .pointer(&pointer(&status_p))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     let selector = match sel_p {
-        Some(p) => obj.pointer(&pointer(&p)).and_then(Value::as_str).unwrap_or("").to_string(),
+        Some(p) => obj
+            .pointer(&pointer(&p))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
         None => obj
             .pointer("/spec/selector")
             .map(|s| {
                 if s.get("matchLabels").is_some() || s.get("matchExpressions").is_some() {
-                    label_selector_from_json(s, &Path::new("spec.selector")).map(|s| s.to_string()).unwrap_or_default()
+                    label_selector_from_json(s, &Path::new("spec.selector"))
+                        .map(|s| s.to_string())
+                        .unwrap_or_default()
                 } else {
                     // ReplicationControllers have a plain map selector.
                     s.as_object()
-                        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
                         .unwrap_or_default()
                 }
             })
@@ -75,7 +102,13 @@ pub fn scale_of(res: &ResourceDef, obj: &Value) -> Value {
     };
     let m = meta::metadata(obj);
     let mut md = json!({});
-    for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
         if let Some(v) = m.get(f) {
             md[f] = v.clone();
         }
@@ -87,7 +120,13 @@ pub fn scale_of(res: &ResourceDef, obj: &Value) -> Value {
     json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": md, "spec": {"replicas": spec}, "status": status_obj})
 }
 
-async fn scale(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>, verb: &str) -> Result<Response<Body>, ApiError> {
+async fn scale(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+    verb: &str,
+) -> Result<Response<Body>, ApiError> {
     if verb == "get" {
         let obj = server.store.get(res, loc).await?;
         return Ok(response::json(StatusCode::OK, &scale_of(res, &obj)));
@@ -97,7 +136,8 @@ async fn scale(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &
     let body = if verb == "update" {
         codec::decode_object(ctx)?
     } else {
-        serde_json::from_slice::<Value>(&ctx.body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+        serde_json::from_slice::<Value>(&ctx.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
     };
     let (spec_p, _, _) = scale_paths(res);
     let ptr = pointer(&spec_p);
@@ -105,23 +145,39 @@ async fn scale(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &
     let (stored, _) = server
         .store
         .update_with(res, loc, &w.opts, |cur| {
-            let cur = cur.ok_or_else(|| ApiError::not_found(&res_c.plural, &res_c.group, loc.name))?;
+            let cur =
+                cur.ok_or_else(|| ApiError::not_found(&res_c.plural, &res_c.group, loc.name))?;
             let current_scale = scale_of(&res_c, cur);
             let new_scale = if verb == "update" {
                 body.clone()
             } else {
                 match ty {
-                    negotiate::BodyType::MergePatch | negotiate::BodyType::StrategicMergePatch => patching::merge_patch(&current_scale, &body),
-                    _ => return Err(ApiError::unsupported_media_type(ctx_ct(ty), &["application/merge-patch+json"])),
+                    negotiate::BodyType::MergePatch | negotiate::BodyType::StrategicMergePatch => {
+                        patching::merge_patch(&current_scale, &body)
+                    }
+                    _ => {
+                        return Err(ApiError::unsupported_media_type(
+                            ctx_ct(ty),
+                            &["application/merge-patch+json"],
+                        ));
+                    }
                 }
             };
-            let replicas = new_scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+            let replicas = new_scale
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             if replicas < 0 {
                 return Err(ApiError::invalid(
                     "Scale",
                     "autoscaling",
                     loc.name,
-                    &vec![FieldError::invalid("spec.replicas", json!(replicas), "must be greater than or equal to 0")].into(),
+                    &vec![FieldError::invalid(
+                        "spec.replicas",
+                        json!(replicas),
+                        "must be greater than or equal to 0",
+                    )]
+                    .into(),
                 ));
             }
             let rv = meta::resource_version(&new_scale).to_string();
@@ -161,9 +217,18 @@ pub fn set_pointer(obj: &mut Value, ptr: &str, value: Value) {
     }
 }
 
-async fn binding(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+async fn binding(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
     let b = codec::decode_object(ctx)?;
-    let node = b.pointer("/target/name").and_then(Value::as_str).unwrap_or("").to_string();
+    let node = b
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if node.is_empty() {
         return Err(ApiError::invalid(
             "Binding",
@@ -172,21 +237,37 @@ async fn binding(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc:
             &vec![FieldError::required("target.name", "")].into(),
         ));
     }
-    let opts = WriteOptions { dry_run: super::dry_run(ctx)?, subresource: None };
+    let opts = WriteOptions {
+        dry_run: super::dry_run(ctx)?,
+        subresource: None,
+    };
     let res_c = res.clone();
     server
         .store
         .update_with(res, loc, &opts, |cur| {
-            let cur = cur.ok_or_else(|| ApiError::not_found(&res_c.plural, &res_c.group, loc.name))?;
+            let cur =
+                cur.ok_or_else(|| ApiError::not_found(&res_c.plural, &res_c.group, loc.name))?;
             if meta::deletion_timestamp(cur).is_some() {
-                return Err(ApiError::conflict("pods", "", loc.name, "pod is being deleted, cannot be assigned to a host"));
+                return Err(ApiError::conflict(
+                    "pods",
+                    "",
+                    loc.name,
+                    "pod is being deleted, cannot be assigned to a host",
+                ));
             }
-            if let Some(existing) = cur.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            if let Some(existing) = cur
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
                 return Err(ApiError::conflict(
                     "pods/binding",
                     "",
                     loc.name,
-                    &format!("pod {} is already assigned to node \"{existing}\"", loc.name),
+                    &format!(
+                        "pod {} is already assigned to node \"{existing}\"",
+                        loc.name
+                    ),
                 ));
             }
             let mut next = cur.clone();
@@ -195,46 +276,92 @@ async fn binding(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc:
             Ok(next)
         })
         .await?;
-    Ok(response::json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+    Ok(response::json(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
-async fn eviction(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
-    let ev = if ctx.body.is_empty() { json!({}) } else { codec::decode_object(ctx)? };
-    let mut opts = DeleteOptions { dry_run: super::dry_run(ctx)?, ..Default::default() };
+async fn eviction(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
+    let ev = if ctx.body.is_empty() {
+        json!({})
+    } else {
+        codec::decode_object(ctx)?
+    };
+    let mut opts = DeleteOptions {
+        dry_run: super::dry_run(ctx)?,
+        ..Default::default()
+    };
     if let Some(d) = ev.get("deleteOptions") {
         opts.grace_period_seconds = d.get("gracePeriodSeconds").and_then(Value::as_i64);
-        opts.precondition_uid = d.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from);
+        opts.precondition_uid = d
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(String::from);
     }
     crate::admission::check_eviction(server, ctx, loc).await?;
     server.store.delete(res, loc, &opts).await?;
-    Ok(response::json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+    Ok(response::json(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
-async fn log(server: &Arc<ApiServer>, _ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+async fn log(
+    server: &Arc<ApiServer>,
+    _ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
     let pod = server.store.get(res, loc).await?;
-    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if node.is_empty() {
         return Err(ApiError::bad_request(format!(
             "container \"{}\" in pod \"{}\" is waiting to start: ContainerCreating",
-            pod.pointer("/spec/containers/0/name").and_then(Value::as_str).unwrap_or(""),
+            pod.pointer("/spec/containers/0/name")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
             loc.name
         )));
     }
     Ok(response::text(
         StatusCode::OK,
-        format!("pod {} runs on virtual node {node}: virtual nodes run no containers, so there are no logs\n", loc.name),
+        format!(
+            "pod {} runs on virtual node {node}: virtual nodes run no containers, so there are no logs\n",
+            loc.name
+        ),
     ))
 }
 
-async fn finalize(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+async fn finalize(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
     let body = codec::decode_object(ctx)?;
-    let finalizers = body.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
-    let opts = WriteOptions { dry_run: super::dry_run(ctx)?, subresource: Some("finalize".into()) };
+    let finalizers = body
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(json!([]));
+    let opts = WriteOptions {
+        dry_run: super::dry_run(ctx)?,
+        subresource: Some("finalize".into()),
+    };
     let res_c = res.clone();
     let (stored, _) = server
         .store
         .update_with(res, loc, &opts, |cur| {
-            let cur = cur.ok_or_else(|| ApiError::not_found(&res_c.plural, &res_c.group, loc.name))?;
+            let cur =
+                cur.ok_or_else(|| ApiError::not_found(&res_c.plural, &res_c.group, loc.name))?;
             let mut next = cur.clone();
             next["spec"]["finalizers"] = finalizers.clone();
             meta::remove(&mut next, "resourceVersion");

@@ -37,7 +37,9 @@ pub fn write_params(ctx: &Ctx, subresource: Option<&str>) -> Result<Write, ApiEr
     let dry_run = super::dry_run(ctx)?;
     let manager = match ctx.query.get("fieldManager").filter(|s| !s.is_empty()) {
         Some(m) if m.len() > 128 => {
-            return Err(ApiError::bad_request("fieldManager: Too long: must have at most 128 bytes"));
+            return Err(ApiError::bad_request(
+                "fieldManager: Too long: must have at most 128 bytes",
+            ));
         }
         Some(m) => m.to_string(),
         None => default_manager(ctx),
@@ -52,7 +54,14 @@ pub fn write_params(ctx: &Ctx, subresource: Option<&str>) -> Result<Write, ApiEr
             )));
         }
     };
-    Ok(Write { opts: WriteOptions { dry_run, subresource: subresource.map(String::from) }, manager, validation })
+    Ok(Write {
+        opts: WriteOptions {
+            dry_run,
+            subresource: subresource.map(String::from),
+        },
+        manager,
+        validation,
+    })
 }
 
 /// The manager name when none is given: the user agent's program name, as upstream does.
@@ -63,7 +72,12 @@ fn default_manager(ctx: &Ctx) -> String {
 }
 
 /// Reports unknown fields per `fieldValidation` (Strict: 400; Warn: warning headers).
-pub fn check_fields(ctx: &mut Ctx, res: &ResourceDef, obj: &Value, v: FieldValidation) -> Result<(), ApiError> {
+pub fn check_fields(
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    obj: &Value,
+    v: FieldValidation,
+) -> Result<(), ApiError> {
     if v == FieldValidation::Ignore {
         return Ok(());
     }
@@ -73,8 +87,14 @@ pub fn check_fields(ctx: &mut Ctx, res: &ResourceDef, obj: &Value, v: FieldValid
     }
     match v {
         FieldValidation::Strict => {
-            let msgs: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
-            Err(ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", "))))
+            let msgs: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                msgs.join(", ")
+            )))
         }
         _ => {
             for f in unknown {
@@ -85,7 +105,12 @@ pub fn check_fields(ctx: &mut Ctx, res: &ResourceDef, obj: &Value, v: FieldValid
     }
 }
 
-pub async fn create(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+pub async fn create(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
     let w = write_params(ctx, None)?;
     let mut obj = codec::decode_object(ctx)?;
     check_fields(ctx, res, &obj, w.validation)?;
@@ -121,7 +146,16 @@ pub async fn update(
             }
         })
         .await?;
-    render::object(ctx, res, if created { StatusCode::CREATED } else { StatusCode::OK }, &stored)
+    render::object(
+        ctx,
+        res,
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        &stored,
+    )
 }
 
 pub async fn patch(
@@ -139,7 +173,9 @@ pub async fn patch(
     }
     let force = ctx.query.get("force");
     if force.is_some() && ty != BodyType::ApplyPatch {
-        return Err(ApiError::bad_request("force may not be specified for non-apply patch"));
+        return Err(ApiError::bad_request(
+            "force may not be specified for non-apply patch",
+        ));
     }
     let force = ctx.query.flag("force");
     if ty == BodyType::ApplyPatch && ctx.query.get("fieldManager").is_none_or(str::is_empty) {
@@ -147,12 +183,17 @@ pub async fn patch(
             "PatchOptions",
             "meta.k8s.io",
             "",
-            &vec![apimachinery::FieldError::required("fieldManager", "is required for apply patch")].into(),
+            &vec![apimachinery::FieldError::required(
+                "fieldManager",
+                "is required for apply patch",
+            )]
+            .into(),
         ));
     }
     let body = match ty {
         BodyType::ApplyPatch => codec::yaml(&ctx.body)?,
-        _ => serde_json::from_slice::<Value>(&ctx.body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+        _ => serde_json::from_slice::<Value>(&ctx.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
     };
     if ty == BodyType::ApplyPatch {
         check_fields(ctx, res, &body, w.validation)?;
@@ -167,12 +208,24 @@ pub async fn patch(
     if ty != BodyType::ApplyPatch {
         check_fields(ctx, res, &stored, w.validation)?;
     }
-    render::object(ctx, res, if created { StatusCode::CREATED } else { StatusCode::OK }, &stored)
+    render::object(
+        ctx,
+        res,
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        &stored,
+    )
 }
 
 /// `DeleteOptions` from the body (JSON or protobuf) and the query.
 pub fn delete_options(ctx: &Ctx) -> Result<DeleteOptions, ApiError> {
-    let mut o = DeleteOptions { dry_run: super::dry_run(ctx)?, ..Default::default() };
+    let mut o = DeleteOptions {
+        dry_run: super::dry_run(ctx)?,
+        ..Default::default()
+    };
     if !ctx.body.is_empty() {
         let v = codec::decode_object(ctx)?;
         if let Some(p) = v.get("propagationPolicy").and_then(Value::as_str) {
@@ -181,21 +234,33 @@ pub fn delete_options(ctx: &Ctx) -> Result<DeleteOptions, ApiError> {
         if let Some(g) = v.get("gracePeriodSeconds").and_then(Value::as_i64) {
             o.grace_period_seconds = Some(g);
         }
-        if v.get("orphanDependents").and_then(Value::as_bool) == Some(true) && o.propagation.is_none() {
+        if v.get("orphanDependents").and_then(Value::as_bool) == Some(true)
+            && o.propagation.is_none()
+        {
             o.propagation = Some("Orphan".into());
         }
         if let Some(pre) = v.get("preconditions") {
             o.precondition_uid = pre.get("uid").and_then(Value::as_str).map(String::from);
-            o.precondition_rv = pre.get("resourceVersion").and_then(Value::as_str).map(String::from);
+            o.precondition_rv = pre
+                .get("resourceVersion")
+                .and_then(Value::as_str)
+                .map(String::from);
         }
-        if v.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All")) {
+        if v.get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|x| x == "All"))
+        {
             o.dry_run = true;
         }
     }
     if let Some(p) = ctx.query.get("propagationPolicy").filter(|s| !s.is_empty()) {
         o.propagation = Some(p.to_string());
     }
-    if let Some(g) = ctx.query.get("gracePeriodSeconds").and_then(|s| s.parse().ok()) {
+    if let Some(g) = ctx
+        .query
+        .get("gracePeriodSeconds")
+        .and_then(|s| s.parse().ok())
+    {
         o.grace_period_seconds = Some(g);
     }
     if ctx.query.get("orphanDependents") == Some("true") && o.propagation.is_none() {
@@ -208,14 +273,23 @@ pub fn delete_options(ctx: &Ctx) -> Result<DeleteOptions, ApiError> {
             "DeleteOptions",
             "meta.k8s.io",
             "",
-            &vec![apimachinery::FieldError::not_supported("propagationPolicy", json!(p), &["Foreground", "Background", "Orphan"])]
-                .into(),
+            &vec![apimachinery::FieldError::not_supported(
+                "propagationPolicy",
+                json!(p),
+                &["Foreground", "Background", "Orphan"],
+            )]
+            .into(),
         ));
     }
     Ok(o)
 }
 
-pub async fn delete(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+pub async fn delete(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
     let opts = delete_options(ctx)?;
     let result = server.store.delete(res, loc, &opts).await?;
     let obj = match result {
@@ -224,17 +298,37 @@ pub async fn delete(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, l
     render::object(ctx, res, StatusCode::OK, &obj)
 }
 
-pub async fn delete_collection(server: &Arc<ApiServer>, ctx: &mut Ctx, res: &ResourceDef, p: &ResourcePath) -> Result<Response<Body>, ApiError> {
+pub async fn delete_collection(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    p: &ResourcePath,
+) -> Result<Response<Body>, ApiError> {
     let opts = delete_options(ctx)?;
     let filter = super::filter(res, ctx, p)?;
-    let listed = server.store.list(res, &ListRequest { filter, ..Default::default() }).await?;
+    let listed = server
+        .store
+        .list(
+            res,
+            &ListRequest {
+                filter,
+                ..Default::default()
+            },
+        )
+        .await?;
     let mut deleted = Vec::new();
     for o in &listed.items {
         let name = meta::name(&o.value).to_string();
         let ns = meta::namespace(&o.value).to_string();
-        let loc = Location { cluster: &ctx.cluster, namespace: &ns, name: &name };
+        let loc = Location {
+            cluster: &ctx.cluster,
+            namespace: &ns,
+            name: &name,
+        };
         match server.store.delete(res, &loc, &opts).await {
-            Ok(Deleted::Gone(v) | Deleted::Pending(v)) => deleted.push(Arc::new(registry::cache::CachedObject { rev: 0, value: v })),
+            Ok(Deleted::Gone(v) | Deleted::Pending(v)) => {
+                deleted.push(Arc::new(registry::cache::CachedObject { rev: 0, value: v }))
+            }
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }

@@ -32,14 +32,18 @@ impl Strategy for NamespaceStrategy {
     fn default(&self, obj: &mut Value) {
         let name = apimachinery::meta::name(obj).to_string();
         if !name.is_empty() {
-            let labels = apimachinery::meta::metadata_mut(obj).entry("labels").or_insert_with(|| json!({}));
+            let labels = apimachinery::meta::metadata_mut(obj)
+                .entry("labels")
+                .or_insert_with(|| json!({}));
             if let Some(l) = labels.as_object_mut() {
                 l.insert("kubernetes.io/metadata.name".into(), json!(name));
             }
         }
     }
     fn deletion_pending(&self, obj: &Value) -> bool {
-        obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+        obj.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
     }
     fn on_deletion(&self, obj: &mut Value) {
         obj["status"]["phase"] = json!("Terminating");
@@ -86,7 +90,9 @@ impl Strategy for PodStrategy {
     }
     fn field(&self, obj: &Value, name: &str) -> Option<String> {
         match name {
-            "spec.hostNetwork" => Some(str_at(obj, "/spec/hostNetwork").unwrap_or_else(|| "false".into())),
+            "spec.hostNetwork" => {
+                Some(str_at(obj, "/spec/hostNetwork").unwrap_or_else(|| "false".into()))
+            }
             "status.podIPs" => str_at(obj, "/status/podIPs/0/ip"),
             _ => {
                 let ptr = format!("/{}", name.replace('.', "/"));
@@ -117,7 +123,11 @@ impl Strategy for EventStrategy {
     }
     fn field(&self, obj: &Value, name: &str) -> Option<String> {
         match name {
-            "source" => Some(str_at(obj, "/source/component").or_else(|| str_at(obj, "/reportingComponent")).unwrap_or_default()),
+            "source" => Some(
+                str_at(obj, "/source/component")
+                    .or_else(|| str_at(obj, "/reportingComponent"))
+                    .unwrap_or_default(),
+            ),
             _ => Some(str_at(obj, &format!("/{}", name.replace('.', "/"))).unwrap_or_default()),
         }
     }
@@ -128,7 +138,10 @@ pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
     fn default(&self, obj: &mut Value) {
-        if obj.get("type").is_none_or(|t| t.as_str().is_none_or(str::is_empty)) {
+        if obj
+            .get("type")
+            .is_none_or(|t| t.as_str().is_none_or(str::is_empty))
+        {
             obj["type"] = json!("Opaque");
         }
     }
@@ -148,7 +161,8 @@ impl Strategy for NodeStrategy {
         &["spec.unschedulable"]
     }
     fn field(&self, obj: &Value, name: &str) -> Option<String> {
-        (name == "spec.unschedulable").then(|| str_at(obj, "/spec/unschedulable").unwrap_or_else(|| "false".into()))
+        (name == "spec.unschedulable")
+            .then(|| str_at(obj, "/spec/unschedulable").unwrap_or_else(|| "false".into()))
     }
 }
 

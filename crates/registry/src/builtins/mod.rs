@@ -29,6 +29,12 @@ pub fn resources() -> Vec<ResourceDef> {
     builtin::RESOURCES
         .iter()
         .chain(std::iter::once(&openapi::CUSTOM_RESOURCE_DEFINITIONS))
-        .map(|r| ResourceDef::builtin(r, strategy(r), openapi::builtin_schema(r.group, r.version, r.kind)))
+        .map(|r| {
+            ResourceDef::builtin(
+                r,
+                strategy(r),
+                openapi::builtin_schema(r.group, r.version, r.kind),
+            )
+        })
         .collect()
 }

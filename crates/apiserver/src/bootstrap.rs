@@ -1,0 +1,71 @@
+//! Objects every cluster has from its first moment: the system namespaces and the
+//! `default/kubernetes` Service (upstream's bootstrap controllers do the same in
+//! kube-apiserver).
+
+use apimachinery::status::{ApiError, Reason};
+use registry::store::{Location, WriteOptions};
+use serde_json::{Value, json};
+
+use crate::server::ApiServer;
+
+/// The namespaces of a new cluster.
+pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+async fn ensure(
+    server: &ApiServer,
+    cluster: &str,
+    group: &str,
+    plural: &str,
+    namespace: &str,
+    obj: Value,
+) -> Result<(), ApiError> {
+    let res = server
+        .catalog
+        .builtin(group, plural)
+        .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))?;
+    let loc = Location {
+        cluster,
+        namespace,
+        name: "",
+    };
+    match server
+        .store
+        .create(&res, &loc, obj, &WriteOptions::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.reason == Reason::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates what a cluster must have; existing objects are left alone.
+pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    for ns in NAMESPACES {
+        ensure(
+            server,
+            cluster,
+            "",
+            "namespaces",
+            "",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )
+        .await?;
+    }
+    let svc = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": "10.96.0.1",
+            "clusterIPs": ["10.96.0.1"],
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+            "sessionAffinity": "None",
+            "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Cluster",
+        },
+    });
+    ensure(server, cluster, "", "services", "default", svc).await
+}
