@@ -102,13 +102,19 @@ impl Ca {
         })
     }
 
-    /// A client certificate: CN is the user, each O a group.
+    /// A client certificate: CN is the user, each O a group. rcgen keeps one value per
+    /// attribute type, so a second group goes under the same OID spelled as a custom type: at
+    /// most two groups.
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<CertPair, Error> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
-        for g in groups {
-            dn.push(DnType::OrganizationName, *g);
+        let org_types = [
+            DnType::OrganizationName,
+            DnType::CustomDnType(vec![2, 5, 4, 10]),
+        ];
+        for (ty, g) in org_types.into_iter().zip(groups) {
+            dn.push(ty, *g);
         }
         dn.push(DnType::CommonName, user);
         params.distinguished_name = dn;

@@ -11,6 +11,13 @@
 /// The name of the root (management) cluster.
 pub const ROOT_CLUSTER: &str = "root";
 
+/// The pseudo-cluster of cross-cluster list and watch (`/clusters/*/...`), reserved to the
+/// system identity: every cluster's objects, each annotated with [`CLUSTER_ANNOTATION`].
+pub const ALL_CLUSTERS: &str = "*";
+
+/// The annotation naming an object's cluster in cross-cluster responses (never stored).
+pub const CLUSTER_ANNOTATION: &str = "matryoshka.dev/cluster";
+
 /// What a request path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -92,6 +99,12 @@ pub fn route(path: &str) -> Routed {
             Some(i) => (&after[..i], &after[i..]),
             None => (after, ""),
         };
+        if name == ALL_CLUSTERS {
+            return Routed {
+                cluster: ALL_CLUSTERS.to_string(),
+                route: route_in_cluster(if tail.is_empty() { "/" } else { tail }),
+            };
+        }
         if !valid_cluster_name(name) || name == ROOT_CLUSTER {
             return Routed {
                 cluster: String::new(),

@@ -81,6 +81,19 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// A copy with what rendering reads (query and headers), without the body.
+    pub fn clone_for_render(ctx: &Ctx) -> Ctx {
+        Ctx {
+            cluster: ctx.cluster.clone(),
+            user: ctx.user.clone(),
+            method: ctx.method.clone(),
+            query: ctx.query.clone(),
+            headers: ctx.headers.clone(),
+            body: Bytes::new(),
+            warnings: Vec::new(),
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
@@ -159,6 +172,21 @@ impl ApiServer {
         ctx: &mut Ctx,
         route: &Route,
     ) -> Result<Response<Body>, ApiError> {
+        if ctx.cluster == route::ALL_CLUSTERS {
+            // Cross-cluster reads are for the system's own components only; to anyone else the
+            // path does not exist.
+            let readonly = ctx.method == Method::GET;
+            return match route {
+                Route::Resource(p)
+                    if readonly
+                        && p.name.is_none()
+                        && ctx.user == crate::auth::UserInfo::system() =>
+                {
+                    handlers::resource(self, ctx, p).await
+                }
+                _ => Err(ApiError::no_route()),
+            };
+        }
         if ctx.cluster.is_empty() || !self.cluster_exists(&ctx.cluster).await {
             return Err(ApiError::no_route());
         }
@@ -203,4 +231,20 @@ pub fn version_info() -> serde_json::Value {
         "compiler": "gc",
         "platform": "linux/amd64",
     })
+}
+
+/// Builds a ready API server over `storage`: the watch cache, the built-in catalogue and the
+/// seeded root cluster. `matryoshka up`, benchmarks and in-process tests start here.
+pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>, ApiError> {
+    use registry::cache::{CacheOptions, WatchCache};
+    let cache = WatchCache::start(storage.clone(), CacheOptions::default())
+        .await
+        .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
+    let server = ApiServer::new(
+        Store::new(storage, cache),
+        Catalog::new(registry::builtins::resources()),
+    );
+    crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
+    server.set_ready(true);
+    Ok(server)
 }

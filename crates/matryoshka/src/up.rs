@@ -7,11 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use apiserver::ApiServer;
 use apiserver::certs::{self, Ca};
-use registry::cache::{CacheOptions, WatchCache};
-use registry::catalog::Catalog;
-use registry::store::Store;
 use storage::Storage;
 
 /// Flags of `matryoshka up` (named after kube-apiserver's where one exists).
@@ -114,7 +110,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let tls = apiserver::serve::tls_config(&serving.cert_pem, &serving.key_pem, &ca.pair.cert_pem)?;
-    server.set_ready(true);
     let host = if args.bind_address.is_unspecified() {
         "127.0.0.1".to_string()
     } else {

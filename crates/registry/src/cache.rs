@@ -36,6 +36,8 @@ pub type Predicate = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
 pub struct CachedObject {
     pub rev: i64,
     pub value: Value,
+    /// The logical cluster the object belongs to.
+    pub cluster: Arc<str>,
 }
 
 /// Watch event types.
@@ -272,6 +274,7 @@ impl WatchCache {
                     Arc::new(CachedObject {
                         rev: kv.mod_revision,
                         value,
+                        cluster: Arc::from(p.cluster),
                     }),
                 );
             }
@@ -475,7 +478,11 @@ impl WatchCache {
                     tracing::warn!(key = %String::from_utf8_lossy(&ev.kv.key), "skipping an undecodable object");
                     return;
                 };
-                let obj = Arc::new(CachedObject { rev, value });
+                let obj = Arc::new(CachedObject {
+                    rev,
+                    value,
+                    cluster: Arc::from(p.cluster),
+                });
                 let prev = rs.objects.insert(ck, obj.clone());
                 let ty = if prev.is_some() {
                     EventType::Modified
@@ -485,12 +492,14 @@ impl WatchCache {
                 (ty, obj, prev)
             }
             EventKind::Delete => {
+                let p_cluster = p.cluster;
                 let prev = rs.objects.remove(&ck).or_else(|| {
                     let p = ev.prev.as_ref()?;
                     decode(&p.value, p.mod_revision).map(|value| {
                         Arc::new(CachedObject {
                             rev: p.mod_revision,
                             value,
+                            cluster: Arc::from(p_cluster),
                         })
                     })
                 });
@@ -499,7 +508,11 @@ impl WatchCache {
                 apimachinery::meta::set(&mut value, "resourceVersion", rev.to_string());
                 (
                     EventType::Deleted,
-                    Arc::new(CachedObject { rev, value }),
+                    Arc::new(CachedObject {
+                        rev,
+                        value,
+                        cluster: prev.cluster.clone(),
+                    }),
                     Some(prev),
                 )
             }

@@ -327,6 +327,7 @@ impl Store {
                     items.push(Arc::new(CachedObject {
                         rev: kv.mod_revision,
                         value,
+                        cluster: Arc::from(cluster),
                     }));
                 }
             }

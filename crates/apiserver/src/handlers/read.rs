@@ -199,6 +199,7 @@ pub async fn watch(
         include: ctx.query.get("includeObject").map(String::from),
     };
     let api_version = res.api_version();
+    let cross_cluster = ctx.cluster == crate::route::ALL_CLUSTERS;
     tokio::spawn(async move {
         let mut handle = handle;
         let deadline = tokio::time::sleep(timeout);
@@ -223,6 +224,7 @@ pub async fn watch(
                         Output::Metadata => {
                             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.value.get("metadata").cloned().unwrap_or(json!({}))})
                         }
+                        _ if cross_cluster => render::annotate_cluster(&obj),
                         _ => obj.value.clone(),
                     };
                     (event_line(ty.as_str(), &object), false)

@@ -115,6 +115,20 @@ pub fn list_metadata(rev: i64, continue_token: Option<&str>, remaining: Option<u
     Value::Object(m)
 }
 
+/// An object as a cross-cluster response shows it: annotated with its cluster.
+pub fn annotate_cluster(obj: &CachedObject) -> Value {
+    let mut v = obj.value.clone();
+    let m = meta::metadata_mut(&mut v);
+    let ann = m.entry("annotations").or_insert_with(|| json!({}));
+    if let Some(a) = ann.as_object_mut() {
+        a.insert(
+            crate::route::CLUSTER_ANNOTATION.into(),
+            json!(&*obj.cluster),
+        );
+    }
+    v
+}
+
 /// Renders a list.
 pub fn list(
     ctx: &Ctx,
@@ -123,6 +137,21 @@ pub fn list(
     metadata: Value,
 ) -> Result<Response<Body>, ApiError> {
     let out = output(ctx)?;
+    if ctx.cluster == crate::route::ALL_CLUSTERS {
+        let annotated: Vec<Arc<CachedObject>> = items
+            .iter()
+            .map(|o| {
+                Arc::new(CachedObject {
+                    rev: o.rev,
+                    value: annotate_cluster(o),
+                    cluster: o.cluster.clone(),
+                })
+            })
+            .collect();
+        let mut plain = Ctx::clone_for_render(ctx);
+        plain.cluster = String::new();
+        return list(&plain, res, &annotated, metadata);
+    }
     Ok(match out {
         Output::Table => {
             let objs: Vec<Value> = items.iter().map(|o| o.value.clone()).collect();

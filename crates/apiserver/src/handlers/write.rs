@@ -327,7 +327,11 @@ pub async fn delete_collection(
         };
         match server.store.delete(res, &loc, &opts).await {
             Ok(Deleted::Gone(v) | Deleted::Pending(v)) => {
-                deleted.push(Arc::new(registry::cache::CachedObject { rev: 0, value: v }))
+                deleted.push(Arc::new(registry::cache::CachedObject {
+                    rev: 0,
+                    value: v,
+                    cluster: Arc::from(ctx.cluster.as_str()),
+                }))
             }
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
