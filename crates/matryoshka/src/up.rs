@@ -94,16 +94,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let (ca, serving, admin) = pki(&args.data_dir, args.bind_address)?;
     let storage = open_storage(&args).await?;
-    let cache = WatchCache::start(storage.clone(), CacheOptions::default())
+    let server = apiserver::server::start(storage)
         .await
-        .context("loading the watch cache")?;
-    let server = ApiServer::new(
-        Store::new(storage, cache),
-        Catalog::new(registry::builtins::resources()),
-    );
-    apiserver::bootstrap::seed(&server, apiserver::route::ROOT_CLUSTER)
-        .await
-        .map_err(|e| anyhow::anyhow!("seeding the root cluster: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let listener = tokio::net::TcpListener::bind(addr)
