@@ -144,6 +144,25 @@ impl Strategy for SecretStrategy {
         {
             obj["type"] = json!("Opaque");
         }
+        // stringData is a write-only convenience: merged into data, base64 encoded.
+        if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+            use base64::Engine;
+            let data = obj
+                .as_object_mut()
+                .expect("an object")
+                .entry("data")
+                .or_insert_with(|| json!({}));
+            if let Some(d) = data.as_object_mut() {
+                for (k, v) in sd {
+                    if let Some(s) = v.as_str() {
+                        d.insert(
+                            k,
+                            json!(base64::engine::general_purpose::STANDARD.encode(s)),
+                        );
+                    }
+                }
+            }
+        }
     }
     fn field_names(&self) -> &[&'static str] {
         &["type"]
