@@ -19,7 +19,11 @@ fn the_python_client_suite_passes() {
         .output()
         .expect("python3 runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the Python client suite failed:\n{stderr}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "the Python client suite failed:\n{stderr}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // Every test ran: unittest prints the count.
     assert!(stderr.contains("Ran 13 tests"), "{stderr}");
 }
