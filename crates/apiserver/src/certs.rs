@@ -77,6 +77,16 @@ impl Ca {
 
     /// A serving certificate for `sans` (DNS names or IP addresses).
     pub fn issue_server(&self, common_name: &str, sans: &[String]) -> Result<CertPair, Error> {
+        self.issue_server_for(common_name, sans, LEAF_VALIDITY)
+    }
+
+    /// A serving certificate valid for `valid_for`.
+    pub fn issue_server_for(
+        &self,
+        common_name: &str,
+        sans: &[String],
+        valid_for: Duration,
+    ) -> Result<CertPair, Error> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
@@ -94,7 +104,7 @@ impl Ca {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        validity(&mut params, LEAF_VALIDITY);
+        validity(&mut params, valid_for);
         let cert = params.signed_by(&key, &self.issuer()?)?;
         Ok(CertPair {
             cert_pem: cert.pem(),
@@ -154,6 +164,11 @@ impl Ca {
 
 /// Writes a file readable by its owner only.
 pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    write_private_bytes(path, contents.as_bytes())
+}
+
+/// Writes bytes readable by their owner only, atomically.
+pub fn write_private_bytes(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
@@ -163,7 +178,7 @@ pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
-    f.write_all(contents.as_bytes())?;
+    f.write_all(contents)?;
     f.sync_all()?;
     std::fs::rename(tmp, path)
 }

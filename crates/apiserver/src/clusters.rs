@@ -12,5 +12,11 @@ pub async fn exists(server: &ApiServer, cluster: &str) -> bool {
         "",
         cluster,
     );
-    obj.is_some_and(|o| apimachinery::meta::deletion_timestamp(&o.value).is_none())
+    obj.is_some_and(|o| {
+        apimachinery::meta::deletion_timestamp(&o.value).is_none()
+            && o.value
+                .pointer("/status/phase")
+                .and_then(serde_json::Value::as_str)
+                == Some("Ready")
+    })
 }

@@ -5,6 +5,8 @@
 
 pub mod admission;
 pub mod auth;
+pub mod authn;
+pub mod authz;
 pub mod bootstrap;
 pub mod certs;
 pub mod clusters;
@@ -13,6 +15,8 @@ pub mod discovery;
 pub mod fields;
 pub mod handlers;
 pub mod health;
+pub mod impersonate;
+pub mod jwt;
 pub mod local;
 pub mod metrics;
 pub mod negotiate;
@@ -23,5 +27,6 @@ pub mod route;
 pub mod serve;
 pub mod server;
 pub mod table;
+pub mod tenancy;
 
 pub use server::ApiServer;

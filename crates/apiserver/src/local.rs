@@ -14,7 +14,7 @@ use http::{Request, Response};
 use crate::auth::UserInfo;
 use crate::response::{self, Body};
 use crate::serve::read_body;
-use crate::server::ApiServer;
+use crate::server::{ApiServer, Caller};
 
 /// A tower service that hands requests to the API server as `user`.
 #[derive(Clone)]
@@ -55,7 +55,7 @@ where
         let user = self.user.clone();
         Box::pin(async move {
             Ok(match read_body(req).await {
-                Ok(req) => server.handle(req, user).await,
+                Ok(req) => server.handle(req, Caller::Internal(user)).await,
                 Err(e) => response::error(&e),
             })
         })

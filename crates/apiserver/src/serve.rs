@@ -14,7 +14,6 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rustls::pki_types::CertificateDer;
-use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -22,6 +21,7 @@ use crate::auth::UserInfo;
 use crate::codec::MAX_BODY;
 use crate::response::{self, Body};
 use crate::server::ApiServer;
+use crate::server::Caller;
 
 /// Errors setting up the listener.
 #[derive(Debug, thiserror::Error)]
@@ -39,31 +39,128 @@ fn pem_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
         .map_err(|e| Error::Pem(e.to_string()))
 }
 
-/// The TLS configuration: the serving certificate, client certificates requested (not
-/// required) and verified against `client_ca_pem`, ALPN h2 and http/1.1.
-pub fn tls_config(
-    serving_cert_pem: &str,
-    serving_key_pem: &str,
-    client_ca_pem: &str,
-) -> Result<Arc<rustls::ServerConfig>, Error> {
+/// The serving certificate, replaceable while the server runs (rotation without a restart).
+pub struct ServingCert {
+    current: parking_lot::RwLock<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl std::fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServingCert")
+    }
+}
+
+fn certified_key(cert_pem: &str, key_pem: &str) -> Result<Arc<rustls::sign::CertifiedKey>, Error> {
     use rustls::pki_types::PrivateKeyDer;
     use rustls::pki_types::pem::PemObject;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let certs = pem_certs(serving_cert_pem)?;
-    let key = PrivateKeyDer::from_pem_slice(serving_key_pem.as_bytes())
-        .map_err(|e| Error::Pem(e.to_string()))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in pem_certs(client_ca_pem)? {
-        roots.add(c)?;
+    let certs = pem_certs(cert_pem)?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| Error::Pem(e.to_string()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    Ok(Arc::new(rustls::sign::CertifiedKey::from_der(
+        certs, key, &provider,
+    )?))
+}
+
+impl ServingCert {
+    pub fn new(cert_pem: &str, key_pem: &str) -> Result<Arc<ServingCert>, Error> {
+        Ok(Arc::new(ServingCert {
+            current: parking_lot::RwLock::new(certified_key(cert_pem, key_pem)?),
+        }))
     }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| Error::Pem(e.to_string()))?;
+
+    /// Serves `cert_pem` from the next handshake on.
+    pub fn replace(&self, cert_pem: &str, key_pem: &str) -> Result<(), Error> {
+        *self.current.write() = certified_key(cert_pem, key_pem)?;
+        Ok(())
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ServingCert {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+}
+
+/// Accepts a client certificate from any issuer at the handshake, checking only that the
+/// client holds its key. Which CA must have issued it depends on the cluster a request
+/// addresses, so the chain is verified per request ([`crate::authn`]).
+#[derive(Debug)]
+struct AnyClientCert {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::server::danger::ClientCertVerifier for AnyClientCert {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// The TLS configuration: the (rotatable) serving certificate, client certificates requested
+/// but not required, ALPN h2 and http/1.1.
+pub fn tls_config(serving: Arc<ServingCert>) -> Result<Arc<rustls::ServerConfig>, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(AnyClientCert {
+        provider: provider.clone(),
+    });
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)?;
+        .with_cert_resolver(serving);
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
@@ -138,14 +235,12 @@ pub async fn serve(
                     }
                     Err(_) => return,
                 };
-            let user = tls
+            let chain: Option<Arc<Vec<CertificateDer<'static>>>> = tls
                 .get_ref()
                 .1
                 .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(|c| user_from_cert(c))
-                .unwrap_or_else(UserInfo::anonymous);
-            serve_connection(server, tls, peer, user, watcher).await;
+                .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
+            serve_connection(server, tls, peer, Caller::Tls(chain), watcher).await;
         });
     }
     server.drain();
@@ -157,17 +252,17 @@ async fn serve_connection<IO>(
     server: Arc<ApiServer>,
     io: IO,
     peer: SocketAddr,
-    user: UserInfo,
+    caller: Caller,
     watcher: hyper_util::server::graceful::Watcher,
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let svc = service_fn(move |req: Request<Incoming>| {
         let server = server.clone();
-        let user = user.clone();
+        let caller = caller.clone();
         async move {
             let resp: Response<Body> = match read_body(req).await {
-                Ok(req) => server.handle(req, user).await,
+                Ok(req) => server.handle(req, caller).await,
                 Err(e) => response::error(&e),
             };
             Ok::<_, std::convert::Infallible>(resp)

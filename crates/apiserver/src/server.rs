@@ -25,12 +25,33 @@ use crate::{discovery, handlers, health, openapi};
 /// The Kubernetes version the server claims (and whose API it serves).
 pub const KUBE_VERSION: (&str, &str, &str) = ("1", "33", "v1.33.0");
 
+/// Who sent a request, before authentication.
+#[derive(Clone)]
+pub enum Caller {
+    /// Over TLS, with the client's certificate chain if it sent one.
+    Tls(Option<Arc<Vec<rustls::pki_types::CertificateDer<'static>>>>),
+    /// An in-process component, already trusted as this user.
+    Internal(UserInfo),
+}
+
+/// What the server needs to know about itself.
+pub struct Config {
+    /// The URL clients reach the root cluster at (logical clusters are under `/clusters/`).
+    pub external_url: String,
+    /// The root cluster's CA (PEM certificate and key).
+    pub root_ca: crate::certs::CertPair,
+    /// The root cluster's service-account signing key (PKCS#8 DER).
+    pub root_sa_key: Vec<u8>,
+}
+
 /// The API server.
 pub struct ApiServer {
     pub store: Store,
     pub catalog: Catalog,
     pub metrics: Metrics,
     pub openapi: crate::openapi::ClusterDocuments,
+    pub authn: crate::authn::Authenticator,
+    pub config: Config,
     ready: AtomicBool,
     draining: AtomicBool,
     pub started: Instant,
@@ -100,18 +121,28 @@ impl Ctx {
 }
 
 impl ApiServer {
-    pub fn new(store: Store, catalog: Catalog) -> Arc<Self> {
+    pub fn new(store: Store, catalog: Catalog, config: Config) -> Result<Arc<Self>, ApiError> {
         let (shutdown, _) = tokio::sync::watch::channel(false);
-        Arc::new(ApiServer {
+        let root_trust = crate::authn::Trust::new(
+            &config.root_ca.cert_pem,
+            &config.root_sa_key,
+            config.external_url.clone(),
+        )
+        .map_err(|e| {
+            ApiError::internal(format!("the root cluster's credentials are invalid: {e}"))
+        })?;
+        Ok(Arc::new(ApiServer {
             store,
             catalog,
             metrics: Metrics::default(),
             openapi: Default::default(),
+            authn: crate::authn::Authenticator::new(root_trust, config.external_url.clone()),
+            config,
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             started: Instant::now(),
             shutdown,
-        })
+        }))
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -134,10 +165,14 @@ impl ApiServer {
     }
 
     /// Handles one request.
-    pub async fn handle(self: &Arc<Self>, req: Request<Bytes>, user: UserInfo) -> Response<Body> {
+    pub async fn handle(self: &Arc<Self>, req: Request<Bytes>, caller: Caller) -> Response<Body> {
         let started = Instant::now();
         let (parts, body) = req.into_parts();
         let routed = route::route(parts.uri.path());
+        let user = match &caller {
+            Caller::Internal(u) => u.clone(),
+            Caller::Tls(_) => UserInfo::anonymous(),
+        };
         let mut ctx = Ctx {
             cluster: routed.cluster.clone(),
             user,
@@ -148,7 +183,7 @@ impl ApiServer {
             warnings: Vec::new(),
         };
         let (verb, resource) = crate::metrics::labels(&ctx.method, &routed.route, &ctx.query);
-        let mut resp = match self.dispatch(&mut ctx, &routed.route).await {
+        let mut resp = match self.dispatch(&mut ctx, &routed.route, &caller).await {
             Ok(r) => r,
             Err(e) => response::error(&e),
         };
@@ -171,6 +206,7 @@ impl ApiServer {
         self: &Arc<Self>,
         ctx: &mut Ctx,
         route: &Route,
+        caller: &Caller,
     ) -> Result<Response<Body>, ApiError> {
         if ctx.cluster == route::ALL_CLUSTERS {
             // Cross-cluster reads are for the system's own components only; to anyone else the
@@ -190,6 +226,15 @@ impl ApiServer {
         if ctx.cluster.is_empty() || !self.cluster_exists(&ctx.cluster).await {
             return Err(ApiError::no_route());
         }
+        if let Caller::Tls(chain) = caller {
+            ctx.user = self.authn.authenticate(
+                self,
+                &ctx.cluster,
+                chain.as_deref().map(Vec::as_slice),
+                ctx.header("authorization"),
+            )?;
+        }
+        crate::impersonate::apply(self, ctx)?;
         let get = ctx.method == Method::GET || ctx.method == Method::HEAD;
         match route {
             Route::Version if get => Ok(response::json(StatusCode::OK, &version_info())),
@@ -233,18 +278,34 @@ pub fn version_info() -> serde_json::Value {
     })
 }
 
-/// Builds a ready API server over `storage`: the watch cache, the built-in catalogue and the
-/// seeded root cluster. `matryoshka up`, benchmarks and in-process tests start here.
+/// A ready API server over `storage` with fresh, in-memory root credentials (tests and
+/// benchmarks; `matryoshka up` keeps its credentials on disk and calls [`start_with`]).
 pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>, ApiError> {
+    let ca = crate::certs::Ca::generate("matryoshka-ca").map_err(ApiError::internal)?;
+    let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
+    let config = Config {
+        external_url: "https://127.0.0.1:6443".into(),
+        root_ca: ca.pair,
+        root_sa_key: sa,
+    };
+    start_with(storage, config).await
+}
+
+/// Builds a ready API server over `storage`: the watch cache, the built-in catalogue and the
+/// seeded root cluster.
+pub async fn start_with(
+    storage: Arc<dyn storage::Storage>,
+    config: Config,
+) -> Result<Arc<ApiServer>, ApiError> {
     use registry::cache::{CacheOptions, WatchCache};
     let cache = WatchCache::start(storage.clone(), CacheOptions::default())
         .await
         .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
-    let server = ApiServer::new(
-        Store::new(storage, cache),
-        Catalog::new(registry::builtins::resources()),
-    );
+    let mut resources = registry::builtins::resources();
+    resources.push(crate::tenancy::logical_cluster_resource());
+    let server = ApiServer::new(Store::new(storage, cache), Catalog::new(resources), config)?;
     crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
+    crate::tenancy::start(server.clone()).await?;
     server.set_ready(true);
     Ok(server)
 }

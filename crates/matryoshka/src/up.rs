@@ -1,13 +1,14 @@
 //! `matryoshka up`: storage, certificates, the API server and the in-process components, with
-//! a graceful drain on SIGTERM or Ctrl-C.
+//! a graceful drain on SIGTERM or Ctrl-C and serving-certificate rotation without a restart.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use apiserver::certs::{self, Ca};
+use apiserver::serve::ServingCert;
 use storage::Storage;
 
 /// Flags of `matryoshka up` (named after kube-apiserver's where one exists).
@@ -28,6 +29,9 @@ pub struct UpArgs {
     /// The key prefix in etcd.
     #[arg(long, default_value = "/matryoshka")]
     pub etcd_prefix: String,
+    /// Lifetime of the serving certificate; it is re-issued when a third of it is left.
+    #[arg(long, default_value_t = 365 * 24 * 3600, hide = true)]
+    pub serving_cert_validity_seconds: u64,
 }
 
 fn hostname() -> Option<String> {
@@ -40,21 +44,22 @@ fn hostname() -> Option<String> {
 /// The serving certificate's names: localhost, loopback, the bind address, the hostname, and
 /// the in-cluster service names.
 fn sans(bind: IpAddr) -> Vec<String> {
-    let mut s = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "kubernetes".to_string(),
-        "kubernetes.default".to_string(),
-        "kubernetes.default.svc".to_string(),
-        "kubernetes.default.svc.cluster.local".to_string(),
-        "10.96.0.1".to_string(),
-    ];
+    let mut s: Vec<String> = [
+        "localhost",
+        "127.0.0.1",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+        "10.96.0.1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     if !bind.is_unspecified() {
         s.push(bind.to_string());
     }
-    if let Some(h) = hostname() {
-        s.push(h);
-    }
+    s.extend(hostname());
     s.dedup();
     s
 }
@@ -76,33 +81,29 @@ async fn open_storage(args: &UpArgs) -> anyhow::Result<Arc<dyn Storage>> {
     }
 }
 
-/// Creates or loads the PKI: the cluster CA, the serving certificate and the admin client.
-fn pki(dir: &Path, bind: IpAddr) -> anyhow::Result<(Ca, certs::CertPair, certs::CertPair)> {
+/// The root cluster's CA and service-account key, created on first start.
+fn root_credentials(dir: &Path) -> anyhow::Result<(Ca, Vec<u8>)> {
     let pki = dir.join("pki");
     std::fs::create_dir_all(&pki)?;
     let ca = Ca::load_or_create(&pki, "ca", "matryoshka-ca")?;
-    // Serving and admin certificates are re-issued at every start: cheap, and they never get
-    // close to expiring.
-    let serving = ca.issue_server("kube-apiserver", &sans(bind))?;
-    let admin = ca.issue_client("kubernetes-admin", &["system:masters"])?;
-    Ok((ca, serving, admin))
+    let sa_path = pki.join("sa.key");
+    let sa = match std::fs::read(&sa_path) {
+        Ok(der) => der,
+        Err(_) => {
+            let der =
+                apiserver::jwt::SigningKey::generate_pkcs8().map_err(|e| anyhow::anyhow!(e))?;
+            certs::write_private_bytes(&sa_path, &der)?;
+            der
+        }
+    };
+    Ok((ca, sa))
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let (ca, serving, admin) = pki(&args.data_dir, args.bind_address)?;
-    let storage = open_storage(&args).await?;
-    let server = apiserver::server::start(storage)
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
-
-    let addr = SocketAddr::new(args.bind_address, args.secure_port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("listening on {addr}"))?;
-    let tls = apiserver::serve::tls_config(&serving.cert_pem, &serving.key_pem, &ca.pair.cert_pem)?;
+    let (ca, sa_key) = root_credentials(&args.data_dir)?;
     let host = if args.bind_address.is_unspecified() {
         "127.0.0.1".to_string()
     } else {
@@ -113,6 +114,32 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     } else {
         format!("https://{host}:{}", args.secure_port)
     };
+    let storage = open_storage(&args).await?;
+    let config = apiserver::server::Config {
+        external_url: url.clone(),
+        root_ca: ca.pair.clone(),
+        root_sa_key: sa_key,
+    };
+    let server = apiserver::server::start_with(storage, config)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
+
+    let validity = Duration::from_secs(args.serving_cert_validity_seconds.max(3));
+    let issue = {
+        let ca = ca.clone();
+        let names = sans(args.bind_address);
+        move || ca.issue_server_for("kube-apiserver", &names, validity)
+    };
+    let serving = issue()?;
+    let serving_cert = ServingCert::new(&serving.cert_pem, &serving.key_pem)?;
+    let rotation = tokio::spawn(rotate(serving_cert.clone(), validity, issue));
+
+    let addr = SocketAddr::new(args.bind_address, args.secure_port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let tls = apiserver::serve::tls_config(serving_cert)?;
+    let admin = ca.issue_client("kubernetes-admin", &["system:masters"])?;
     let kubeconfig = certs::kubeconfig(
         "matryoshka",
         &url,
@@ -130,8 +157,29 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         "matryoshka is serving"
     );
     apiserver::serve::serve(server, listener, tls, shutdown_signal()).await;
+    rotation.abort();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Re-issues the serving certificate when a third of its lifetime is left, without a restart.
+async fn rotate(
+    serving: Arc<ServingCert>,
+    validity: Duration,
+    issue: impl Fn() -> Result<certs::CertPair, certs::Error> + Send + 'static,
+) {
+    let renew_after = validity * 2 / 3;
+    loop {
+        tokio::time::sleep(renew_after).await;
+        match issue().map_err(anyhow::Error::from).and_then(|c| {
+            serving
+                .replace(&c.cert_pem, &c.key_pem)
+                .map_err(anyhow::Error::from)
+        }) {
+            Ok(()) => tracing::info!("serving certificate rotated"),
+            Err(e) => tracing::warn!(error = %e, "serving certificate rotation failed; will retry"),
+        }
+    }
 }
 
 async fn shutdown_signal() {

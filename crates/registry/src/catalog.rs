@@ -11,6 +11,9 @@ use parking_lot::RwLock;
 
 use crate::resource::ResourceDef;
 
+/// The name of the root cluster, where root-only resources are served.
+pub const ROOT: &str = "root";
+
 /// Served resources.
 pub struct Catalog {
     builtins: Vec<Arc<ResourceDef>>,
@@ -50,7 +53,7 @@ impl Catalog {
             self.by_gvr
                 .get(&(group.to_string(), version.to_string(), plural.to_string()))
         {
-            return Some(r.clone());
+            return (!r.root_only || cluster == ROOT).then(|| r.clone());
         }
         let custom = self.custom.read();
         custom
@@ -70,7 +73,12 @@ impl Catalog {
 
     /// Everything a cluster serves: built-ins first, then custom resources.
     pub fn all(&self, cluster: &str) -> Vec<Arc<ResourceDef>> {
-        let mut out = self.builtins.clone();
+        let mut out: Vec<Arc<ResourceDef>> = self
+            .builtins
+            .iter()
+            .filter(|r| !r.root_only || cluster == ROOT)
+            .cloned()
+            .collect();
         if let Some(c) = self.custom.read().get(cluster) {
             out.extend(c.iter().cloned());
         }

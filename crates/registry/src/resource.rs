@@ -61,6 +61,8 @@ pub struct ResourceDef {
     pub scale: Option<ScalePaths>,
     /// A deprecation warning to send with every request (CRD `deprecationWarning`).
     pub deprecation_warning: Option<String>,
+    /// Served in the root cluster only (the platform's own APIs, such as LogicalCluster).
+    pub root_only: bool,
 }
 
 impl std::fmt::Debug for ResourceDef {
@@ -108,6 +110,7 @@ impl ResourceDef {
             custom: false,
             scale: None,
             deprecation_warning: None,
+            root_only: false,
         }
     }
 

@@ -1,0 +1,403 @@
+//! Logical clusters: the `LogicalCluster` resource of the root cluster and the provisioner that
+//! turns one into a served cluster, and tears it down on delete.
+//!
+//! Provisioning a cluster: its own CA and service-account signing key (kept in the root
+//! cluster's Secret `matryoshka-system/<name>-pki`), the seeded objects (namespaces, the
+//! `kubernetes` Service, `kube-root-ca.crt`), an admin kubeconfig in the Secret
+//! `matryoshka-system/<name>-admin-kubeconfig`, then `status.phase: Ready`. Only a Ready
+//! cluster is served. Deleting the LogicalCluster deletes every key under the cluster's prefix
+//! and its credentials (a finalizer makes the cleanup survive a crash).
+//!
+//! The provisioner is a loop inside the API server fed by the watch cache — one task for every
+//! cluster, whatever their number.
+
+use std::sync::Arc;
+
+use apimachinery::builtin::{ALL, Resource, Subresource};
+use apimachinery::meta;
+use apimachinery::status::{ApiError, Reason};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use registry::cache::{EventType, Filter, Start, WatchItem};
+use registry::store::{Location, WriteOptions};
+use registry::{ResourceDef, Strategy};
+use serde_json::{Value, json};
+
+use crate::authn::{SYSTEM_NAMESPACE, pki_secret_name};
+use crate::certs::Ca;
+use crate::route::ROOT_CLUSTER;
+use crate::server::ApiServer;
+
+pub const GROUP: &str = "core.matryoshka.dev";
+pub const VERSION: &str = "v1alpha1";
+pub const PLURAL: &str = "logicalclusters";
+/// Holds a LogicalCluster until its keyspace and credentials are gone.
+pub const FINALIZER: &str = "core.matryoshka.dev/cleanup";
+
+static LOGICAL_CLUSTERS: Resource = Resource {
+    group: GROUP,
+    version: VERSION,
+    kind: "LogicalCluster",
+    plural: PLURAL,
+    singular: "logicalcluster",
+    namespaced: false,
+    short_names: &["lc"],
+    categories: &[],
+    verbs: ALL,
+    subresources: &[Subresource {
+        name: "status",
+        group: GROUP,
+        version: VERSION,
+        kind: "LogicalCluster",
+        verbs: &["get", "patch", "update"],
+    }],
+};
+
+/// Names that are not clusters.
+const RESERVED: &[&str] = &[ROOT_CLUSTER, "*", "system"];
+
+struct LogicalClusterStrategy;
+
+impl Strategy for LogicalClusterStrategy {
+    fn name_rule(&self) -> apimachinery::validation::NameRule {
+        apimachinery::validation::NameRule::DnsLabel
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        obj["status"] = json!({"phase": "Provisioning"});
+        let mut f = meta::finalizers(obj);
+        if !f.iter().any(|x| x == FINALIZER) {
+            f.push(FINALIZER.into());
+        }
+        meta::set_finalizers(obj, f);
+    }
+
+    fn validate(&self, obj: &Value) -> apimachinery::ErrorList {
+        let mut errs = apimachinery::ErrorList::new();
+        let name = meta::name(obj);
+        if RESERVED.contains(&name) {
+            errs.push(apimachinery::FieldError::invalid(
+                "metadata.name",
+                json!(name),
+                "the name is reserved",
+            ));
+        }
+        errs
+    }
+}
+
+/// The served LogicalCluster resource (root cluster only).
+pub fn logical_cluster_resource() -> ResourceDef {
+    let mut def = ResourceDef::builtin(&LOGICAL_CLUSTERS, Arc::new(LogicalClusterStrategy), None);
+    def.root_only = true;
+    def
+}
+
+fn store_err(e: ApiError) -> ApiError {
+    e
+}
+
+async fn create_or_keep(
+    server: &ApiServer,
+    cluster: &str,
+    group: &str,
+    plural: &str,
+    ns: &str,
+    obj: Value,
+) -> Result<(), ApiError> {
+    let res = server
+        .catalog
+        .builtin(group, plural)
+        .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))?;
+    let loc = Location {
+        cluster,
+        namespace: ns,
+        name: "",
+    };
+    match server
+        .store
+        .create(&res, &loc, obj, &WriteOptions::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.reason == Reason::AlreadyExists => Ok(()),
+        Err(e) => Err(store_err(e)),
+    }
+}
+
+fn secret(name: &str, data: &[(&str, &[u8])], labels: Value) -> Value {
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(STANDARD.encode(v))))
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE, "labels": labels},
+        "type": "Opaque",
+        "data": data,
+    })
+}
+
+/// The URL a cluster is served at.
+pub fn cluster_url(server: &ApiServer, cluster: &str) -> String {
+    format!("{}/clusters/{cluster}", server.config.external_url)
+}
+
+/// Makes a LogicalCluster served: credentials, seeded objects, admin kubeconfig, Ready.
+pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
+    let labels = json!({"core.matryoshka.dev/cluster": name});
+    // 1. Credentials (kept when they exist: re-provisioning must not rotate the CA).
+    if server.authn.trust(server, name).is_none() {
+        let ca = Ca::generate(&format!("{name}-ca")).map_err(ApiError::internal)?;
+        let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
+        let s = secret(
+            &pki_secret_name(name),
+            &[
+                ("ca.crt", ca.pair.cert_pem.as_bytes()),
+                ("ca.key", ca.pair.key_pem.as_bytes()),
+                ("sa.key", &sa),
+            ],
+            labels.clone(),
+        );
+        create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, s).await?;
+        wait_for_cache(server).await;
+        if server.authn.trust(server, name).is_none() {
+            return Err(ApiError::internal(
+                "the new cluster's credentials did not load",
+            ));
+        }
+    }
+    // Clients verify the server with the serving CA (one server serves every cluster); the
+    // cluster's own CA only issues its client certificates.
+    let serving_ca = server.config.root_ca.cert_pem.clone();
+    // 2. Seeded objects, written concurrently (they share fsyncs).
+    crate::bootstrap::seed(server, name).await?;
+    let ca_cm = |ns: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": ns}, "data": {"ca.crt": serving_ca}});
+    let writes = crate::bootstrap::NAMESPACES
+        .iter()
+        .map(|ns| create_or_keep(server, name, "", "configmaps", ns, ca_cm(ns)));
+    for r in futures::future::join_all(writes).await {
+        r?;
+    }
+    // 3. The admin kubeconfig.
+    let ca = ca_of(server, name)?;
+    let admin = ca
+        .issue_client("kubernetes-admin", &["system:masters"])
+        .map_err(ApiError::internal)?;
+    let kubeconfig = crate::certs::kubeconfig(
+        name,
+        &cluster_url(server, name),
+        &serving_ca,
+        "kubernetes-admin",
+        &admin,
+    );
+    let kc = secret(
+        &format!("{name}-admin-kubeconfig"),
+        &[("admin.conf", kubeconfig.as_bytes())],
+        labels,
+    );
+    create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, kc).await?;
+    // 4. Ready.
+    let res = server
+        .catalog
+        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
+        .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
+    let loc = Location {
+        cluster: ROOT_CLUSTER,
+        namespace: "",
+        name,
+    };
+    let url = cluster_url(server, name);
+    let ca_b64 = STANDARD.encode(serving_ca.as_bytes());
+    let opts = WriteOptions {
+        dry_run: false,
+        subresource: Some("status".into()),
+    };
+    server
+        .store
+        .update_with(&res, &loc, &opts, |cur| {
+            let mut next = cur.cloned().ok_or_else(|| ApiError::not_found(PLURAL, GROUP, name))?;
+            meta::remove(&mut next, "resourceVersion");
+            next["status"] = json!({
+                "phase": "Ready",
+                "url": url,
+                "caBundle": ca_b64,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Provisioned", "lastTransitionTime": registry::store::now()}],
+            });
+            Ok(next)
+        })
+        .await?;
+    tracing::info!(cluster = name, "logical cluster ready");
+    Ok(())
+}
+
+/// The CA (with key) of a provisioned cluster.
+pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
+    if name == ROOT_CLUSTER {
+        return Ok(Ca {
+            pair: server.config.root_ca.clone(),
+        });
+    }
+    let s = server
+        .store
+        .cache
+        .get(
+            "",
+            "secrets",
+            ROOT_CLUSTER,
+            SYSTEM_NAMESPACE,
+            &pki_secret_name(name),
+        )
+        .ok_or_else(|| ApiError::internal(format!("cluster {name} has no credentials")))?;
+    let field = |k: &str| {
+        s.value
+            .get("data")
+            .and_then(|d| d.get(k))
+            .and_then(Value::as_str)
+            .and_then(|v| STANDARD.decode(v).ok())
+            .and_then(|b| String::from_utf8(b).ok())
+    };
+    Ok(Ca {
+        pair: crate::certs::CertPair {
+            cert_pem: field("ca.crt").ok_or_else(|| ApiError::internal("no ca.crt"))?,
+            key_pem: field("ca.key").ok_or_else(|| ApiError::internal("no ca.key"))?,
+        },
+    })
+}
+
+async fn wait_for_cache(server: &ApiServer) {
+    if let Ok(rev) = server.store.storage.current_revision().await {
+        server
+            .store
+            .cache
+            .wait_for(rev, std::time::Duration::from_secs(5))
+            .await;
+    }
+}
+
+/// Removes everything of a deleted cluster, then lets its LogicalCluster go.
+pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
+    let prefix = registry::key::cluster(name);
+    let deleted = server
+        .store
+        .storage
+        .delete_prefix(prefix.as_bytes())
+        .await
+        .map_err(|e| {
+            ApiError::service_unavailable(format!("deleting the cluster's keyspace: {e}"))
+        })?;
+    let secrets = server
+        .catalog
+        .builtin("", "secrets")
+        .ok_or_else(|| ApiError::internal("secrets are not served"))?;
+    for s in [pki_secret_name(name), format!("{name}-admin-kubeconfig")] {
+        let loc = Location {
+            cluster: ROOT_CLUSTER,
+            namespace: SYSTEM_NAMESPACE,
+            name: &s,
+        };
+        match server
+            .store
+            .delete(&secrets, &loc, &Default::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    server.authn.forget(name);
+    server.catalog.remove_cluster(name);
+    server.openapi.set(name, None);
+    let res = server
+        .catalog
+        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
+        .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
+    let loc = Location {
+        cluster: ROOT_CLUSTER,
+        namespace: "",
+        name,
+    };
+    let result = server
+        .store
+        .update_with(&res, &loc, &WriteOptions::default(), |cur| {
+            let mut next = cur
+                .cloned()
+                .ok_or_else(|| ApiError::not_found(PLURAL, GROUP, name))?;
+            meta::remove(&mut next, "resourceVersion");
+            let f: Vec<String> = meta::finalizers(&next)
+                .into_iter()
+                .filter(|f| f != FINALIZER)
+                .collect();
+            meta::set_finalizers(&mut next, f);
+            Ok(next)
+        })
+        .await;
+    match result {
+        Ok(_) => {}
+        Err(e) if e.code == 404 => {}
+        Err(e) => return Err(e),
+    }
+    tracing::info!(cluster = name, keys = deleted, "logical cluster deleted");
+    Ok(())
+}
+
+/// Starts the provisioner: every LogicalCluster that is not Ready is provisioned, every one
+/// being deleted is cleaned up, now and whenever one changes.
+pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
+    create_or_keep(
+        &server,
+        ROOT_CLUSTER,
+        "",
+        "namespaces",
+        "",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}),
+    )
+    .await?;
+    let filter = Filter {
+        cluster: Some(ROOT_CLUSTER.into()),
+        ..Filter::default()
+    };
+    let mut handle = server.store.cache.watch(
+        GROUP,
+        PLURAL,
+        filter,
+        Start::Current { end_marker: false },
+        false,
+    )?;
+    let weak = Arc::downgrade(&server);
+    tokio::spawn(async move {
+        while let Some(item) = handle.rx.recv().await {
+            let Some(server) = weak.upgrade() else { return };
+            let WatchItem::Event(ty, obj) = item else {
+                if let WatchItem::Error(e) = item {
+                    tracing::warn!(error = %e, "logical cluster provisioner: watch ended");
+                }
+                return;
+            };
+            let name = meta::name(&obj.value).to_string();
+            let deleting = meta::deletion_timestamp(&obj.value).is_some();
+            let ready = obj.value.pointer("/status/phase").and_then(Value::as_str) == Some("Ready");
+            let result = match (ty, deleting, ready) {
+                (EventType::Deleted, _, _) => Ok(()),
+                (_, true, _) => cleanup(&server, &name).await,
+                (_, false, false) => provision(&server, &name).await,
+                _ => Ok(()),
+            };
+            if let Err(e) = result {
+                tracing::warn!(cluster = %name, error = %e, "logical cluster provisioning failed; retrying");
+                let server = server.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    let _ = if meta::deletion_timestamp(&obj.value).is_some() {
+                        cleanup(&server, &name).await
+                    } else {
+                        provision(&server, &name).await
+                    };
+                });
+            }
+        }
+    });
+    Ok(())
+}
