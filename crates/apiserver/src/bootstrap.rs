@@ -67,5 +67,12 @@ pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
             "internalTrafficPolicy": "Cluster",
         },
     });
-    ensure(server, cluster, "", "services", "default", svc).await
+    ensure(server, cluster, "", "services", "default", svc).await?;
+    // The default service accounts (the serviceaccount controller keeps them; seeding them here
+    // makes a new cluster usable at once).
+    for ns in NAMESPACES {
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
+        ensure(server, cluster, "", "serviceaccounts", ns, sa).await?;
+    }
+    Ok(())
 }

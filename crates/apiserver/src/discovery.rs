@@ -14,12 +14,12 @@ use crate::negotiate;
 use crate::response::{self, Body};
 use crate::server::{ApiServer, Ctx};
 
+/// A group's versions, preferred first, each with its resources.
+type Versions = Vec<(String, Vec<Arc<ResourceDef>>)>;
+
 /// Groups a cluster serves, in order, each with its versions (preferred first) and resources.
-fn grouped(
-    server: &ApiServer,
-    cluster: &str,
-) -> Vec<(String, Vec<(String, Vec<Arc<ResourceDef>>)>)> {
-    let mut groups: Vec<(String, Vec<(String, Vec<Arc<ResourceDef>>)>)> = Vec::new();
+fn grouped(server: &ApiServer, cluster: &str) -> Vec<(String, Versions)> {
+    let mut groups: Vec<(String, Versions)> = Vec::new();
     for r in server.catalog.all(cluster) {
         let gi = match groups.iter().position(|(g, _)| *g == r.group) {
             Some(i) => i,
@@ -35,7 +35,7 @@ fn grouped(
         }
     }
     for (_, versions) in &mut groups {
-        versions.sort_by(|a, b| version_priority(&b.0).cmp(&version_priority(&a.0)));
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(&v.0)));
     }
     groups
 }
@@ -291,7 +291,7 @@ mod tests {
     #[test]
     fn versions_sort_like_kubernetes() {
         let mut v = vec!["v1alpha1", "v2beta1", "v1", "v2", "v1beta2", "foo"];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
         assert_eq!(v, vec!["v2", "v1", "v2beta1", "v1beta2", "v1alpha1", "foo"]);
     }
 }

@@ -23,10 +23,12 @@ pub mod negotiate;
 pub mod openapi;
 pub mod patching;
 pub mod response;
+pub mod reviews;
 pub mod route;
 pub mod serve;
 pub mod server;
 pub mod table;
 pub mod tenancy;
+pub mod tokens;
 
 pub use server::ApiServer;

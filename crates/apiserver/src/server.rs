@@ -252,7 +252,9 @@ impl ApiServer {
                 discovery::resources(self, ctx, group, version)
             }
             Route::Resource(p) => handlers::resource(self, ctx, p).await,
-            Route::NotFound | Route::OidcConfig | Route::Jwks => Err(ApiError::no_route()),
+            Route::OidcConfig if get => crate::tokens::oidc_configuration(self, ctx),
+            Route::Jwks if get => crate::tokens::jwks(self, ctx),
+            Route::NotFound => Err(ApiError::no_route()),
             _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), "")),
         }
     }
@@ -303,6 +305,7 @@ pub async fn start_with(
         .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
     let mut resources = registry::builtins::resources();
     resources.push(crate::tenancy::logical_cluster_resource());
+    resources.extend(crate::reviews::extra_resources());
     let server = ApiServer::new(Store::new(storage, cache), Catalog::new(resources), config)?;
     crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
     crate::tenancy::start(server.clone()).await?;

@@ -492,10 +492,11 @@ impl Store {
             m.insert("creationTimestamp".into(), json!(now()));
             m.insert("generation".into(), json!(1));
         }
-        if res.has_status() && opts.subresource.is_none() {
-            if let Some(m) = obj.as_object_mut() {
-                m.remove("status");
-            }
+        if res.has_status()
+            && opts.subresource.is_none()
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
         }
         res.strategy.prepare_for_create(&mut obj);
         res.strategy.default(&mut obj);

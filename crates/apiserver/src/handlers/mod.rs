@@ -74,6 +74,9 @@ pub async fn resource(
             &res.plural,
         ));
     }
+    if verb == "create" && crate::reviews::is_review(&res) {
+        return crate::reviews::answer(ctx, &res);
+    }
     if let Some(w) = &res.deprecation_warning {
         ctx.warnings.push(w.clone());
     }

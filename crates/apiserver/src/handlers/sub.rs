@@ -36,6 +36,9 @@ pub async fn handle(
         ("eviction", "create") => eviction(server, ctx, res, loc).await,
         ("log", "get") => log(server, ctx, res, loc).await,
         ("finalize", "update") => finalize(server, ctx, res, loc).await,
+        ("token", "create") => {
+            crate::tokens::token_request(server, ctx, loc.namespace, loc.name).await
+        }
         _ => Err(ApiError::method_not_allowed(
             ctx.method.as_str(),
             &format!("{}/{sub}", res.plural),

@@ -115,6 +115,12 @@ pub async fn create(
     let mut obj = codec::decode_object(ctx)?;
     check_fields(ctx, res, &obj, w.validation)?;
     crate::fields::prune(res, &mut obj);
+    if res.group.is_empty() && res.plural == "secrets" {
+        if !loc.namespace.is_empty() && apimachinery::meta::namespace(&obj).is_empty() {
+            apimachinery::meta::set(&mut obj, "namespace", loc.namespace);
+        }
+        crate::tokens::fill_legacy_token(server, &ctx.cluster, &mut obj)?;
+    }
     patching::track_update(res, None, &mut obj, &w.manager, None);
     let created = server.store.create(res, loc, obj, &w.opts).await?;
     ctx.warnings.extend(res.strategy.warnings(&created));
