@@ -11,7 +11,6 @@ use http::{Method, Request};
 use http_body_util::BodyExt;
 use rustls::pki_types::CertificateDer;
 use serde_json::{Value, json};
-use storage::Storage;
 
 async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
