@@ -277,6 +277,22 @@ pub fn check_binding(
     confirm_no_escalation(user, namespace, &rules, policy)
 }
 
+/// Upstream `IsOnlyMutatingGCFields`: whether an update changes nothing but
+/// `metadata.ownerReferences`, `finalizers`, `selfLink` or `managedFields`. Such updates (the
+/// garbage collector's) skip the escalation and bind checks. Absent and empty lists are equal.
+pub fn is_only_mutating_gc_fields(new: &Value, old: &Value) -> bool {
+    fn stripped(o: &Value) -> Value {
+        let mut o = o.clone();
+        if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in ["ownerReferences", "finalizers", "selfLink", "managedFields"] {
+                meta.remove(k);
+            }
+        }
+        o
+    }
+    stripped(new) == stripped(old)
+}
+
 /// The request whose approval lets a user write a role beyond their own permissions: verb
 /// `escalate` on `roles` or `clusterroles` `name` (upstream `RoleEscalationAuthorized`).
 pub fn escalate_attributes(resource: &str, namespace: &str, name: &str) -> Attributes {

@@ -458,3 +458,13 @@ fn resolution_errors_are_appended_to_escalation_messages() {
         "{msg}"
     );
 }
+
+#[test]
+fn updates_touching_only_gc_fields_are_recognised() {
+    let old = json!({"metadata": {"name": "rb", "finalizers": ["x"]}, "roleRef": {"name": "edit"}});
+    let gc = json!({"metadata": {"name": "rb", "ownerReferences": [{"uid": "1"}]},
+                    "roleRef": {"name": "edit"}});
+    assert!(is_only_mutating_gc_fields(&gc, &old));
+    let real = json!({"metadata": {"name": "rb"}, "roleRef": {"name": "admin"}});
+    assert!(!is_only_mutating_gc_fields(&real, &old));
+}

@@ -40,6 +40,7 @@ pub use bootstrap::{
 pub use escalation::{
     EscalationError, bind_attributes, breakdown_rule, check_binding, check_cluster_role_escalation,
     check_role_escalation, compact_rules, confirm_no_escalation, covers, escalate_attributes,
+    is_only_mutating_gc_fields,
 };
 pub use policy::{PolicySource, ResolveError, RoleRef, StaticPolicy};
 pub use request::{

@@ -4,6 +4,8 @@
 //! server fills [`Attributes`] from its request info (or from a SubjectAccessReview spec) and
 //! hands them, with the authenticated [`UserInfo`], to [`crate::authorize`].
 
+use serde_json::{Value, json};
+
 /// The group whose members may do anything (upstream `user.SystemPrivilegedGroup`).
 pub const SYSTEM_MASTERS: &str = "system:masters";
 /// Every authenticated user is in this group.
@@ -119,6 +121,31 @@ impl Attributes {
         self
     }
 
+    /// The attributes of an access review's `spec` (SubjectAccessReview, SelfSubjectAccessReview,
+    /// LocalSubjectAccessReview): `resourceAttributes {namespace, verb, group, version,
+    /// resource, subresource, name}` or `nonResourceAttributes {path, verb}`. `None` when the
+    /// spec has neither (upstream validation rejects that). Selectors are ignored, as RBAC does.
+    pub fn from_review_spec(spec: &Value) -> Option<Attributes> {
+        let s = |o: &Value, k: &str| o.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        if let Some(r) = spec.get("resourceAttributes").filter(|r| r.is_object()) {
+            return Some(Attributes {
+                verb: s(r, "verb"),
+                api_group: s(r, "group"),
+                api_version: s(r, "version"),
+                resource: s(r, "resource"),
+                subresource: s(r, "subresource"),
+                name: s(r, "name"),
+                namespace: s(r, "namespace"),
+                resource_request: true,
+                path: String::new(),
+            });
+        }
+        let n = spec
+            .get("nonResourceAttributes")
+            .filter(|n| n.is_object())?;
+        Some(Attributes::non_resource(&s(n, "verb"), &s(n, "path")))
+    }
+
     /// `resource` or `resource/subresource`, the string rules are matched against.
     pub fn combined_resource(&self) -> String {
         if self.subresource.is_empty() {
@@ -151,5 +178,66 @@ impl Decision {
         match self {
             Decision::Allow { reason } | Decision::NoOpinion { reason } => reason,
         }
+    }
+
+    /// An access review's `status`: `{allowed, reason?}`. RBAC never sets `denied`.
+    pub fn review_status(&self) -> Value {
+        let mut status = json!({"allowed": self.is_allowed()});
+        if !self.reason().is_empty() {
+            status["reason"] = json!(self.reason());
+        }
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn review_specs_become_attributes() {
+        let spec = json!({"resourceAttributes": {"namespace": "dev", "verb": "get", "group": "apps",
+            "version": "v1", "resource": "deployments", "subresource": "scale", "name": "web",
+            "labelSelector": {"rawSelector": "a=b"}}});
+        let a = Attributes::from_review_spec(&spec).expect("resource attributes");
+        assert_eq!(
+            a,
+            Attributes {
+                api_version: "v1".into(),
+                ..Attributes::resource("get", "apps", "deployments", "dev")
+                    .named("web")
+                    .subresource("scale")
+            }
+        );
+        let spec = json!({"nonResourceAttributes": {"path": "/healthz", "verb": "get"}});
+        assert_eq!(
+            Attributes::from_review_spec(&spec),
+            Some(Attributes::non_resource("get", "/healthz"))
+        );
+        assert_eq!(Attributes::from_review_spec(&json!({"user": "x"})), None);
+    }
+
+    #[test]
+    fn review_status_carries_the_reason_only_when_there_is_one() {
+        let allow = Decision::Allow {
+            reason: "RBAC: allowed by x".into(),
+        };
+        assert_eq!(
+            allow.review_status(),
+            json!({"allowed": true, "reason": "RBAC: allowed by x"})
+        );
+        let no = Decision::NoOpinion {
+            reason: String::new(),
+        };
+        assert_eq!(no.review_status(), json!({"allowed": false}));
+    }
+
+    #[test]
+    fn service_account_users_carry_their_groups() {
+        let sa = UserInfo::service_account("ci", "builder");
+        assert_eq!(sa.name, "system:serviceaccount:ci:builder");
+        assert!(sa.in_group("system:serviceaccounts:ci"));
+        assert!(sa.in_group("system:authenticated"));
+        assert!(!sa.is_superuser());
     }
 }
