@@ -3,17 +3,16 @@
 //!
 //! Our tables, written from what upstream 1.33 creates with default feature gates.
 
-use super::{
-    BindingSpec, READ, READ_UPDATE, READ_WRITE, RoleSpec, Subject, WRITE, events_rule, res,
+use super::user_facing::{
+    AGGREGATE_TO_ADMIN, AGGREGATE_TO_EDIT, AGGREGATE_TO_VIEW, aggregate_to_edit, aggregate_to_view,
 };
+use super::{BindingSpec, READ, READ_UPDATE, READ_WRITE, RoleSpec, Subject, events_rule, res};
 use crate::rule::{RuleBuilder, rule};
 
 const CORE: &str = "";
 const APPS: &str = "apps";
 const AUTHN: &str = "authentication.k8s.io";
 const AUTHZ: &str = "authorization.k8s.io";
-const AUTOSCALING: &str = "autoscaling";
-const BATCH: &str = "batch";
 const CERTS: &str = "certificates.k8s.io";
 const COORDINATION: &str = "coordination.k8s.io";
 const DISCOVERY: &str = "discovery.k8s.io";
@@ -22,10 +21,6 @@ const NETWORKING: &str = "networking.k8s.io";
 const POLICY: &str = "policy";
 const RBAC: &str = "rbac.authorization.k8s.io";
 const STORAGE: &str = "storage.k8s.io";
-
-pub(super) const AGGREGATE_TO_ADMIN: &str = "rbac.authorization.k8s.io/aggregate-to-admin";
-pub(super) const AGGREGATE_TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
-pub(super) const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
 
 fn urls(verbs: &[&str], urls: &[&str]) -> RuleBuilder {
     rule(verbs).urls(urls)
@@ -83,184 +78,6 @@ fn node_rules() -> Vec<RuleBuilder> {
         res(READ, &["node.k8s.io"], &["runtimeclasses"]),
         // ServiceAccountNodeAudienceRestriction (beta, on by default in 1.33).
         res(&["get"], &[CORE], &["serviceaccounts"]),
-    ]
-}
-
-fn aggregate_to_edit() -> Vec<RuleBuilder> {
-    vec![
-        res(
-            READ,
-            &[CORE],
-            &[
-                "pods/attach",
-                "pods/proxy",
-                "pods/exec",
-                "pods/portforward",
-                "secrets",
-                "services/proxy",
-            ],
-        ),
-        res(&["impersonate"], &[CORE], &["serviceaccounts"]),
-        res(
-            WRITE,
-            &[CORE],
-            &[
-                "pods",
-                "pods/attach",
-                "pods/proxy",
-                "pods/exec",
-                "pods/portforward",
-            ],
-        ),
-        res(&["create"], &[CORE], &["pods/eviction"]),
-        res(
-            WRITE,
-            &[CORE],
-            &[
-                "replicationcontrollers",
-                "replicationcontrollers/scale",
-                "serviceaccounts",
-                "services",
-                "services/proxy",
-                "persistentvolumeclaims",
-                "configmaps",
-                "secrets",
-                "events",
-            ],
-        ),
-        res(&["create"], &[CORE], &["serviceaccounts/token"]),
-        res(
-            WRITE,
-            &[APPS],
-            &[
-                "statefulsets",
-                "statefulsets/scale",
-                "daemonsets",
-                "deployments",
-                "deployments/scale",
-                "deployments/rollback",
-                "replicasets",
-                "replicasets/scale",
-            ],
-        ),
-        res(WRITE, &[AUTOSCALING], &["horizontalpodautoscalers"]),
-        res(WRITE, &[BATCH], &["jobs", "cronjobs"]),
-        res(
-            WRITE,
-            &[EXTENSIONS],
-            &[
-                "daemonsets",
-                "deployments",
-                "deployments/scale",
-                "deployments/rollback",
-                "ingresses",
-                "replicasets",
-                "replicasets/scale",
-                "replicationcontrollers/scale",
-                "networkpolicies",
-            ],
-        ),
-        res(WRITE, &[POLICY], &["poddisruptionbudgets"]),
-        res(WRITE, &[NETWORKING], &["networkpolicies", "ingresses"]),
-        res(READ_WRITE, &[COORDINATION], &["leases"]),
-    ]
-}
-
-fn aggregate_to_view() -> Vec<RuleBuilder> {
-    vec![
-        res(
-            READ,
-            &[CORE],
-            &[
-                "pods",
-                "replicationcontrollers",
-                "replicationcontrollers/scale",
-                "serviceaccounts",
-                "services",
-                "services/status",
-                "endpoints",
-                "persistentvolumeclaims",
-                "persistentvolumeclaims/status",
-                "configmaps",
-            ],
-        ),
-        res(
-            READ,
-            &[CORE],
-            &[
-                "limitranges",
-                "resourcequotas",
-                "bindings",
-                "events",
-                "pods/status",
-                "resourcequotas/status",
-                "namespaces/status",
-                "replicationcontrollers/status",
-                "pods/log",
-            ],
-        ),
-        // Reading namespaces at namespace scope means reading *this* namespace.
-        res(READ, &[CORE], &["namespaces"]),
-        res(READ, &[DISCOVERY], &["endpointslices"]),
-        res(
-            READ,
-            &[APPS],
-            &[
-                "controllerrevisions",
-                "statefulsets",
-                "statefulsets/status",
-                "statefulsets/scale",
-                "daemonsets",
-                "daemonsets/status",
-                "deployments",
-                "deployments/status",
-                "deployments/scale",
-                "replicasets",
-                "replicasets/status",
-                "replicasets/scale",
-            ],
-        ),
-        res(
-            READ,
-            &[AUTOSCALING],
-            &[
-                "horizontalpodautoscalers",
-                "horizontalpodautoscalers/status",
-            ],
-        ),
-        res(
-            READ,
-            &[BATCH],
-            &["jobs", "cronjobs", "cronjobs/status", "jobs/status"],
-        ),
-        res(
-            READ,
-            &[EXTENSIONS],
-            &[
-                "daemonsets",
-                "daemonsets/status",
-                "deployments",
-                "deployments/scale",
-                "deployments/status",
-                "ingresses",
-                "ingresses/status",
-                "replicasets",
-                "replicasets/scale",
-                "replicasets/status",
-                "replicationcontrollers/scale",
-                "networkpolicies",
-            ],
-        ),
-        res(
-            READ,
-            &[POLICY],
-            &["poddisruptionbudgets", "poddisruptionbudgets/status"],
-        ),
-        res(
-            READ,
-            &[NETWORKING],
-            &["networkpolicies", "ingresses", "ingresses/status"],
-        ),
     ]
 }
 

@@ -15,6 +15,7 @@
 mod cluster_roles;
 mod controller_roles;
 mod namespaced;
+mod user_facing;
 
 use serde_json::{Map, Value, json};
 
