@@ -1,20 +1,24 @@
-//! Who is asking: the authenticated user of a request.
+//! Who is asking: the authenticated user of a request (the `rbac` crate's `UserInfo`, with the
+//! constructors the server needs).
 
+pub use rbac::UserInfo;
 use serde_json::{Value, json};
 
-/// An authenticated identity (upstream `user.Info`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct UserInfo {
-    pub name: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: Vec<(String, Vec<String>)>,
+/// The users the server itself makes.
+pub trait UserExt: Sized {
+    /// The identity of in-process system components: a superuser that may use the
+    /// cross-cluster list and watch.
+    fn system() -> Self;
+    fn anonymous() -> Self;
+    /// A user from a verified client certificate: CN is the name, each O a group.
+    fn from_cert(cn: &str, orgs: Vec<String>) -> Self;
+    fn is_anonymous(&self) -> bool;
+    /// The `userInfo` JSON of reviews.
+    fn to_json(&self) -> Value;
 }
 
-impl UserInfo {
-    /// The identity of in-process system components: a superuser that may use cross-cluster
-    /// list and watch.
-    pub fn system() -> Self {
+impl UserExt for UserInfo {
+    fn system() -> Self {
         UserInfo {
             name: "system:matryoshka".into(),
             uid: String::new(),
@@ -23,7 +27,7 @@ impl UserInfo {
         }
     }
 
-    pub fn anonymous() -> Self {
+    fn anonymous() -> Self {
         UserInfo {
             name: "system:anonymous".into(),
             uid: String::new(),
@@ -32,8 +36,7 @@ impl UserInfo {
         }
     }
 
-    /// A user from a client certificate: CN is the name, each O a group.
-    pub fn from_cert(cn: &str, orgs: Vec<String>) -> Self {
+    fn from_cert(cn: &str, orgs: Vec<String>) -> Self {
         let mut groups = orgs;
         if !groups.iter().any(|g| g == "system:authenticated") {
             groups.push("system:authenticated".into());
@@ -46,16 +49,11 @@ impl UserInfo {
         }
     }
 
-    pub fn is_anonymous(&self) -> bool {
+    fn is_anonymous(&self) -> bool {
         self.name == "system:anonymous"
     }
 
-    pub fn in_group(&self, g: &str) -> bool {
-        self.groups.iter().any(|x| x == g)
-    }
-
-    /// The `userInfo` JSON of reviews.
-    pub fn to_json(&self) -> Value {
+    fn to_json(&self) -> Value {
         let mut v = json!({"username": self.name, "groups": self.groups});
         if !self.uid.is_empty() {
             v["uid"] = json!(self.uid);

@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use serde_json::Value;
 
-use crate::auth::UserInfo;
+use crate::auth::{UserExt, UserInfo};
 use crate::jwt::{self, SigningKey};
 use crate::server::ApiServer;
 

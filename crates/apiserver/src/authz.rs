@@ -1,72 +1,209 @@
-//! Authorization: what an authenticated user may do in a cluster.
+//! Authorization: RBAC evaluated against the cluster's own Roles and bindings, read from the
+//! watch cache (nothing is copied but `Arc`s).
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use apimachinery::status::ApiError;
+use registry::cache::{CachedObject, Filter};
+use serde_json::Value;
+
+pub use rbac::Attributes;
 
 use crate::auth::UserInfo;
 use crate::server::ApiServer;
 
-/// The attributes of a request, as the authorizer sees them.
-#[derive(Debug, Clone, Default)]
-pub struct Attributes {
-    pub verb: String,
-    pub group: String,
-    pub resource: String,
-    pub subresource: String,
-    pub namespace: String,
-    pub name: String,
-    /// Set for non-resource requests (`/healthz`, `/version`, ...).
-    pub path: Option<String>,
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+/// A cluster's RBAC objects relevant to one namespace, as the `rbac` crate reads them.
+pub struct CachePolicy {
+    cluster_role_bindings: Vec<Arc<CachedObject>>,
+    role_bindings: HashMap<String, Vec<Arc<CachedObject>>>,
+    cluster_roles: HashMap<String, Arc<CachedObject>>,
+    roles: HashMap<(String, String), Arc<CachedObject>>,
 }
 
-impl Attributes {
-    pub fn resource(
-        verb: &str,
-        group: &str,
-        resource: &str,
-        subresource: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Self {
-        Attributes {
-            verb: verb.into(),
-            group: group.into(),
-            resource: resource.into(),
-            subresource: subresource.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            path: None,
-        }
-    }
+fn by_name(items: Vec<Arc<CachedObject>>) -> HashMap<String, Arc<CachedObject>> {
+    items
+        .into_iter()
+        .map(|o| (apimachinery::meta::name(&o.value).to_string(), o))
+        .collect()
+}
 
-    pub fn non_resource(verb: &str, path: &str) -> Self {
-        Attributes {
-            verb: verb.into(),
-            path: Some(path.into()),
-            ..Default::default()
+impl CachePolicy {
+    /// Loads what `cluster` says about `namespace` (empty: cluster scope only).
+    pub fn load(server: &ApiServer, cluster: &str, namespace: &str) -> CachePolicy {
+        let cache = &server.store.cache;
+        let all = Filter {
+            cluster: Some(cluster.to_string()),
+            ..Filter::default()
+        };
+        let ns_filter = Filter {
+            cluster: Some(cluster.to_string()),
+            namespace: Some(namespace.to_string()),
+            ..Filter::default()
+        };
+        let mut role_bindings = HashMap::new();
+        let mut roles = HashMap::new();
+        if !namespace.is_empty() {
+            role_bindings.insert(
+                namespace.to_string(),
+                cache.list(RBAC, "rolebindings", &ns_filter).0,
+            );
+            for r in cache.list(RBAC, "roles", &ns_filter).0 {
+                roles.insert(
+                    (
+                        namespace.to_string(),
+                        apimachinery::meta::name(&r.value).to_string(),
+                    ),
+                    r,
+                );
+            }
+        }
+        CachePolicy {
+            cluster_role_bindings: cache.list(RBAC, "clusterrolebindings", &all).0,
+            role_bindings,
+            cluster_roles: by_name(cache.list(RBAC, "clusterroles", &all).0),
+            roles,
         }
     }
 }
 
-/// Whether `user` may do `attrs` in `cluster`; 403 in upstream's wording otherwise.
-pub fn check(
-    _server: &ApiServer,
-    _cluster: &str,
+impl rbac::PolicySource for CachePolicy {
+    fn cluster_role_bindings(&self) -> Vec<&Value> {
+        self.cluster_role_bindings
+            .iter()
+            .map(|o| &o.value)
+            .collect()
+    }
+
+    fn role_bindings(&self, namespace: &str) -> Vec<&Value> {
+        self.role_bindings
+            .get(namespace)
+            .map(|v| v.iter().map(|o| &o.value).collect())
+            .unwrap_or_default()
+    }
+
+    fn role(&self, namespace: &str, name: &str) -> Option<&Value> {
+        self.roles
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|o| &o.value)
+    }
+
+    fn cluster_role(&self, name: &str) -> Option<&Value> {
+        self.cluster_roles.get(name).map(|o| &o.value)
+    }
+}
+
+/// The authorization attributes of a routed request; `None` for nothing to authorize.
+pub fn request_attributes(
+    route: &crate::route::Route,
+    path: &str,
+    ctx: &crate::server::Ctx,
+) -> Attributes {
+    match route {
+        crate::route::Route::Resource(p) => {
+            let verb = crate::handlers::verb(&ctx.method, p, ctx);
+            let mut name = p.name.clone().unwrap_or_default();
+            if name.is_empty() && matches!(verb, "list" | "watch") {
+                // A list or watch of one object by name counts as that object (resourceNames).
+                if let Some(sel) = ctx.query.get("fieldSelector")
+                    && let Ok(fs) = apimachinery::fields::FieldSelector::parse(sel)
+                    && let Some(n) = fs.requires_exact_match("metadata.name")
+                {
+                    name = n.to_string();
+                }
+            }
+            let mut a =
+                Attributes::resource(verb, &p.group, &p.resource, &p.namespace).named(&name);
+            a.api_version = p.version.clone();
+            if let Some(sub) = &p.subresource {
+                a = a.subresource(sub);
+            }
+            a
+        }
+        _ => {
+            let verb = match ctx.method.as_str() {
+                "GET" | "HEAD" => "get",
+                other => return Attributes::non_resource(&other.to_ascii_lowercase(), path),
+            };
+            Attributes::non_resource(verb, path)
+        }
+    }
+}
+
+/// Whether `user` may do `attrs` in `cluster`.
+pub fn allowed(
+    server: &ApiServer,
+    cluster: &str,
     user: &UserInfo,
     attrs: &Attributes,
+) -> rbac::Decision {
+    if user.in_group("system:masters") {
+        return rbac::Decision::Allow {
+            reason: String::new(),
+        };
+    }
+    let policy = CachePolicy::load(server, cluster, &attrs.namespace);
+    rbac::authorize(attrs, user, &policy)
+}
+
+/// Like [`allowed`], with upstream's 403 when not.
+pub fn check(
+    server: &ApiServer,
+    cluster: &str,
+    user: &UserInfo,
+    attrs: &Attributes,
+) -> Result<(), ApiError> {
+    match allowed(server, cluster, user, attrs) {
+        rbac::Decision::Allow { .. } => Ok(()),
+        rbac::Decision::NoOpinion { .. } => Err(rbac::forbidden_error(attrs, user, "")),
+    }
+}
+
+/// Escalation prevention on writes of Roles, ClusterRoles and their bindings: a user may only
+/// grant what they hold, unless allowed to `escalate` or `bind`.
+pub fn check_rbac_write(
+    server: &ApiServer,
+    cluster: &str,
+    user: &UserInfo,
+    plural: &str,
+    namespace: &str,
+    new: &Value,
+    old: Option<&Value>,
 ) -> Result<(), ApiError> {
     if user.in_group("system:masters") {
         return Ok(());
     }
-    if user.is_anonymous() && attrs.path.is_none() {
-        return Err(ApiError::forbidden(
-            &attrs.resource,
-            &attrs.group,
-            &attrs.name,
-            &format!(
-                "User \"{}\" cannot {} resource \"{}\"",
-                user.name, attrs.verb, attrs.resource
-            ),
-        ));
+    if let Some(o) = old
+        && rbac::is_only_mutating_gc_fields(new, o)
+    {
+        return Ok(());
     }
-    Ok(())
+    let name = apimachinery::meta::name(new);
+    let policy = CachePolicy::load(server, cluster, namespace);
+    let can = |attrs: &Attributes| rbac::authorize(attrs, user, &policy).is_allowed();
+    let result = match plural {
+        "roles" => {
+            let rules = rbac::PolicyRule::list_from_object(new);
+            let escalate = can(&rbac::escalate_attributes(plural, namespace, name));
+            rbac::check_role_escalation(user, namespace, &rules, &policy, escalate)
+        }
+        "clusterroles" => {
+            let escalate = can(&rbac::escalate_attributes(plural, "", name));
+            rbac::check_cluster_role_escalation(user, new, old, &policy, escalate)
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let role_ref = rbac::RoleRef::of_binding(new);
+            let ns = if plural == "rolebindings" {
+                namespace
+            } else {
+                ""
+            };
+            let bind = rbac::bind_attributes(&role_ref, ns).is_some_and(|a| can(&a));
+            rbac::check_binding(user, ns, &role_ref, &policy, bind)
+        }
+        _ => Ok(()),
+    };
+    result.map_err(|e| e.to_api_error(plural, name))
 }

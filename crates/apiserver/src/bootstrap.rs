@@ -11,6 +11,19 @@ use crate::server::ApiServer;
 /// The namespaces of a new cluster.
 pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+fn ensure_owned<'a>(
+    server: &'a ApiServer,
+    cluster: &'a str,
+    group: &'a str,
+    plural: &'a str,
+    namespace: String,
+    obj: Value,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + 'a>> {
+    Box::pin(async move { ensure(server, cluster, group, plural, &namespace, obj).await })
+}
+
 async fn ensure(
     server: &ApiServer,
     cluster: &str,
@@ -69,10 +82,36 @@ pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
     });
     ensure(server, cluster, "", "services", "default", svc).await?;
     // The default service accounts (the serviceaccount controller keeps them; seeding them here
-    // makes a new cluster usable at once).
+    // makes a new cluster usable at once) and the bootstrap RBAC policy, written concurrently
+    // so they share fsyncs.
+    let mut writes = Vec::new();
     for ns in NAMESPACES {
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
-        ensure(server, cluster, "", "serviceaccounts", ns, sa).await?;
+        writes.push(ensure_owned(
+            server,
+            cluster,
+            "",
+            "serviceaccounts",
+            ns.to_string(),
+            sa,
+        ));
+    }
+    for (plural, objects) in [
+        ("clusterroles", rbac::bootstrap_cluster_roles()),
+        (
+            "clusterrolebindings",
+            rbac::bootstrap_cluster_role_bindings(),
+        ),
+        ("roles", rbac::bootstrap_roles()),
+        ("rolebindings", rbac::bootstrap_role_bindings()),
+    ] {
+        for obj in objects {
+            let ns = apimachinery::meta::namespace(&obj).to_string();
+            writes.push(ensure_owned(server, cluster, RBAC, plural, ns, obj));
+        }
+    }
+    for r in futures::future::join_all(writes).await {
+        r?;
     }
     Ok(())
 }

@@ -45,7 +45,10 @@ pub fn apply(server: &ApiServer, ctx: &mut Ctx) -> Result<(), ApiError> {
                  namespace: &str,
                  sub: &str|
      -> Result<(), ApiError> {
-        let attrs = Attributes::resource("impersonate", group, resource, sub, namespace, name);
+        let mut attrs = Attributes::resource("impersonate", group, resource, namespace).named(name);
+        if !sub.is_empty() {
+            attrs = attrs.subresource(sub);
+        }
         authz::check(server, &ctx.cluster, &requester, &attrs)
     };
     let name = &user[0];

@@ -4,6 +4,7 @@
 //! keys and objects; errors become a Kubernetes `Status` in [`response::error`].
 
 pub mod admission;
+pub mod aggregation;
 pub mod auth;
 pub mod authn;
 pub mod authz;

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 
-use crate::auth::UserInfo;
+use crate::auth::{UserExt, UserInfo};
 use crate::response::{self, Body};
 use crate::serve::read_body;
 use crate::server::{ApiServer, Caller};

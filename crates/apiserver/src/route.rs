@@ -70,6 +70,8 @@ pub struct ResourcePath {
 pub struct Routed {
     pub cluster: String,
     pub route: Route,
+    /// The path within the cluster (without `/clusters/<name>`).
+    pub path: String,
 }
 
 fn valid_segment(s: &str) -> bool {
@@ -100,15 +102,18 @@ pub fn route(path: &str) -> Routed {
             None => (after, ""),
         };
         if name == ALL_CLUSTERS {
+            let tail = if tail.is_empty() { "/" } else { tail };
             return Routed {
                 cluster: ALL_CLUSTERS.to_string(),
-                route: route_in_cluster(if tail.is_empty() { "/" } else { tail }),
+                route: route_in_cluster(tail),
+                path: tail.to_string(),
             };
         }
         if !valid_cluster_name(name) || name == ROOT_CLUSTER {
             return Routed {
                 cluster: String::new(),
                 route: Route::NotFound,
+                path: String::new(),
             };
         }
         cluster = name.to_string();
@@ -117,6 +122,7 @@ pub fn route(path: &str) -> Routed {
     Routed {
         cluster,
         route: route_in_cluster(rest),
+        path: rest.to_string(),
     }
 }
 

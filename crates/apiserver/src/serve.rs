@@ -17,7 +17,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::auth::UserInfo;
+use crate::auth::{UserExt, UserInfo};
 use crate::codec::MAX_BODY;
 use crate::response::{self, Body};
 use crate::server::ApiServer;

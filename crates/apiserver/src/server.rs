@@ -16,7 +16,7 @@ use registry::catalog::Catalog;
 use registry::store::Store;
 use serde_json::json;
 
-use crate::auth::UserInfo;
+use crate::auth::{UserExt, UserInfo};
 use crate::metrics::Metrics;
 use crate::response::{self, Body};
 use crate::route::{self, Route};
@@ -183,7 +183,7 @@ impl ApiServer {
             warnings: Vec::new(),
         };
         let (verb, resource) = crate::metrics::labels(&ctx.method, &routed.route, &ctx.query);
-        let mut resp = match self.dispatch(&mut ctx, &routed.route, &caller).await {
+        let mut resp = match self.dispatch(&mut ctx, &routed, &caller).await {
             Ok(r) => r,
             Err(e) => response::error(&e),
         };
@@ -205,9 +205,10 @@ impl ApiServer {
     async fn dispatch(
         self: &Arc<Self>,
         ctx: &mut Ctx,
-        route: &Route,
+        routed: &route::Routed,
         caller: &Caller,
     ) -> Result<Response<Body>, ApiError> {
+        let route = &routed.route;
         if ctx.cluster == route::ALL_CLUSTERS {
             // Cross-cluster reads are for the system's own components only; to anyone else the
             // path does not exist.
@@ -235,6 +236,8 @@ impl ApiServer {
             )?;
         }
         crate::impersonate::apply(self, ctx)?;
+        let attrs = crate::authz::request_attributes(route, &routed.path, ctx);
+        crate::authz::check(self, &ctx.cluster, &ctx.user, &attrs)?;
         let get = ctx.method == Method::GET || ctx.method == Method::HEAD;
         match route {
             Route::Version if get => Ok(response::json(StatusCode::OK, &version_info())),
@@ -309,6 +312,7 @@ pub async fn start_with(
     let server = ApiServer::new(Store::new(storage, cache), Catalog::new(resources), config)?;
     crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
     crate::tenancy::start(server.clone()).await?;
+    crate::aggregation::start(&server)?;
     server.set_ready(true);
     Ok(server)
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiserver::auth::UserInfo;
+use apiserver::auth::{UserExt, UserInfo};
 use apiserver::server::{ApiServer, Caller};
 use bytes::Bytes;
 use http::{Method, Request};

@@ -64,9 +64,6 @@ pub async fn resource(
     {
         return Err(ApiError::no_route());
     }
-    if ctx.user.is_anonymous() {
-        return Err(ApiError::unauthorized("Unauthorized"));
-    }
     let verb = verb(&ctx.method, p, ctx);
     if verb.is_empty() {
         return Err(ApiError::method_not_allowed(
@@ -75,7 +72,7 @@ pub async fn resource(
         ));
     }
     if verb == "create" && crate::reviews::is_review(&res) {
-        return crate::reviews::answer(ctx, &res);
+        return crate::reviews::answer(server, ctx, &res, &p.namespace);
     }
     if let Some(w) = &res.deprecation_warning {
         ctx.warnings.push(w.clone());

@@ -105,6 +105,29 @@ pub fn check_fields(
     }
 }
 
+/// Escalation prevention for writes of RBAC objects.
+fn rbac_guard(
+    server: &ApiServer,
+    ctx: &Ctx,
+    res: &ResourceDef,
+    namespace: &str,
+    new: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if res.group != "rbac.authorization.k8s.io" {
+        return Ok(());
+    }
+    crate::authz::check_rbac_write(
+        server,
+        &ctx.cluster,
+        &ctx.user,
+        &res.plural,
+        namespace,
+        new,
+        old,
+    )
+}
+
 pub async fn create(
     server: &Arc<ApiServer>,
     ctx: &mut Ctx,
@@ -121,6 +144,7 @@ pub async fn create(
         }
         crate::tokens::fill_legacy_token(server, &ctx.cluster, &mut obj)?;
     }
+    rbac_guard(server, ctx, res, loc.namespace, &obj, None)?;
     patching::track_update(res, None, &mut obj, &w.manager, None);
     let created = server.store.create(res, loc, obj, &w.opts).await?;
     ctx.warnings.extend(res.strategy.warnings(&created));
@@ -146,6 +170,7 @@ pub async fn update(
             match cur {
                 None => Err(ApiError::not_found(&res.plural, &res.group, loc.name)),
                 Some(cur) => {
+                    rbac_guard(server, ctx, res, loc.namespace, &new, Some(cur))?;
                     patching::track_update(res, Some(cur), &mut new, &manager, subresource);
                     Ok(new)
                 }
@@ -208,7 +233,9 @@ pub async fn patch(
     let (stored, created) = server
         .store
         .update_with(res, loc, &w.opts, |cur| {
-            patching::apply(res, kind, cur, &body, &manager, subresource, force, loc)
+            let new = patching::apply(res, kind, cur, &body, &manager, subresource, force, loc)?;
+            rbac_guard(server, ctx, res, loc.namespace, &new, cur)?;
+            Ok(new)
         })
         .await?;
     if ty != BodyType::ApplyPatch {

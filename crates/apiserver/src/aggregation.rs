@@ -1,0 +1,90 @@
+//! ClusterRole aggregation: a ClusterRole with an `aggregationRule` holds the union of the rules
+//! of the ClusterRoles its selectors match (upstream's clusterrole-aggregation controller).
+//!
+//! One loop for every cluster, fed by the cache's cross-cluster watch of ClusterRoles: a change
+//! in a cluster recomputes that cluster's aggregated roles only.
+
+use std::sync::Arc;
+
+use apimachinery::meta;
+use apimachinery::status::ApiError;
+use registry::cache::{Filter, Start, WatchItem};
+use registry::store::{Location, WriteOptions};
+use serde_json::Value;
+
+use crate::server::ApiServer;
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+/// Recomputes the aggregated ClusterRoles of one cluster.
+pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    let filter = Filter {
+        cluster: Some(cluster.to_string()),
+        ..Filter::default()
+    };
+    let roles = server.store.cache.list(RBAC, "clusterroles", &filter).0;
+    let all: Vec<&Value> = roles.iter().map(|r| &r.value).collect();
+    let Some(res) = server.catalog.builtin(RBAC, "clusterroles") else {
+        return Ok(());
+    };
+    for role in &roles {
+        let Some(rules) = rbac::aggregate(&role.value, all.iter().copied()) else {
+            continue;
+        };
+        let name = meta::name(&role.value).to_string();
+        let loc = Location {
+            cluster,
+            namespace: "",
+            name: &name,
+        };
+        let result = server
+            .store
+            .update_with(&res, &loc, &WriteOptions::default(), |cur| {
+                let mut next = cur
+                    .cloned()
+                    .ok_or_else(|| ApiError::not_found("clusterroles", RBAC, &name))?;
+                next["rules"] = Value::Array(rules.clone());
+                Ok(next)
+            })
+            .await;
+        if let Err(e) = result
+            && e.code != 404
+        {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Starts the aggregation loop.
+pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
+    let mut handle = server.store.cache.watch(
+        RBAC,
+        "clusterroles",
+        Filter::default(),
+        Start::Current { end_marker: false },
+        false,
+    )?;
+    let weak = Arc::downgrade(server);
+    tokio::spawn(async move {
+        while let Some(item) = handle.rx.recv().await {
+            let WatchItem::Event(_, obj) = item else {
+                continue;
+            };
+            let Some(server) = weak.upgrade() else { return };
+            // A burst of changes in one cluster is handled once.
+            let mut clusters = vec![obj.cluster.to_string()];
+            while let Ok(WatchItem::Event(_, o)) = handle.rx.try_recv() {
+                if !clusters.iter().any(|c| **c == *o.cluster) {
+                    clusters.push(o.cluster.to_string());
+                }
+            }
+            for c in clusters {
+                if let Err(e) = reconcile(&server, &c).await {
+                    tracing::warn!(cluster = %c, error = %e, "ClusterRole aggregation failed");
+                }
+            }
+        }
+    });
+    Ok(())
+}
