@@ -116,6 +116,7 @@ fn logical_clusters_are_isolated_end_to_end() {
         }
     }
     let _ = watch_b.kill();
+    let _ = watch_b.wait();
     assert!(
         seen.contains("marker-b") && !seen.contains("only-in-a"),
         "b's watch saw:\n{seen}"
