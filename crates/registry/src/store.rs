@@ -769,9 +769,14 @@ impl Store {
                 _ => None,
             };
             let mut finalizers = meta::finalizers(&cur);
+            let grace = res
+                .strategy
+                .graceful_delete(&cur, opts.grace_period_seconds)
+                .filter(|g| *g > 0);
             if finalizers.is_empty()
                 && propagation_finalizer.is_none()
                 && !res.strategy.deletion_pending(&cur)
+                && grace.is_none()
             {
                 if opts.dry_run {
                     return Ok(Deleted::Gone(cur));
@@ -792,12 +797,16 @@ impl Store {
             meta::set_finalizers(&mut next, finalizers);
             if meta::deletion_timestamp(&cur).is_none() {
                 meta::set(&mut next, "deletionTimestamp", now());
-                meta::set(
-                    &mut next,
-                    "deletionGracePeriodSeconds",
-                    opts.grace_period_seconds.unwrap_or(0).max(0),
-                );
+                meta::set(&mut next, "deletionGracePeriodSeconds", grace.unwrap_or(0));
                 res.strategy.on_deletion(&mut next);
+            } else if let Some(g) = grace
+                && meta::metadata(&cur)
+                    .get("deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|old| g < old)
+            {
+                // A second delete may only shorten the grace period.
+                meta::set(&mut next, "deletionGracePeriodSeconds", g);
             }
             meta::remove(&mut next, "resourceVersion");
             let mut cur_cmp = cur.clone();

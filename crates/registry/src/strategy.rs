@@ -61,6 +61,13 @@ pub trait Strategy: Send + Sync + 'static {
     /// Marks an object whose deletion has begun (a namespace becomes Terminating).
     fn on_deletion(&self, _obj: &mut Value) {}
 
+    /// The grace period of a graceful deletion (a pod bound to a node: its kubelet stops it and
+    /// deletes it with grace 0), or `None` to delete at once. `requested` is the request's
+    /// `gracePeriodSeconds`.
+    fn graceful_delete(&self, _obj: &Value, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+
     /// Whether an update without `metadata.resourceVersion` is allowed (most resources).
     fn allow_unconditional_update(&self) -> bool {
         true

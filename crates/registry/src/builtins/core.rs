@@ -72,6 +72,24 @@ impl Strategy for ServiceStrategy {
 pub struct PodStrategy;
 
 impl Strategy for PodStrategy {
+    fn graceful_delete(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        let bound = obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let finished = matches!(
+            obj.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        );
+        if !bound || finished {
+            return None;
+        }
+        Some(requested.unwrap_or_else(|| {
+            obj.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(30)
+        }))
+    }
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
     }
