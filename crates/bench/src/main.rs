@@ -1,8 +1,9 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- storage [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api> [--quick]`.
 
+mod api_bench;
 mod report;
 mod storage_bench;
 
@@ -14,8 +15,9 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match args.first().map(String::as_str) {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
+        Some("api") => rt.block_on(api_bench::run(quick)),
         _ => {
-            eprintln!("usage: bench storage [--quick]");
+            eprintln!("usage: bench <storage|api> [--quick]");
             std::process::exit(2);
         }
     }
