@@ -247,7 +247,7 @@ impl Strategy for EventsV1Strategy {
             ("reportingInstance", "reportingInstance"),
         ] {
             let (n, o) = (at(new, &format!("/{v1}")), at(old, &format!("/{v1}")));
-            super::util::immutable(&mut errs, &Path::new(internal), n, o, |v| gofmt::json(v));
+            super::util::immutable(&mut errs, &Path::new(internal), n, o, gofmt::json);
         }
         errs
     }

@@ -154,6 +154,120 @@ mod tests {
         assert!(names(find("", "pods")).contains(&"spec.nodeName"));
     }
 
+    /// Every node of `v` replaced, one at a time, by values of every other JSON type.
+    fn mutations(v: &serde_json::Value) -> Vec<serde_json::Value> {
+        use serde_json::{Value, json};
+        let alternatives = [
+            json!(null),
+            json!(-1),
+            json!("x"),
+            json!([]),
+            json!({}),
+            json!([1, "a"]),
+            json!(true),
+        ];
+        let mut out = Vec::new();
+        let mut paths = Vec::new();
+        fn walk(v: &Value, at: String, paths: &mut Vec<String>) {
+            paths.push(at.clone());
+            match v {
+                Value::Object(m) => m
+                    .iter()
+                    .for_each(|(k, c)| walk(c, format!("{at}/{k}"), paths)),
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, c)| walk(c, format!("{at}/{i}"), paths)),
+                _ => {}
+            }
+        }
+        walk(v, String::new(), &mut paths);
+        for p in paths.iter().filter(|p| !p.is_empty()) {
+            for alt in &alternatives {
+                let mut m = v.clone();
+                if let Some(slot) = m.pointer_mut(p) {
+                    *slot = alt.clone();
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn hostile_objects_never_panic_any_strategy() {
+        use serde_json::json;
+        let container = json!({"name": "c", "image": "i", "ports": [{"containerPort": 80, "name": "http"}],
+            "env": [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "resources": {"limits": {"cpu": "1"}, "requests": {"memory": "1Gi"}},
+            "livenessProbe": {"httpGet": {"port": 80}}, "volumeMounts": [{"name": "v", "mountPath": "/v"}]});
+        let pod_spec = json!({"containers": [container], "volumes": [{"name": "v", "secret": {"secretName": "s"}}],
+            "tolerations": [{"key": "k", "operator": "Exists"}], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}}});
+        let template = json!({"metadata": {"labels": {"app": "a"}}, "spec": pod_spec});
+        let meta = json!({"name": "n", "namespace": "default", "uid": "u", "labels": {"a": "b"}, "annotations": {"x": "y"}});
+        let bases = [
+            json!({"metadata": meta, "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template, "replicas": 1,
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%"}},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                "volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "1Gi"}}}}]}}),
+            json!({"metadata": meta, "spec": {"jobTemplate": {"spec": {"template": template}}, "schedule": "* * * * *"}}),
+            json!({"metadata": meta, "spec": pod_spec, "template": template}),
+            json!({"metadata": meta, "spec": {"ports": [{"port": 80, "targetPort": "http", "nodePort": 30000}],
+                "clusterIP": "10.0.0.1", "type": "NodePort", "selector": {"a": "b"}}, "status": {"loadBalancer": {}}}),
+            json!({"metadata": meta, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                "capacity": {"storage": "1Gi"}, "hostPath": {"path": "/x"}, "podCIDRs": ["10.0.0.0/24"],
+                "taints": [{"key": "k", "effect": "NoSchedule"}], "finalizers": ["kubernetes"]},
+                "status": {"phase": "Bound", "replicas": 1}}),
+            json!({"metadata": meta, "spec": {
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization"}}}],
+                "behavior": {"scaleUp": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 1}]}},
+                "minAvailable": 1, "leaseDurationSeconds": 1, "signerName": "a.b/c", "usages": ["x"]}}),
+            json!({"metadata": meta, "data": {"a": "eA=="}, "stringData": {"b": "c"}, "binaryData": {"c": "eA=="},
+                "type": "Opaque", "immutable": true, "value": 1, "provisioner": "p", "parameters": {"a": "b"},
+                "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 1}]}],
+                "endpoints": [{"addresses": ["10.0.0.1"]}], "addressType": "IPv4"}),
+            json!({"metadata": meta, "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}],
+                "roleRef": {"kind": "Role", "name": "r"}, "subjects": [{"kind": "User", "name": "u"}],
+                "involvedObject": {"namespace": "default"}, "regarding": {"namespace": "default"},
+                "eventTime": "2025-01-01T00:00:00Z", "series": {"count": 1}}),
+        ];
+        // Resources with their own strategy (the default strategy does nothing).
+        let strategies: Vec<Arc<dyn Strategy>> = builtin::RESOURCES
+            .iter()
+            .filter(|r| {
+                let s = strategy(r);
+                !s.field_names().is_empty() || {
+                    let mut probe = json!({"spec": {}});
+                    s.prepare_for_create(&mut probe);
+                    s.default(&mut probe);
+                    probe != json!({"spec": {}}) || !s.validate(&json!({})).is_empty()
+                }
+            })
+            .map(strategy)
+            .collect();
+        assert!(strategies.len() >= 25, "{} strategies", strategies.len());
+        for base in &bases {
+            for m in mutations(base) {
+                for s in &strategies {
+                    let mut a = m.clone();
+                    s.prepare_for_create(&mut a);
+                    s.default(&mut a);
+                    let _ = s.validate(&a);
+                    let mut b = m.clone();
+                    s.prepare_for_update(&mut b, base);
+                    s.default(&mut b);
+                    let _ = s.validate_update(&b, base);
+                    let _ = s.validate_update(base, &m);
+                    for f in s.field_names() {
+                        let _ = s.field(&m, f);
+                    }
+                    let _ = s.warnings(&m);
+                    s.on_deletion(&mut a);
+                }
+            }
+        }
+    }
+
     #[test]
     fn resources_cover_the_catalogue() {
         assert_eq!(resources().len(), builtin::RESOURCES.len() + 1);

@@ -5,7 +5,7 @@
 use apimachinery::field::{ErrorList, FieldError, Path};
 use serde_json::{Value, json};
 
-use super::util::{arr_at, field_string, qualified_name};
+use super::util::{arr_at, child, field_string, qualified_name};
 use crate::strategy::{NameRule, Strategy};
 
 /// Finalizer names valid without a domain (upstream `standardFinalizers`).
@@ -73,7 +73,9 @@ impl Strategy for NamespaceStrategy {
     }
 
     fn on_deletion(&self, obj: &mut Value) {
-        obj["status"]["phase"] = json!("Terminating");
+        if let Some(status) = child(obj, "status") {
+            status["phase"] = json!("Terminating");
+        }
     }
 
     fn field_names(&self) -> &[&'static str] {

@@ -147,16 +147,14 @@ impl Strategy for SecretStrategy {
                 get(".dockerconfigjson"),
                 &dp.key(".dockerconfigjson"),
             ),
-            "kubernetes.io/basic-auth" => {
-                if !has("username") && !has("password") {
-                    errs.push(FieldError::required(dp.key("username"), ""));
-                    errs.push(FieldError::required(dp.key("password"), ""));
-                }
+            "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+                errs.push(FieldError::required(dp.key("username"), ""));
+                errs.push(FieldError::required(dp.key("password"), ""));
             }
-            "kubernetes.io/ssh-auth" => {
-                if get("ssh-privatekey").is_none_or(|r| r.map_or(true, |b| b.is_empty())) {
-                    errs.push(FieldError::required(dp.key("ssh-privatekey"), ""));
-                }
+            "kubernetes.io/ssh-auth"
+                if get("ssh-privatekey").is_none_or(|r| !r.is_ok_and(|b| !b.is_empty())) =>
+            {
+                errs.push(FieldError::required(dp.key("ssh-privatekey"), ""));
             }
             "kubernetes.io/tls" => {
                 for k in ["tls.crt", "tls.key"] {

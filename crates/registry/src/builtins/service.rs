@@ -131,7 +131,7 @@ fn patch_allocated_values(new: &mut Value, old: &Value) {
             .collect();
         if let Some(spec) = new.get_mut("spec") {
             each_mut(spec, "ports", |p| {
-                if i64_at(p, "/nodePort").unwrap_or(0) == 0 {
+                if p.is_object() && i64_at(p, "/nodePort").unwrap_or(0) == 0 {
                     let name = str_at(p, "/name").to_string();
                     if let Some((_, n)) = by_name.iter().rev().find(|(k, _)| *k == name)
                         && *n != 0
@@ -212,8 +212,10 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     {
         set_spec(new, "externalTrafficPolicy", None);
     }
-    if ty(new) != "LoadBalancer" && new.get("status").is_some() {
-        new["status"]["loadBalancer"] = json!({});
+    if ty(new) != "LoadBalancer"
+        && let Some(status) = new.get_mut("status").filter(|s| s.is_object())
+    {
+        status["loadBalancer"] = json!({});
     }
 }
 

@@ -191,9 +191,9 @@ mod tests {
         let mut new = spec();
         new["containers"][0]["image"] = json!("nginx:2");
         new["tolerations"][0]["tolerationSeconds"] = json!(60);
-        new["tolerations"]
-            .as_array_mut()
-            .map(|t| t.push(json!({"key": "b", "operator": "Exists"})));
+        if let Some(t) = new["tolerations"].as_array_mut() {
+            t.push(json!({"key": "b", "operator": "Exists"}));
+        }
         new["nodeName"] = json!("node-1");
         assert!(messages(&new, &old).is_empty());
     }

@@ -150,10 +150,8 @@ fn source(errs: &mut ErrorList, v: &Value, p: &Path) {
                     key_to_path(errs, item, &sp.child("items").index(i));
                 }
             }
-            "persistentVolumeClaim" => {
-                if str_at(src, "/claimName").is_empty() {
-                    errs.push(FieldError::required(sp.child("claimName"), ""));
-                }
+            "persistentVolumeClaim" if str_at(src, "/claimName").is_empty() => {
+                errs.push(FieldError::required(sp.child("claimName"), ""));
             }
             "nfs" => {
                 let path = str_at(src, "/path");
@@ -181,15 +179,11 @@ fn source(errs: &mut ErrorList, v: &Value, p: &Path) {
                 mode(errs, &sp, src, "defaultMode");
                 projected(errs, src, &sp);
             }
-            "csi" => {
-                if str_at(src, "/driver").is_empty() {
-                    errs.push(FieldError::required(sp.child("driver"), ""));
-                }
+            "csi" if str_at(src, "/driver").is_empty() => {
+                errs.push(FieldError::required(sp.child("driver"), ""));
             }
-            "ephemeral" => {
-                if at(src, "/volumeClaimTemplate").is_none() {
-                    errs.push(FieldError::required(sp.child("volumeClaimTemplate"), ""));
-                }
+            "ephemeral" if at(src, "/volumeClaimTemplate").is_none() => {
+                errs.push(FieldError::required(sp.child("volumeClaimTemplate"), ""));
             }
             "gitRepo" => {
                 if str_at(src, "/repository").is_empty() {
