@@ -54,6 +54,14 @@ impl Strategy for CronJobStrategy {
     fn validate_update(&self, new: &Value, old: &Value) -> ErrorList {
         validate_spec(new, Some(old))
     }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(
+            obj,
+            "/spec/jobTemplate/spec/template/spec",
+            "spec.jobTemplate.spec.template.spec",
+        )
+    }
 }
 
 /// Upstream `validateCronJobSpec`.

@@ -88,6 +88,10 @@ impl Strategy for DaemonSetStrategy {
         workload::immutable_selector(&mut errs, new, old);
         errs
     }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/spec/template/spec", "spec.template.spec")
+    }
 }
 
 /// Upstream `ValidateDaemonSetSpec`.

@@ -61,6 +61,10 @@ impl Strategy for DeploymentStrategy {
         workload::immutable_selector(&mut errs, new, old);
         errs
     }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/spec/template/spec", "spec.template.spec")
+    }
 }
 
 /// Upstream `ValidateDeploymentSpec`.

@@ -132,6 +132,10 @@ impl Strategy for JobStrategy {
             if s.is_empty() { "0".into() } else { s }
         })
     }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/spec/template/spec", "spec.template.spec")
+    }
 }
 
 /// Upstream `ValidateJob`.

@@ -111,6 +111,10 @@ impl Strategy for PodStrategy {
             _ => return None,
         })
     }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/spec", "spec")
+    }
 }
 
 /// Upstream `validatePodMetadataAndSpec` plus the create-only checks.
@@ -149,6 +153,10 @@ impl Strategy for PodTemplateStrategy {
         let mut errs = ErrorList::new();
         podspec::validate_template(&mut errs, obj.get("template"), &Path::new("template"));
         errs
+    }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/template/spec", "template.spec")
     }
 }
 

@@ -82,6 +82,10 @@ impl Strategy for ReplicaSetStrategy {
     fn field(&self, obj: &Value, name: &str) -> Option<String> {
         (name == "status.replicas").then(|| status_replicas(obj))
     }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/spec/template/spec", "spec.template.spec")
+    }
 }
 
 /// ReplicationControllers.
@@ -150,6 +154,10 @@ impl Strategy for ReplicationControllerStrategy {
 
     fn field(&self, obj: &Value, name: &str) -> Option<String> {
         (name == "status.replicas").then(|| status_replicas(obj))
+    }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/spec/template/spec", "spec.template.spec")
     }
 }
 

@@ -102,6 +102,10 @@ impl Strategy for StatefulSetStrategy {
         }
         errs
     }
+
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        podspec::spec_warnings(obj, "/spec/template/spec", "spec.template.spec")
+    }
 }
 
 /// Upstream `ValidateStatefulSetSpec`.
