@@ -28,17 +28,29 @@ struct Conn {
 }
 
 impl Conn {
-    async fn connect(addr: std::net::SocketAddr, tls: Arc<rustls::ClientConfig>) -> anyhow::Result<Conn> {
+    async fn connect(
+        addr: std::net::SocketAddr,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> anyhow::Result<Conn> {
         let tcp = tokio::net::TcpStream::connect(addr).await?;
         tcp.set_nodelay(true)?;
         let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?.to_owned();
-        let stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await?;
-        let (tx, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await?;
+        let stream = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, tcp)
+            .await?;
+        let (tx, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await?;
         tokio::spawn(conn);
         Ok(Conn { tx })
     }
 
-    async fn send(&self, method: &str, path: &str, body: Option<Bytes>) -> anyhow::Result<(u16, Bytes)> {
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> anyhow::Result<(u16, Bytes)> {
         let req = http::Request::builder()
             .method(method)
             .uri(format!("https://127.0.0.1{path}"))
@@ -97,7 +109,10 @@ where
     }
     let elapsed = started.elapsed().as_secs_f64();
     let lat = lat.lock().await;
-    Line { ops: count.load(Ordering::Relaxed) as f64 / elapsed, p99: lat.percentile(0.99) }
+    Line {
+        ops: count.load(Ordering::Relaxed) as f64 / elapsed,
+        p99: lat.percentile(0.99),
+    }
 }
 
 /// The raw store's rate for the same operations at the same concurrency.
@@ -109,7 +124,9 @@ async fn raw(store: Arc<dyn Storage>, secs: f64) -> (f64, f64, f64, f64) {
         let s = s.clone();
         let v = v.clone();
         async move {
-            s.create(format!("/raw/c/{c}/{i}").as_bytes(), v).await.expect("raw create");
+            s.create(format!("/raw/c/{c}/{i}").as_bytes(), v)
+                .await
+                .expect("raw create");
         }
     })
     .await;
@@ -117,7 +134,10 @@ async fn raw(store: Arc<dyn Storage>, secs: f64) -> (f64, f64, f64, f64) {
     let get = drive(secs, move |c, i| {
         let s = s.clone();
         async move {
-            let _ = s.get(format!("/raw/c/{c}/{}", i % 100).as_bytes()).await.expect("raw get");
+            let _ = s
+                .get(format!("/raw/c/{c}/{}", i % 100).as_bytes())
+                .await
+                .expect("raw get");
         }
     })
     .await;
@@ -125,16 +145,24 @@ async fn raw(store: Arc<dyn Storage>, secs: f64) -> (f64, f64, f64, f64) {
     let list = drive(secs, move |c, _| {
         let s = s.clone();
         async move {
-            let l = s.list(format!("/raw/c/{c}/1").as_bytes(), Default::default()).await.expect("raw list");
+            let l = s
+                .list(format!("/raw/c/{c}/1").as_bytes(), Default::default())
+                .await
+                .expect("raw list");
             assert!(!l.items.is_empty());
         }
     })
     .await;
     // Updates: each client rewrites its own keys, carrying the revision.
-    let revs: Arc<Vec<Mutex<Vec<i64>>>> = Arc::new((0..CLIENTS).map(|_| Mutex::new(vec![0; 100])).collect());
+    let revs: Arc<Vec<Mutex<Vec<i64>>>> =
+        Arc::new((0..CLIENTS).map(|_| Mutex::new(vec![0; 100])).collect());
     for c in 0..CLIENTS {
         for k in 0..100 {
-            let kv = store.get(format!("/raw/c/{c}/{k}").as_bytes()).await.expect("get").expect("exists");
+            let kv = store
+                .get(format!("/raw/c/{c}/{k}").as_bytes())
+                .await
+                .expect("get")
+                .expect("exists");
             revs[c].lock().await[k] = kv.mod_revision;
         }
     }
@@ -146,7 +174,11 @@ async fn raw(store: Arc<dyn Storage>, secs: f64) -> (f64, f64, f64, f64) {
         async move {
             let k = (i % 100) as usize;
             let mut r = revs[c].lock().await;
-            r[k] = s.update(format!("/raw/c/{c}/{k}").as_bytes(), v, r[k]).await.expect("raw update").mod_revision;
+            r[k] = s
+                .update(format!("/raw/c/{c}/{k}").as_bytes(), v, r[k])
+                .await
+                .expect("raw update")
+                .mod_revision;
         }
     })
     .await;
@@ -161,14 +193,27 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     let raw_dir = tempfile::tempdir_in(&dir)?;
 
     // The server, over HTTPS like `matryoshka up`.
-    let storage: Arc<dyn Storage> = Arc::new(storage::embedded::EmbeddedStore::open(api_dir.path())?);
-    let server = apiserver::server::start(storage).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let ca = apiserver::certs::Ca { pair: server.config.root_ca.clone() };
+    let storage: Arc<dyn Storage> =
+        Arc::new(storage::embedded::EmbeddedStore::open(api_dir.path())?);
+    let server = apiserver::server::start(storage)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ca = apiserver::certs::Ca {
+        pair: server.config.root_ca.clone(),
+    };
     let serving = ca.issue_server("bench", &["127.0.0.1".to_string()])?;
-    let tls = apiserver::serve::tls_config(apiserver::serve::ServingCert::new(&serving.cert_pem, &serving.key_pem)?)?;
+    let tls = apiserver::serve::tls_config(apiserver::serve::ServingCert::new(
+        &serving.cert_pem,
+        &serving.key_pem,
+    )?)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    tokio::spawn(apiserver::serve::serve(server.clone(), listener, tls, std::future::pending()));
+    tokio::spawn(apiserver::serve::serve(
+        server.clone(),
+        listener,
+        tls,
+        std::future::pending(),
+    ));
     let client_tls = client_config(&ca)?;
     let conns: Vec<Conn> = {
         let mut v = Vec::new();
@@ -178,7 +223,9 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
         v
     };
     let conns = Arc::new(conns);
-    println!("API benchmark: {CLIENTS} clients over HTTPS/HTTP2, {secs}s per line, ConfigMaps of ~1 KiB");
+    println!(
+        "API benchmark: {CLIENTS} clients over HTTPS/HTTP2, {secs}s per line, ConfigMaps of ~1 KiB"
+    );
     let payload: String = "x".repeat(VALUE);
 
     // create
@@ -187,7 +234,10 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
         let conn = c2[c].clone();
         let body = cm(&format!("c{c}-{i}"), &p);
         async move {
-            let (code, b) = conn.send("POST", "/api/v1/namespaces/default/configmaps", Some(body)).await.expect("create");
+            let (code, b) = conn
+                .send("POST", "/api/v1/namespaces/default/configmaps", Some(body))
+                .await
+                .expect("create");
             assert_eq!(code, 201, "{}", String::from_utf8_lossy(&b));
         }
     })
@@ -197,7 +247,14 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     let get = drive(secs, move |c, i| {
         let conn = c2[c].clone();
         async move {
-            let (code, _) = conn.send("GET", &format!("/api/v1/namespaces/default/configmaps/c{c}-{}", i % 100), None).await.expect("get");
+            let (code, _) = conn
+                .send(
+                    "GET",
+                    &format!("/api/v1/namespaces/default/configmaps/c{c}-{}", i % 100),
+                    None,
+                )
+                .await
+                .expect("get");
             assert_eq!(code, 200);
         }
     })
@@ -205,25 +262,47 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     // list: a namespace of 100 objects
     let c2 = conns.clone();
     for i in 0..100 {
-        let (code, _) = c2[0].send("POST", "/api/v1/namespaces/kube-public/configmaps", Some(cm(&format!("l{i}"), &payload))).await?;
+        let (code, _) = c2[0]
+            .send(
+                "POST",
+                "/api/v1/namespaces/kube-public/configmaps",
+                Some(cm(&format!("l{i}"), &payload)),
+            )
+            .await?;
         anyhow::ensure!(code == 201, "seeding the list namespace");
     }
     let list = drive(secs, move |c, _| {
         let conn = c2[c].clone();
         async move {
-            let (code, _) = conn.send("GET", "/api/v1/namespaces/kube-public/configmaps", None).await.expect("list");
+            let (code, _) = conn
+                .send("GET", "/api/v1/namespaces/kube-public/configmaps", None)
+                .await
+                .expect("list");
             assert_eq!(code, 200);
         }
     })
     .await;
     // update: each client rewrites its own objects with their resourceVersion
     let c2 = conns.clone();
-    let state: Arc<Vec<Mutex<Vec<String>>>> = Arc::new((0..CLIENTS).map(|_| Mutex::new(vec![String::new(); 100])).collect());
+    let state: Arc<Vec<Mutex<Vec<String>>>> = Arc::new(
+        (0..CLIENTS)
+            .map(|_| Mutex::new(vec![String::new(); 100]))
+            .collect(),
+    );
     for c in 0..CLIENTS {
         for k in 0..100 {
-            let (_, b) = c2[c].send("GET", &format!("/api/v1/namespaces/default/configmaps/c{c}-{k}"), None).await?;
+            let (_, b) = c2[c]
+                .send(
+                    "GET",
+                    &format!("/api/v1/namespaces/default/configmaps/c{c}-{k}"),
+                    None,
+                )
+                .await?;
             let v: Value = serde_json::from_slice(&b)?;
-            state[c].lock().await[k] = v["metadata"]["resourceVersion"].as_str().context("rv")?.to_string();
+            state[c].lock().await[k] = v["metadata"]["resourceVersion"]
+                .as_str()
+                .context("rv")?
+                .to_string();
         }
     }
     let p = payload.clone();
@@ -246,14 +325,24 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     })
     .await;
 
-    let raw_store: Arc<dyn Storage> = Arc::new(storage::embedded::EmbeddedStore::open(raw_dir.path())?);
+    let raw_store: Arc<dyn Storage> =
+        Arc::new(storage::embedded::EmbeddedStore::open(raw_dir.path())?);
     let (rc, rg, rl, ru) = raw(raw_store, secs).await;
 
-    let (delivered, lag50, lag99) = watch_fanout(&conns, if quick { 50 } else { 200 }, &payload).await?;
+    let (delivered, lag50, lag99) =
+        watch_fanout(&conns, if quick { 50 } else { 200 }, &payload).await?;
 
     println!();
-    println!("{:<34} {:>12} {:>10} {:>14} {:>10}", "operation", "API req/s", "API p99", "raw store op/s", "raw÷API");
-    for (name, line, rawv) in [("create", &create, rc), ("get", &get, rg), ("list (100 objects)", &list, rl), ("update", &update, ru)] {
+    println!(
+        "{:<34} {:>12} {:>10} {:>14} {:>10}",
+        "operation", "API req/s", "API p99", "raw store op/s", "raw÷API"
+    );
+    for (name, line, rawv) in [
+        ("create", &create, rc),
+        ("get", &get, rg),
+        ("list (100 objects)", &list, rl),
+        ("update", &update, ru),
+    ] {
         println!(
             "{name:<34} {:>12.0} {:>8.1}ms {:>14.0} {:>9.2}x",
             line.ops,
@@ -263,8 +352,18 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
         );
     }
     println!();
-    crate::report::line("watch fan-out: delivered (1,000 watchers)", delivered, 100.0, "%", Better::Higher);
-    println!("watch fan-out lag: p50 {:.1} ms, p99 {:.1} ms (target p99 < 100 ms)", lag50.as_secs_f64() * 1e3, lag99.as_secs_f64() * 1e3);
+    crate::report::line(
+        "watch fan-out: delivered (1,000 watchers)",
+        delivered,
+        100.0,
+        "%",
+        Better::Higher,
+    );
+    println!(
+        "watch fan-out lag: p50 {:.1} ms, p99 {:.1} ms (target p99 < 100 ms)",
+        lag50.as_secs_f64() * 1e3,
+        lag99.as_secs_f64() * 1e3
+    );
     println!("targets: >= 5,000 creates/s; create raw÷API <= 2x");
     Ok(())
 }
@@ -289,20 +388,37 @@ fn client_config(ca: &apiserver::certs::Ca) -> anyhow::Result<Arc<rustls::Client
 /// 1,000 watchers of the ConfigMaps of one namespace (spread over the client connections as
 /// HTTP/2 streams); `writes` updates, each carrying its send time; returns delivered %, p50 and
 /// p99 lag.
-async fn watch_fanout(conns: &Arc<Vec<Conn>>, writes: usize, payload: &str) -> anyhow::Result<(f64, Duration, Duration)> {
+async fn watch_fanout(
+    conns: &Arc<Vec<Conn>>,
+    writes: usize,
+    payload: &str,
+) -> anyhow::Result<(f64, Duration, Duration)> {
     const WATCHERS: usize = 1000;
     let origin = Instant::now();
     let (code, _) = conns[0]
-        .send("POST", "/api/v1/namespaces", Some(Bytes::from(json!({"metadata": {"name": "fanout"}}).to_string())))
+        .send(
+            "POST",
+            "/api/v1/namespaces",
+            Some(Bytes::from(
+                json!({"metadata": {"name": "fanout"}}).to_string(),
+            )),
+        )
         .await?;
     anyhow::ensure!(code == 201, "namespace for the fan-out");
-    let (_, b) = conns[0].send("GET", "/api/v1/namespaces/fanout/configmaps", None).await?;
-    let rv = serde_json::from_slice::<Value>(&b)?["metadata"]["resourceVersion"].as_str().context("rv")?.to_string();
+    let (_, b) = conns[0]
+        .send("GET", "/api/v1/namespaces/fanout/configmaps", None)
+        .await?;
+    let rv = serde_json::from_slice::<Value>(&b)?["metadata"]["resourceVersion"]
+        .as_str()
+        .context("rv")?
+        .to_string();
     let mut watchers = Vec::new();
     for w in 0..WATCHERS {
         let conn = conns[w % conns.len()].clone();
         let path = format!("/api/v1/namespaces/fanout/configmaps?watch=true&resourceVersion={rv}");
-        let req = http::Request::builder().uri(format!("https://127.0.0.1{path}")).body(Full::new(Bytes::new()))?;
+        let req = http::Request::builder()
+            .uri(format!("https://127.0.0.1{path}"))
+            .body(Full::new(Bytes::new()))?;
         let mut tx = conn.tx.clone();
         tx.ready().await?;
         let resp = tx.send_request(req).await?;
@@ -319,7 +435,10 @@ async fn watch_fanout(conns: &Arc<Vec<Conn>>, writes: usize, payload: &str) -> a
                             while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
                                 let line: Vec<u8> = buf.drain(..=pos).collect();
                                 if let Ok(ev) = serde_json::from_slice::<Value>(&line)
-                                    && let Some(sent) = ev.pointer("/object/data/sent").and_then(Value::as_str).and_then(|s| s.parse::<u64>().ok())
+                                    && let Some(sent) = ev
+                                        .pointer("/object/data/sent")
+                                        .and_then(Value::as_str)
+                                        .and_then(|s| s.parse::<u64>().ok())
                                 {
                                     let now = origin.elapsed().as_nanos() as u64;
                                     lags.push(Duration::from_nanos(now.saturating_sub(sent)));
@@ -337,7 +456,13 @@ async fn watch_fanout(conns: &Arc<Vec<Conn>>, writes: usize, payload: &str) -> a
     for i in 0..writes {
         let sent = origin.elapsed().as_nanos().to_string();
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("w{i}")}, "data": {"sent": sent, "pad": &payload[..200]}});
-        let (code, _) = writer.send("POST", "/api/v1/namespaces/fanout/configmaps", Some(Bytes::from(body.to_string()))).await?;
+        let (code, _) = writer
+            .send(
+                "POST",
+                "/api/v1/namespaces/fanout/configmaps",
+                Some(Bytes::from(body.to_string())),
+            )
+            .await?;
         anyhow::ensure!(code == 201);
     }
     let mut all = Samples::default();
@@ -347,5 +472,9 @@ async fn watch_fanout(conns: &Arc<Vec<Conn>>, writes: usize, payload: &str) -> a
         delivered += lags.len();
         all.0.extend(lags);
     }
-    Ok((delivered as f64 * 100.0 / (WATCHERS * writes) as f64, all.percentile(0.5), all.percentile(0.99)))
+    Ok((
+        delivered as f64 * 100.0 / (WATCHERS * writes) as f64,
+        all.percentile(0.5),
+        all.percentile(0.99),
+    ))
 }

@@ -494,24 +494,30 @@ impl Store {
         }
         if res.has_status()
             && opts.subresource.is_none()
+            && !res.strategy.keeps_status_on_create()
             && let Some(m) = obj.as_object_mut()
         {
             m.remove("status");
         }
-        res.strategy.prepare_for_create(&mut obj);
-        res.strategy.default(&mut obj);
         if res.namespaced && !(res.group.is_empty() && res.plural == "namespaces") {
             self.check_namespace(loc.cluster, loc.namespace).await?;
         }
+        let base = obj;
+        let mut obj = base.clone();
         for attempt in 0..8 {
+            obj = base.clone();
+            // The name is settled before the strategy runs: some strategies derive labels
+            // from it (a Job's job-name).
             if generate {
-                let base = meta::generate_name(&obj).to_string();
+                let prefix = meta::generate_name(&obj).to_string();
                 meta::set(
                     &mut obj,
                     "name",
-                    format!("{base}{}", validation::random_suffix()),
+                    format!("{prefix}{}", validation::random_suffix()),
                 );
             }
+            res.strategy.prepare_for_create(&mut obj);
+            res.strategy.default(&mut obj);
             self.validate(res, &obj, None)?;
             if opts.dry_run {
                 return Ok(obj);

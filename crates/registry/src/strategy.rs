@@ -19,6 +19,12 @@ pub trait Strategy: Send + Sync + 'static {
     /// Sets server-owned fields on create (initial status, allocated values).
     fn prepare_for_create(&self, _obj: &mut Value) {}
 
+    /// Whether a create through the main resource keeps the status it was sent (Nodes: the
+    /// kubelet registers a node with its status).
+    fn keeps_status_on_create(&self) -> bool {
+        false
+    }
+
     /// Carries server-owned fields over on update.
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
 
