@@ -65,6 +65,53 @@ impl Trust {
     }
 }
 
+/// A connection's client certificate chain, with the verdicts already reached for it: the
+/// chain is verified once per (connection, cluster) rather than on every request.
+pub struct PeerCerts {
+    pub chain: Vec<CertificateDer<'static>>,
+    /// (cluster, the trust it was verified with, the user, the leaf's expiry).
+    verified: parking_lot::Mutex<Vec<(String, usize, Option<UserInfo>, i64)>>,
+}
+
+impl PeerCerts {
+    pub fn new(chain: Vec<CertificateDer<'static>>) -> PeerCerts {
+        PeerCerts {
+            chain,
+            verified: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn not_after(&self) -> i64 {
+        self.chain
+            .first()
+            .and_then(|c| x509_parser::parse_x509_certificate(c).ok())
+            .map(|(_, c)| c.validity().not_after.timestamp())
+            .unwrap_or(0)
+    }
+
+    /// The user this chain authenticates as in `cluster` (verified against `trust` once).
+    fn user(&self, cluster: &str, trust: &Arc<Trust>) -> Option<UserInfo> {
+        let key = Arc::as_ptr(trust) as usize;
+        let now = registry::store::unix_now();
+        {
+            let seen = self.verified.lock();
+            if let Some((_, _, user, expiry)) =
+                seen.iter().find(|(c, k, _, _)| c == cluster && *k == key)
+            {
+                return user.clone().filter(|_| now < *expiry);
+            }
+        }
+        let user = trust.verify_client(&self.chain);
+        let mut seen = self.verified.lock();
+        // A connection talks to a handful of clusters; keep the memo small regardless.
+        if seen.len() >= 16 {
+            seen.remove(0);
+        }
+        seen.push((cluster.to_string(), key, user.clone(), self.not_after()));
+        user
+    }
+}
+
 /// Per-cluster trust material, loaded from the root cluster's `matryoshka-system` Secrets and
 /// kept while the Secret's resourceVersion is unchanged.
 pub struct Authenticator {
@@ -142,13 +189,14 @@ impl Authenticator {
         &self,
         server: &ApiServer,
         cluster: &str,
-        chain: Option<&[CertificateDer<'static>]>,
+        peer: Option<&PeerCerts>,
         authorization: Option<&str>,
     ) -> Result<UserInfo, ApiError> {
         let unauthorized = || ApiError::unauthorized("Unauthorized");
         let trust = self.trust(server, cluster).ok_or_else(unauthorized)?;
-        if let Some(chain) = chain.filter(|c| !c.is_empty())
-            && let Some(user) = trust.verify_client(chain)
+        let chain = peer.map(|p| p.chain.as_slice());
+        if let Some(p) = peer.filter(|p| !p.chain.is_empty())
+            && let Some(user) = p.user(cluster, &trust)
         {
             return Ok(user);
         }

@@ -235,11 +235,12 @@ pub async fn serve(
                     }
                     Err(_) => return,
                 };
-            let chain: Option<Arc<Vec<CertificateDer<'static>>>> = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
+            let chain: Option<Arc<crate::authn::PeerCerts>> =
+                tls.get_ref().1.peer_certificates().map(|c| {
+                    Arc::new(crate::authn::PeerCerts::new(
+                        c.iter().map(|d| d.clone().into_owned()).collect(),
+                    ))
+                });
             serve_connection(server, tls, peer, Caller::Tls(chain), watcher).await;
         });
     }

@@ -29,7 +29,7 @@ pub const KUBE_VERSION: (&str, &str, &str) = ("1", "33", "v1.33.0");
 #[derive(Clone)]
 pub enum Caller {
     /// Over TLS, with the client's certificate chain if it sent one.
-    Tls(Option<Arc<Vec<rustls::pki_types::CertificateDer<'static>>>>),
+    Tls(Option<Arc<crate::authn::PeerCerts>>),
     /// An in-process component, already trusted as this user.
     Internal(UserInfo),
 }
@@ -231,7 +231,7 @@ impl ApiServer {
             ctx.user = self.authn.authenticate(
                 self,
                 &ctx.cluster,
-                chain.as_deref().map(Vec::as_slice),
+                chain.as_deref(),
                 ctx.header("authorization"),
             )?;
         }

@@ -76,7 +76,7 @@ fn client_chain(server: &ApiServer, cluster: &str, user: &str, groups: &[&str]) 
     let ca = apiserver::tenancy::ca_of(server, cluster).unwrap();
     let pair = ca.issue_client(user, groups).unwrap();
     let der = CertificateDer::from_pem_slice(pair.cert_pem.as_bytes()).unwrap();
-    Caller::Tls(Some(Arc::new(vec![der])))
+    Caller::Tls(Some(Arc::new(apiserver::authn::PeerCerts::new(vec![der]))))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -242,6 +242,19 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
         }
     })
     .await;
+    // Every client gets at least 100 objects for the reads and updates below.
+    for c in 0..CLIENTS {
+        for k in 0..100 {
+            let (code, _) = conns[c]
+                .send(
+                    "POST",
+                    "/api/v1/namespaces/default/configmaps",
+                    Some(cm(&format!("c{c}-{k}"), &payload)),
+                )
+                .await?;
+            anyhow::ensure!(code == 201 || code == 409, "seeding objects: {code}");
+        }
+    }
     // get
     let c2 = conns.clone();
     let get = drive(secs, move |c, i| {
