@@ -69,9 +69,11 @@ impl Trust {
 /// chain is verified once per (connection, cluster) rather than on every request.
 pub struct PeerCerts {
     pub chain: Vec<CertificateDer<'static>>,
-    /// (cluster, the trust it was verified with, the user, the leaf's expiry).
-    verified: parking_lot::Mutex<Vec<(String, usize, Option<UserInfo>, i64)>>,
+    verified: parking_lot::Mutex<Vec<Verdict>>,
 }
+
+/// (cluster, the trust it was verified with, the user, the leaf's expiry).
+type Verdict = (String, usize, Option<UserInfo>, i64);
 
 impl PeerCerts {
     pub fn new(chain: Vec<CertificateDer<'static>>) -> PeerCerts {
