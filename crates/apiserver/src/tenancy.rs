@@ -343,6 +343,27 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// How many clusters are provisioned at once.
+const PARALLEL_PROVISIONING: usize = 32;
+
+/// Brings one cluster to its desired state: provisioned, or cleaned up when being deleted.
+async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
+    let Some(obj) = server
+        .store
+        .cache
+        .get(GROUP, PLURAL, ROOT_CLUSTER, "", name)
+    else {
+        return Ok(());
+    };
+    if meta::deletion_timestamp(&obj.value).is_some() {
+        cleanup(server, name).await
+    } else if obj.value.pointer("/status/phase").and_then(Value::as_str) != Some("Ready") {
+        provision(server, name).await
+    } else {
+        Ok(())
+    }
+}
+
 /// Starts the provisioner: every LogicalCluster that is not Ready is provisioned, every one
 /// being deleted is cleaned up, now and whenever one changes.
 pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
@@ -367,36 +388,53 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
         false,
     )?;
     let weak = Arc::downgrade(&server);
+    // Clusters are provisioned concurrently (bounded), each by one task at a time: an event for
+    // a cluster already being worked on marks it for another pass.
+    let running: Arc<parking_lot::Mutex<std::collections::HashMap<String, bool>>> = Arc::default();
+    let permits = Arc::new(tokio::sync::Semaphore::new(PARALLEL_PROVISIONING));
     tokio::spawn(async move {
         while let Some(item) = handle.rx.recv().await {
-            let Some(server) = weak.upgrade() else { return };
             let WatchItem::Event(ty, obj) = item else {
                 if let WatchItem::Error(e) = item {
                     tracing::warn!(error = %e, "logical cluster provisioner: watch ended");
                 }
                 return;
             };
-            let name = meta::name(&obj.value).to_string();
-            let deleting = meta::deletion_timestamp(&obj.value).is_some();
-            let ready = obj.value.pointer("/status/phase").and_then(Value::as_str) == Some("Ready");
-            let result = match (ty, deleting, ready) {
-                (EventType::Deleted, _, _) => Ok(()),
-                (_, true, _) => cleanup(&server, &name).await,
-                (_, false, false) => provision(&server, &name).await,
-                _ => Ok(()),
-            };
-            if let Err(e) = result {
-                tracing::warn!(cluster = %name, error = %e, "logical cluster provisioning failed; retrying");
-                let server = server.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                    let _ = if meta::deletion_timestamp(&obj.value).is_some() {
-                        cleanup(&server, &name).await
-                    } else {
-                        provision(&server, &name).await
-                    };
-                });
+            if ty == EventType::Deleted {
+                continue;
             }
+            let name = meta::name(&obj.value).to_string();
+            {
+                let mut r = running.lock();
+                if let Some(dirty) = r.get_mut(&name) {
+                    *dirty = true;
+                    continue;
+                }
+                r.insert(name.clone(), false);
+            }
+            let Some(server) = weak.upgrade() else { return };
+            let running = running.clone();
+            let permits = permits.clone();
+            tokio::spawn(async move {
+                loop {
+                    let result = {
+                        let _permit = permits.acquire().await;
+                        reconcile(&server, &name).await
+                    };
+                    if let Err(e) = &result {
+                        tracing::warn!(cluster = %name, error = %e, "logical cluster provisioning failed; retrying");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        continue;
+                    }
+                    let mut r = running.lock();
+                    if r.get(&name) == Some(&true) {
+                        r.insert(name.clone(), false);
+                        continue;
+                    }
+                    r.remove(&name);
+                    return;
+                }
+            });
         }
     });
     Ok(())

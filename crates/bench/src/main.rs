@@ -1,9 +1,10 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|clusters [--count N] [--parallel P]> [--quick]`.
 
 mod api_bench;
+mod clusters_bench;
 mod report;
 mod storage_bench;
 
@@ -16,8 +17,22 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
+        Some("clusters") => {
+            let count = args
+                .iter()
+                .position(|a| a == "--count")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|c| c.parse().ok());
+            let parallel = args
+                .iter()
+                .position(|a| a == "--parallel")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(4);
+            rt.block_on(clusters_bench::run(quick, count, parallel))
+        }
         _ => {
-            eprintln!("usage: bench <storage|api> [--quick]");
+            eprintln!("usage: bench <storage|api|clusters [--count N] [--parallel P]> [--quick]");
             std::process::exit(2);
         }
     }
