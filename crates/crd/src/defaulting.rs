@@ -35,6 +35,49 @@ pub fn prune_nulls(v: &mut Value, node: Option<&Node>) {
     }
 }
 
+/// Removes fields `node` doesn't describe (upstream `pruning.Prune`): unknown fields of
+/// objects without `x-kubernetes-preserve-unknown-fields`, keeping `apiVersion`, `kind` and
+/// `metadata` of resources (`resource` is true for the value itself). Returns whether
+/// anything was removed. The server prunes whole objects with `openapi::prune`; this is for
+/// values checked against one node, such as defaults.
+pub fn prune(v: &mut Value, node: &Node, resource: bool) -> bool {
+    let mut removed = false;
+    match v {
+        Value::Object(m) => {
+            m.retain(|k, child| {
+                if resource && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    return true;
+                }
+                if let Some(p) = node.properties.get(k) {
+                    removed |= prune(child, p, p.embedded);
+                    return true;
+                }
+                match &node.additional {
+                    Additional::Schema(values) => {
+                        removed |= prune(child, values, values.embedded);
+                        true
+                    }
+                    Additional::Bool(true) => true,
+                    _ if node.preserve_unknown => true,
+                    _ => {
+                        removed = true;
+                        false
+                    }
+                }
+            });
+        }
+        Value::Array(items) => {
+            if let Some(item) = node.items.as_deref() {
+                for child in items {
+                    removed |= prune(child, item, item.embedded);
+                }
+            }
+        }
+        _ => {}
+    }
+    removed
+}
+
 fn non_nullable_null(v: &Value, node: &Node) -> bool {
     v.is_null() && !node.nullable
 }
@@ -123,6 +166,23 @@ mod tests {
         assert_eq!(obj["spec"]["replicas"], 1);
         assert_eq!(obj["spec"]["mode"], Value::Null, "nullable null stays null");
         assert_eq!(obj["spec"]["env"]["A"], "x");
+    }
+
+    #[test]
+    fn pruning_removes_unknown_fields_but_keeps_preserved_and_resource_meta() {
+        let node = Node::compile(&json!({"type": "object", "properties": {
+            "a": {"type": "string"},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "t": {"type": "object", "x-kubernetes-embedded-resource": true, "properties": {"spec": {"type": "object"}}}}}));
+        let mut v = json!({"a": "x", "b": 1, "free": {"any": 1},
+                           "t": {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}, "junk": 1}});
+        assert!(prune(&mut v, &node, false));
+        assert_eq!(
+            v,
+            json!({"a": "x", "free": {"any": 1},
+                             "t": {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}}})
+        );
+        assert!(!prune(&mut v, &node, false), "nothing left to prune");
     }
 
     #[test]

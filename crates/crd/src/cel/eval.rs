@@ -37,11 +37,29 @@ pub struct Outcome {
 
 /// Evaluates every rule of `node` (a resource root) over `obj`, with `old` on update.
 pub fn validate(node: &Node, obj: &Value, old: Option<&Value>) -> Outcome {
+    validate_at(node, obj, old, &Path::default(), true, true)
+}
+
+/// [`validate`] with paths under `root`, ratcheting on or off, and whether `obj` is a
+/// resource (its `metadata` restricted to names).
+pub fn validate_at(
+    node: &Node,
+    obj: &Value,
+    old: Option<&Value>,
+    root: &Path,
+    ratchet: bool,
+    resource: bool,
+) -> Outcome {
     let mut out = Outcome::default();
     if node.has_rules() {
-        walk(node, obj, old, &Path::default(), true, &mut out);
+        let walker = Walker { ratchet };
+        walker.walk(node, obj, old, root, resource, &mut out);
     }
     out
+}
+
+struct Walker {
+    ratchet: bool,
 }
 
 fn shown(path: &Path) -> String {
@@ -52,54 +70,57 @@ fn shown(path: &Path) -> String {
     }
 }
 
-fn walk(
-    node: &Node,
-    v: &Value,
-    old: Option<&Value>,
-    path: &Path,
-    resource: bool,
-    out: &mut Outcome,
-) {
-    if v.is_null() {
-        return;
-    }
-    if !node.rules.is_empty() {
-        rules(node, v, old, path, resource, out);
-    }
-    match v {
-        Value::Object(m) => {
-            let old_map = old.and_then(Value::as_object);
-            if let Additional::Schema(values) = &node.additional
-                && values.has_rules()
-            {
-                for (k, child) in m {
-                    let o = old_map.and_then(|o| o.get(k));
-                    walk(values, child, o, &path.key(k), values.embedded, out);
-                }
-            }
-            for (k, child) in m {
-                if let Some(p) = node.properties.get(k)
-                    && p.has_rules()
+impl Walker {
+    fn walk(
+        &self,
+        node: &Node,
+        v: &Value,
+        old: Option<&Value>,
+        path: &Path,
+        resource: bool,
+        out: &mut Outcome,
+    ) {
+        if v.is_null() {
+            return;
+        }
+        if !node.rules.is_empty() {
+            self.rules(node, v, old, path, resource, out);
+        }
+        match v {
+            Value::Object(m) => {
+                let old_map = old.and_then(Value::as_object);
+                if let Additional::Schema(values) = &node.additional
+                    && values.has_rules()
                 {
-                    let o = old_map.and_then(|o| o.get(k));
-                    walk(p, child, o, &path.child(k), p.embedded, out);
+                    for (k, child) in m {
+                        let o = old_map.and_then(|o| o.get(k));
+                        self.walk(values, child, o, &path.key(k), values.embedded, out);
+                    }
+                }
+                for (k, child) in m {
+                    if let Some(p) = node.properties.get(k)
+                        && p.has_rules()
+                    {
+                        let o = old_map.and_then(|o| o.get(k));
+                        self.walk(p, child, o, &path.child(k), p.embedded, out);
+                    }
                 }
             }
-        }
-        Value::Array(items) => {
-            let Some(item) = node.items.as_deref().filter(|i| i.has_rules()) else {
-                return;
-            };
-            let old_items = old.and_then(Value::as_array);
-            for (i, child) in items.iter().enumerate() {
-                let o = match (node.list_type.as_deref(), old_items) {
-                    (Some("map"), Some(olds)) => correlate(&node.list_map_keys, olds, child),
-                    _ => None,
+            Value::Array(items) => {
+                let Some(item) = node.items.as_deref().filter(|i| i.has_rules()) else {
+                    return;
                 };
-                walk(item, child, o, &path.index(i), item.embedded, out);
+                let old_items = old.and_then(Value::as_array);
+                for (i, child) in items.iter().enumerate() {
+                    let o = match (node.list_type.as_deref(), old_items) {
+                        (Some("map"), Some(olds)) => correlate(&node.list_map_keys, olds, child),
+                        _ => None,
+                    };
+                    self.walk(item, child, o, &path.index(i), item.embedded, out);
+                }
             }
+            _ => {}
         }
-        _ => {}
     }
 }
 
@@ -116,67 +137,69 @@ fn error_text(e: &ExecutionError) -> String {
     }
 }
 
-fn rules(
-    node: &Node,
-    v: &Value,
-    old: Option<&Value>,
-    path: &Path,
-    resource: bool,
-    out: &mut Outcome,
-) {
-    let type_name = Value::from(node.type_name.as_str());
-    let self_value = to_cel(v, Some(node), resource);
-    let old_value = old.map(|o| to_cel(o, Some(node), resource));
-    let unchanged = old.is_some_and(|o| o == v);
-    for rule in &node.rules {
-        let program = match &rule.program {
-            Ok(p) => p,
-            Err(e) => {
-                out.errors.push(FieldError::invalid(
-                    shown(path),
-                    type_name.clone(),
-                    format!("rule compile error: {e}"),
-                ));
+impl Walker {
+    fn rules(
+        &self,
+        node: &Node,
+        v: &Value,
+        old: Option<&Value>,
+        path: &Path,
+        resource: bool,
+        out: &mut Outcome,
+    ) {
+        let type_name = Value::from(node.type_name.as_str());
+        let self_value = to_cel(v, Some(node), resource);
+        let old_value = old.map(|o| to_cel(o, Some(node), resource));
+        let unchanged = self.ratchet && old.is_some_and(|o| o == v);
+        for rule in &node.rules {
+            let program = match &rule.program {
+                Ok(p) => p,
+                Err(e) => {
+                    out.errors.push(FieldError::invalid(
+                        shown(path),
+                        type_name.clone(),
+                        format!("rule compile error: {e}"),
+                    ));
+                    continue;
+                }
+            };
+            let optional = rule.optional_old_self.unwrap_or(false);
+            if rule.uses_old_self && old_value.is_none() && !optional {
                 continue;
             }
-        };
-        let optional = rule.optional_old_self.unwrap_or(false);
-        if rule.uses_old_self && old_value.is_none() && !optional {
-            continue;
-        }
-        let mut ctx = Context::with_env(ENV.clone());
-        bind(&mut ctx, "self", self_value.clone());
-        if rule.uses_old_self {
-            if optional {
-                let inner = old_value
-                    .clone()
-                    .and_then(|o| Box::<dyn Val>::try_from(o).ok());
-                let opt = match inner {
-                    Some(b) => CelOptional::of(b),
-                    None => CelOptional::none(),
-                };
-                ctx.add_variable_as_val("oldSelf", Box::new(opt));
-            } else if let Some(o) = &old_value {
-                bind(&mut ctx, "oldSelf", o.clone());
+            let mut ctx = Context::with_env(ENV.clone());
+            bind(&mut ctx, "self", self_value.clone());
+            if rule.uses_old_self {
+                if optional {
+                    let inner = old_value
+                        .clone()
+                        .and_then(|o| Box::<dyn Val>::try_from(o).ok());
+                    let opt = match inner {
+                        Some(b) => CelOptional::of(b),
+                        None => CelOptional::none(),
+                    };
+                    ctx.add_variable_as_val("oldSelf", Box::new(opt));
+                } else if let Some(o) = &old_value {
+                    bind(&mut ctx, "oldSelf", o.clone());
+                }
             }
-        }
-        let result = program.execute(&ctx);
-        let failed = match result {
-            Ok(Cel::Bool(true)) => false,
-            Ok(Cel::Bool(false)) => true,
-            Ok(other) => {
-                out.errors.push(FieldError::invalid(
-                    shown(path),
-                    type_name.clone(),
-                    format!(
-                        "rule returned {other:?}, not a bool, evaluating rule: {}",
-                        rule.error_string()
-                    ),
-                ));
-                continue;
-            }
-            Err(e @ ExecutionError::NoSuchOverload(_)) => {
-                out.errors.push(FieldError::invalid(
+            let result = program.execute(&ctx);
+            let failed = match result {
+                Ok(Cel::Bool(true)) => false,
+                Ok(Cel::Bool(false)) => true,
+                Ok(other) => {
+                    out.errors.push(FieldError::invalid(
+                        shown(path),
+                        type_name.clone(),
+                        format!(
+                            "rule returned {other:?}, not a bool, evaluating rule: {}",
+                            rule.error_string()
+                        ),
+                    ));
+                    continue;
+                }
+                Err(e @ ExecutionError::NoSuchOverload(_)) => {
+                    out.errors.push(FieldError::invalid(
                     shown(path),
                     type_name.clone(),
                     format!(
@@ -185,44 +208,45 @@ fn rules(
                         rule.error_string()
                     ),
                 ));
-                continue;
-            }
-            Err(e) => {
-                out.errors.push(FieldError::invalid(
-                    shown(path),
-                    type_name.clone(),
-                    format!(
-                        "{} evaluating rule: {}",
-                        error_text(&e),
-                        rule.error_string()
-                    ),
-                ));
-                continue;
-            }
-        };
-        if !failed {
-            continue;
-        }
-        let mut at = path.clone();
-        if !rule.field_path.is_empty()
-            && let Ok((p, _)) = fieldpath::resolve(&rule.field_path, node, true)
-        {
-            at = if at.as_str().is_empty() {
-                p
-            } else {
-                at.child(p.as_str())
+                    continue;
+                }
+                Err(e) => {
+                    out.errors.push(FieldError::invalid(
+                        shown(path),
+                        type_name.clone(),
+                        format!(
+                            "{} evaluating rule: {}",
+                            error_text(&e),
+                            rule.error_string()
+                        ),
+                    ));
+                    continue;
+                }
             };
-        }
-        let detail = message(rule, &ctx).unwrap_or_else(|| rule.message_or_default());
-        let value = match v {
-            Value::Object(_) | Value::Array(_) => None,
-            other => Some(gofmt::bad_value(other)),
-        };
-        let e = error_for_reason(rule.reason.as_deref(), shown(&at), value, detail);
-        if !rule.uses_old_self && unchanged {
-            out.warnings.push(e.message());
-        } else {
-            out.errors.push(e);
+            if !failed {
+                continue;
+            }
+            let mut at = path.clone();
+            if !rule.field_path.is_empty()
+                && let Ok((p, _)) = fieldpath::resolve(&rule.field_path, node, true)
+            {
+                at = if at.as_str().is_empty() {
+                    p
+                } else {
+                    at.child(p.as_str())
+                };
+            }
+            let detail = message(rule, &ctx).unwrap_or_else(|| rule.message_or_default());
+            let value = match v {
+                Value::Object(_) | Value::Array(_) => None,
+                other => Some(gofmt::bad_value(other)),
+            };
+            let e = error_for_reason(rule.reason.as_deref(), shown(&at), value, detail);
+            if !rule.uses_old_self && unchanged {
+                out.warnings.push(e.message());
+            } else {
+                out.errors.push(e);
+            }
         }
     }
 }
