@@ -170,4 +170,16 @@ fn cert_manager_cel_rules_run_on_issuers() {
                     "spec": {"selfSigned": {}}});
     let errs = issuer.strategy.validate(&ok);
     assert!(errs.is_empty(), "{}", errs.aggregate_message());
+    let tpp = json!({"url": "https://tpp.example.com", "credentialsRef": {"name": "c"}});
+    let cloud = json!({"apiTokenSecretRef": {"name": "t", "key": "k"}});
+    let mut one = ok.clone();
+    one["spec"] = json!({"venafi": {"zone": "z", "tpp": tpp}});
+    let errs = issuer.strategy.validate(&one);
+    assert!(errs.is_empty(), "{}", errs.aggregate_message());
+    let mut two = ok.clone();
+    two["spec"] = json!({"venafi": {"zone": "z", "tpp": tpp, "cloud": cloud}});
+    assert_eq!(
+        issuer.strategy.validate(&two).aggregate_message(),
+        "spec.venafi: Invalid value: exactly one of tpp, cloud, or ngts must be configured"
+    );
 }
