@@ -382,7 +382,10 @@ fn cel_rules_are_compiled_and_checked() {
         m[1],
         "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[4].fieldPath: Invalid value: \".nope\": must be a valid path"
     );
-    assert!(m[2].contains("oldSelf cannot be used"), "a child without schema errors still compiles its rules");
+    assert!(
+        m[2].contains("oldSelf cannot be used"),
+        "a child without schema errors still compiles its rules"
+    );
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
         "properties": {"a": {"type": "integer"}, "items": {"type": "array", "items": {"type": "object",
             "properties": {"v": {"type": "string"}},
