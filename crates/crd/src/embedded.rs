@@ -19,6 +19,9 @@ pub fn validate(node: &Node, obj: &Value) -> ErrorList {
 }
 
 fn walk(path: &Path, node: &Node, v: &Value, errs: &mut ErrorList) {
+    if !node.has_embedded() {
+        return;
+    }
     match v {
         Value::Object(m) => {
             if node.embedded {

@@ -65,3 +65,23 @@ pub fn apply_defaults(obj: &mut Value, schema_json: &Value) {
     defaulting::prune_nulls(obj, Some(&node));
     defaulting::default(obj, &node);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn apply_defaults_fills_nested_defaults_where_parents_exist() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "size": {"type": "string", "default": "M"},
+            "keep": {"type": "string"},
+            "limits": {"type": "object", "properties": {"cpu": {"type": "string", "default": "1"}}}}}}});
+        let mut obj = json!({"spec": {"keep": null, "size": null}});
+        apply_defaults(&mut obj, &schema);
+        assert_eq!(obj, json!({"spec": {"size": "M"}}));
+        let mut none = json!({"metadata": {"name": "x"}});
+        apply_defaults(&mut none, &schema);
+        assert_eq!(none, json!({"metadata": {"name": "x"}}));
+    }
+}

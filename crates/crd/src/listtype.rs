@@ -11,7 +11,9 @@ use crate::schema::{Additional, Node};
 /// Checks every set and map list in `obj` (a whole object) against `node`.
 pub fn validate(node: &Node, obj: &Value) -> ErrorList {
     let mut errs = ErrorList::new();
-    if let Value::Object(m) = obj {
+    if let Value::Object(m) = obj
+        && node.has_keyed_lists()
+    {
         object(&Path::default(), node, m, &mut errs);
     }
     errs
@@ -31,6 +33,9 @@ fn object(path: &Path, node: &Node, m: &Map<String, Value>, errs: &mut ErrorList
 }
 
 fn value(path: &Path, node: &Node, v: &Value, errs: &mut ErrorList) {
+    if !node.has_keyed_lists() {
+        return;
+    }
     match v {
         Value::Array(items) => array(path, node, items, errs),
         Value::Object(m) => object(path, node, m, errs),

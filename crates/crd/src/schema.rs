@@ -89,6 +89,10 @@ pub struct Node {
     rules_below: bool,
     /// Whether this node or anything under it has a default (computed once).
     defaults_below: bool,
+    /// Whether this node or anything under it is a set or map list (computed once).
+    lists_below: bool,
+    /// Whether this node or anything under it is an embedded resource (computed once).
+    embedded_below: bool,
 }
 
 impl Node {
@@ -138,6 +142,16 @@ impl Node {
     /// Whether this node or anything under it has a default.
     pub fn has_defaults(&self) -> bool {
         self.defaults_below
+    }
+
+    /// Whether this node or anything under it is a `set` or `map` list.
+    pub fn has_keyed_lists(&self) -> bool {
+        self.lists_below
+    }
+
+    /// Whether this node or anything under it is an embedded resource.
+    pub fn has_embedded(&self) -> bool {
+        self.embedded_below
     }
 
     /// The direct structural children: properties, map values, items.
@@ -266,6 +280,9 @@ fn compile_object(m: &Map<String, Value>) -> Node {
     }
     n.rules_below = !n.rules.is_empty() || n.children().any(Node::has_rules);
     n.defaults_below = n.default.is_some() || n.children().any(Node::has_defaults);
+    n.lists_below = matches!(n.list_type.as_deref(), Some("set" | "map"))
+        || n.children().any(Node::has_keyed_lists);
+    n.embedded_below = n.embedded || n.children().any(Node::has_embedded);
     n
 }
 

@@ -536,3 +536,18 @@ fn the_test_crd_itself_is_valid() {
     let errs = crate::validate_crd(&c);
     assert!(errs.is_empty(), "{}", errs.aggregate_message());
 }
+
+#[test]
+fn the_served_schema_prunes_unknown_fields_and_keeps_preserved_ones() {
+    let d = def("v1");
+    let mut obj = valid();
+    obj["spec"]["unknown"] = json!(1);
+    obj["spec"]["extra"]["free"] = json!({"form": true});
+    obj["spec"]["template"]["spec"] = json!({"containers": []});
+    obj["metadata"]["bogus"] = json!(1);
+    let removed = openapi::prune(&mut obj, d.schema.as_ref().unwrap());
+    assert_eq!(removed, vec!["metadata.bogus", "spec.unknown"]);
+    assert_eq!(obj["spec"]["extra"]["free"], json!({"form": true}));
+    assert_eq!(obj["spec"]["template"]["spec"], json!({"containers": []}));
+    assert_eq!(obj["apiVersion"], "example.com/v1");
+}

@@ -149,7 +149,10 @@ impl Walker {
     ) {
         let type_name = Value::from(node.type_name.as_str());
         let self_value = to_cel(v, Some(node), resource);
-        let old_value = old.map(|o| to_cel(o, Some(node), resource));
+        let transition = node.rules.iter().any(|r| r.uses_old_self);
+        let old_value = old
+            .filter(|_| transition)
+            .map(|o| to_cel(o, Some(node), resource));
         let unchanged = self.ratchet && old.is_some_and(|o| o == v);
         for rule in &node.rules {
             let program = match &rule.program {
