@@ -150,20 +150,17 @@ impl Walker<'_> {
             sch_type == "number" && v.as_f64().is_some_and(is_json_integer) && contains("integer");
         let is_int_float = sch_type == "integer" && contains("number");
         let is_string_or_array = matches!(v, Value::String(_) | Value::Array(_));
-        if !is_string_or_array
-            && !node.format.is_empty()
-            && !(contains(sch_type) || format == node.format || is_float_int || is_int_float)
-        {
+        let has_format = !node.format.is_empty();
+        let type_matches = contains(sch_type) || is_float_int || is_int_float;
+        if has_format && !is_string_or_array && !(type_matches || format == node.format) {
             self.fail(invalid_type(path, &node.format, format));
             return;
         }
-        if !(contains("number") || contains("integer"))
-            && !node.format.is_empty()
-            && is_string_or_array
-        {
+        let numeric = contains("number") || contains("integer");
+        if has_format && is_string_or_array && !numeric {
             return;
         }
-        if !(contains(sch_type) || is_float_int || is_int_float) {
+        if !type_matches {
             self.fail(invalid_type(path, &types.join(","), sch_type));
         }
     }

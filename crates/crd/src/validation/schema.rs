@@ -363,16 +363,17 @@ fn list_and_map_types(
                         ));
                     }
                 }
-                "object" => {
-                    if is.get("x-kubernetes-map-type").and_then(Value::as_str) != Some("atomic") {
-                        errs.push(FieldError::invalid(
-                            path.child("items").child("x-kubernetes-map-type"),
-                            is.get("x-kubernetes-list-type")
-                                .cloned()
-                                .unwrap_or(Value::Null),
-                            "must be atomic as item of a list with x-kubernetes-list-type=set",
-                        ));
-                    }
+                "object"
+                    if is.get("x-kubernetes-map-type").and_then(Value::as_str)
+                        != Some("atomic") =>
+                {
+                    errs.push(FieldError::invalid(
+                        path.child("items").child("x-kubernetes-map-type"),
+                        is.get("x-kubernetes-list-type")
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                        "must be atomic as item of a list with x-kubernetes-list-type=set",
+                    ));
                 }
                 _ => {}
             }
@@ -605,11 +606,9 @@ fn rules(m: &Map<String, Value>, path: &Path, ctx: &Context, cel: bool, out: &mu
     for (i, r) in list.iter().enumerate() {
         let at = path.child("x-kubernetes-validations").index(i);
         let compiled = Rule::compile(r);
-        match &compiled.program {
-            Err(e) => out
-                .cel
-                .push(FieldError::invalid(at.child("rule"), r.clone(), e.clone())),
-            Ok(_) => {}
+        if let Err(e) = &compiled.program {
+            out.cel
+                .push(FieldError::invalid(at.child("rule"), r.clone(), e.clone()));
         }
         if let Some(Err(e)) = &compiled.message_program {
             out.cel.push(FieldError::invalid(
