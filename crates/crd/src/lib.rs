@@ -31,6 +31,7 @@ pub mod fieldpath;
 pub mod formats;
 mod gofmt;
 pub mod listtype;
+mod numbers;
 pub mod openapi_errors;
 pub mod scale;
 pub mod schema;
