@@ -199,6 +199,7 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
                 custom: true,
                 scale,
                 deprecation_warning,
+                root_only: false,
             })
         })
         .collect()
