@@ -116,6 +116,12 @@ fn scale_paths(subresources: Option<&Value>) -> Option<ScalePaths> {
 
 /// The resources a CRD serves: one per served version. Call it for a valid, established CRD.
 pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
+    served_versions(crd).into_iter().map(|(d, _)| d).collect()
+}
+
+/// [`resource_defs`] with each definition's strategy as its concrete type (the same `Arc`),
+/// for callers that convert and default objects on their way out ([`CustomStrategy::read`]).
+pub fn served_versions(crd: &Value) -> Vec<(ResourceDef, Arc<CustomStrategy>)> {
     let c = Crd(crd);
     let group = c.group();
     let storage = c.storage_version().unwrap_or_default();
@@ -154,14 +160,14 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            let strategy = CustomStrategy::new(
+            let strategy = Arc::new(CustomStrategy::new(
                 group,
                 version,
                 if storage.is_empty() { version } else { storage },
                 schema,
                 scale.clone(),
                 &selectable,
-            );
+            ));
             let deprecation_warning = is_true(v, "deprecated").then(|| {
                 v.get("deprecationWarning")
                     .and_then(Value::as_str)
@@ -177,7 +183,7 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
                 }];
                 Arc::new(st)
             });
-            Some(ResourceDef {
+            let def = ResourceDef {
                 group: group.into(),
                 version: version.into(),
                 kind: c.kind().into(),
@@ -189,7 +195,7 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
                 categories: c.categories(),
                 verbs: VERBS.iter().map(|s| s.to_string()).collect(),
                 subresources: subs,
-                strategy: Arc::new(strategy),
+                strategy: strategy.clone(),
                 schema: structural,
                 printer: Printer::Custom(
                     v.get("additionalPrinterColumns")
@@ -200,7 +206,8 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
                 scale,
                 deprecation_warning,
                 root_only: false,
-            })
+            };
+            Some((def, strategy))
         })
         .collect()
 }

@@ -2,6 +2,8 @@
 //! and a failing object per feature and upstream's exact messages.
 
 use super::*;
+use std::sync::Arc;
+
 use registry::{Printer, ResourceDef};
 use serde_json::json;
 
@@ -550,4 +552,14 @@ fn the_served_schema_prunes_unknown_fields_and_keeps_preserved_ones() {
     assert_eq!(obj["spec"]["extra"]["free"], json!({"form": true}));
     assert_eq!(obj["spec"]["template"]["spec"], json!({"containers": []}));
     assert_eq!(obj["apiVersion"], "example.com/v1");
+}
+
+#[test]
+fn served_versions_share_the_strategy_with_the_resource_definition() {
+    let served = crate::served_versions(&widget_crd());
+    let (d, s) = &served[0];
+    assert_eq!(s.version(), "v1beta1");
+    assert_eq!(s.storage_version(), "v1");
+    let as_dyn: Arc<dyn Strategy> = s.clone();
+    assert!(Arc::ptr_eq(&d.strategy, &as_dyn), "one strategy object");
 }
