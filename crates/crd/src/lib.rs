@@ -10,8 +10,11 @@
 //! - **Serving**: [`resource_defs`] gives one `registry::ResourceDef` per served version,
 //!   with a [`CustomStrategy`] that validates custom resources against their structural
 //!   schema (kube-openapi semantics and messages, ratcheting), their CEL rules, list-type
-//!   uniqueness and embedded resources, and applies defaults; [`convert`] rewrites
-//!   `apiVersion` (conversion `None`); [`apply_defaults`] defaults an object.
+//!   uniqueness and embedded resources, and applies defaults; [`served_versions`] gives the
+//!   same with each strategy as a [`CustomStrategy`], whose [`CustomStrategy::read`] turns a
+//!   stored object into the requested version (every object leaving the server must pass
+//!   through it: writes are stored at the storage version); [`convert`] rewrites `apiVersion`
+//!   (conversion `None`); [`apply_defaults`] defaults an object.
 //! - **OpenAPI**: [`openapi_documents`] for a cluster's CRDs.
 //!
 //! Nothing here does I/O or keeps state across calls (compiled schemas live in the
