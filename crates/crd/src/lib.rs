@@ -13,7 +13,7 @@
 //!   uniqueness and embedded resources, and applies defaults; [`served_versions`] gives the
 //!   same with each strategy as a [`CustomStrategy`], whose [`CustomStrategy::read`] turns a
 //!   stored object into the requested version (every object leaving the server must pass
-//!   through it: writes are stored at the storage version); [`convert`] rewrites `apiVersion`
+//!   through it: writes are stored at the storage version); [`convert()`] rewrites `apiVersion`
 //!   (conversion `None`); [`apply_defaults`] defaults an object.
 //! - **OpenAPI**: [`openapi_documents`] for a cluster's CRDs.
 //!
