@@ -210,6 +210,14 @@ fn finalizer_warnings(obj: &Value) -> Vec<String> {
 }
 
 impl Strategy for CustomStrategy {
+    fn read(&self, obj: &mut Value) {
+        CustomStrategy::read(self, obj);
+    }
+
+    fn has_read(&self) -> bool {
+        true
+    }
+
     fn default(&self, obj: &mut Value) {
         defaulting::prune_nulls(obj, Some(&self.schema));
         if self.schema.has_defaults() {

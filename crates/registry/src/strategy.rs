@@ -74,6 +74,15 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Prepares a stored object for a client (custom resources: conversion to the served
+    /// version and read-time defaults). Called on every object the server returns.
+    fn read(&self, _obj: &mut Value) {}
+
+    /// Whether `read` changes objects (so responses must copy them first).
+    fn has_read(&self) -> bool {
+        false
+    }
+
     /// Whether an update without `metadata.resourceVersion` is allowed (most resources).
     fn allow_unconditional_update(&self) -> bool {
         true
