@@ -17,8 +17,10 @@ pub mod client;
 pub mod deployment;
 pub mod error;
 pub mod expectations;
+pub mod gc;
 pub mod informer;
 pub mod leader;
+pub mod manager;
 pub mod namespace;
 pub mod podutil;
 pub mod queue;
@@ -28,3 +30,5 @@ pub mod serviceaccount;
 pub mod shared;
 
 pub use error::{Error, Result};
+
+pub use manager::{Options, run, run_all};

@@ -62,7 +62,7 @@ pub struct Informers {
     clients: ClusterClients,
     map: Mutex<HashMap<(TypeId, String), Arc<dyn Any + Send + Sync>>>,
     runners: Mutex<Vec<Runner>>,
-    synced: Mutex<Vec<Arc<dyn Fn() -> bool + Send + Sync>>>,
+    synced: Mutex<Vec<Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>>>,
 }
 
 impl Informers {
@@ -107,9 +107,10 @@ impl Informers {
             .lock()
             .push(Box::new(move |s: Shutdown| Box::pin(run.run(s.wait()))));
         let synced = inf.clone();
-        self.synced
-            .lock()
-            .push(Arc::new(move || synced.has_synced()));
+        self.synced.lock().push(Arc::new(move || {
+            let i = synced.clone();
+            Box::pin(async move { i.wait_synced().await })
+        }));
         Ok(inf)
     }
 
@@ -122,8 +123,9 @@ impl Informers {
             .collect()
     }
 
-    /// Whether every informer has listed once.
-    pub fn all_synced(&self) -> bool {
-        self.synced.lock().iter().all(|f| f())
+    /// Waits until every informer created so far has listed once.
+    pub async fn wait_synced(&self) {
+        let waits: Vec<_> = self.synced.lock().iter().map(|f| f()).collect();
+        futures::future::join_all(waits).await;
     }
 }
