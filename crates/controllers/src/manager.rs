@@ -35,6 +35,8 @@ pub struct Options {
     pub workers: usize,
     /// Lease-based leader election; `None` runs the controllers at once.
     pub leader_election: Option<LeaderConfig>,
+    /// Per-cluster clients kept (each holds one task); see [`ClusterClients`].
+    pub client_cache: usize,
 }
 
 impl Default for Options {
@@ -43,6 +45,7 @@ impl Default for Options {
             ca: None,
             workers: 5,
             leader_election: None,
+            client_cache: crate::client::DEFAULT_CLIENT_CACHE,
         }
     }
 }
@@ -68,7 +71,9 @@ pub async fn run_all(
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    run(ClusterClients::in_memory(server), options, shutdown).await
+    let factory = Arc::new(crate::client::InMemory::new(server));
+    let clients = ClusterClients::with_capacity(factory, options.client_cache);
+    run(clients, options, shutdown).await
 }
 
 /// Runs every controller through `clients` until `shutdown`.

@@ -60,12 +60,16 @@ pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
 impl Harness {
     /// A server with `clusters` besides the root, and the controllers running.
     pub async fn start(clusters: &[&str]) -> Harness {
+        Self::start_with(clusters, controllers::Options::default().with_ca(CA_PEM)).await
+    }
+
+    /// Like [`Harness::start`] with the controllers' options.
+    pub async fn start_with(clusters: &[&str], options: controllers::Options) -> Harness {
         let (server, dir) = server().await;
         for c in clusters {
             add_cluster(&server, c).await;
         }
         let (stop, shutdown) = Shutdown::new();
-        let options = controllers::Options::default().with_ca(CA_PEM);
         let s = server.clone();
         let controllers = tokio::spawn(async move {
             controllers::run_all(s, options, shutdown.wait()).await.expect("controllers");
