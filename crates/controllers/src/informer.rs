@@ -348,7 +348,7 @@ mod tests {
     }
 
     #[tokio::test]
-    fn same_names_in_two_clusters_are_two_objects_and_relists_emit_deletions() {
+    async fn same_names_in_two_clusters_are_two_objects_and_relists_emit_deletions() {
         let events = vec![
             Ok(Event::Init),
             Ok(Event::InitApply(cm(Some("a"), "default", "x"))),
@@ -363,7 +363,7 @@ mod tests {
         let d = deleted.clone();
         inf.on_change(move |c| {
             if let Change::Deleted(k, _) = c {
-                d.lock().push(k.clone());
+                d.lock().push((*k).clone());
             }
         });
         inf.clone().run(std::future::pending()).await;

@@ -218,6 +218,7 @@ impl ReplicaSetController {
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let selector = rs.spec.as_ref().map(|s| &s.selector);
         let mut owned = Vec::new();
+        let mut alive: Option<bool> = None;
         for pod in pods {
             let matches = podutil::selector_matches(selector, &podutil::labels(&pod.metadata));
             match podutil::controller_ref(&pod.metadata) {
@@ -230,6 +231,12 @@ impl ReplicaSetController {
                 }
                 Some(_) => {}
                 None if matches && rs.metadata.deletion_timestamp.is_none() => {
+                    if alive.is_none() {
+                        alive = Some(self.recheck_alive(api, rs).await?);
+                    }
+                    if alive == Some(false) {
+                        continue;
+                    }
                     if let Some(p) = adopt(api, &pod, rs).await? {
                         owned.push(Arc::new(p));
                     }
@@ -238,6 +245,14 @@ impl ReplicaSetController {
             }
         }
         Ok(owned)
+    }
+
+    /// Whether the ReplicaSet, read afresh (the informer may lag), still exists and is not
+    /// being deleted: nothing is adopted or created for an owner being taken apart.
+    async fn recheck_alive(&self, pods: &Api<Pod>, rs: &ReplicaSet) -> Result<bool> {
+        let api: Api<ReplicaSet> = Api::namespaced(pods.clone().into_client(), rs.metadata.namespace.as_deref().unwrap_or_default());
+        let fresh = crate::error::ignore_not_found(api.get(rs.metadata.name.as_deref().unwrap_or_default()).await)?;
+        Ok(fresh.is_some_and(|f| f.metadata.uid == rs.metadata.uid && f.metadata.deletion_timestamp.is_none()))
     }
 
     async fn manage(
@@ -254,6 +269,9 @@ impl ReplicaSetController {
             .unwrap_or(1)
             .max(0) as usize;
         if pods.len() < desired {
+            if !self.recheck_alive(api, rs).await? {
+                return Ok(());
+            }
             let count = (desired - pods.len()).min(BURST_REPLICAS);
             self.expectations.expect_creations(key, count);
             let pod = pod_from_template(rs);

@@ -41,6 +41,15 @@ impl Sync {
         self.d.metadata.uid.clone().unwrap_or_default()
     }
 
+    /// Whether the Deployment, read afresh (not from the informer, which may lag), still exists
+    /// and is not being deleted (upstream `RecheckDeletionTimestamp`). Checked before adopting
+    /// or creating anything, so nothing is attached to an owner the garbage collector is
+    /// already taking apart.
+    async fn recheck_alive(&self) -> Result<bool> {
+        let fresh = crate::error::ignore_not_found(self.deployments.get(&name(&self.d.metadata)).await)?;
+        Ok(fresh.is_some_and(|f| f.metadata.uid == self.d.metadata.uid && f.metadata.deletion_timestamp.is_none()))
+    }
+
     /// Adopts orphan ReplicaSets matching the selector and releases owned ones that stopped
     /// matching; the sets owned afterwards.
     pub async fn claim(&mut self, candidates: Vec<Arc<ReplicaSet>>) -> Result<Vec<ReplicaSet>> {
@@ -48,6 +57,7 @@ impl Sync {
         let selector = self.d.spec.as_ref().map(|s| s.selector.clone());
         let deleting = self.d.metadata.deletion_timestamp.is_some();
         let mut owned = Vec::new();
+        let mut alive: Option<bool> = None;
         for rs in candidates {
             let matches =
                 podutil::selector_matches(selector.as_ref(), &podutil::labels(&rs.metadata));
@@ -61,6 +71,12 @@ impl Sync {
                     refs.retain(|r| r.uid != uid);
                 }
                 None if matches && !deleting && rs.metadata.deletion_timestamp.is_none() => {
+                    if alive.is_none() {
+                        alive = Some(self.recheck_alive().await?);
+                    }
+                    if alive == Some(false) {
+                        continue;
+                    }
                     refs.push(podutil::new_controller_ref(
                         &self.d.metadata,
                         "apps/v1",
@@ -185,7 +201,7 @@ impl Sync {
             }
             return Ok((Some(rs), old));
         }
-        if !create {
+        if !create || !self.recheck_alive().await? {
             return Ok((None, old));
         }
         let mut template = self

@@ -122,7 +122,10 @@ where
                 watcher::Event::Delete(o) => {
                     objs.remove(&o.name_any());
                 }
-                watcher::Event::Init => init = Some(BTreeMap::new()),
+                watcher::Event::Init => {
+                    init = Some(BTreeMap::new());
+                    continue;
+                }
                 watcher::Event::InitApply(o) => {
                     init.get_or_insert_with(BTreeMap::new).insert(o.name_any(), o);
                     continue;
