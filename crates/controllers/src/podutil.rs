@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn unscheduled_pending_and_unready_pods_are_deleted_first() {
-        let mut pods = vec![
+        let mut pods = [
             pod("running-ready", "Running", true, Some("n1")),
             pod("pending-unassigned", "Pending", false, None),
             pod("running-unready", "Running", false, Some("n1")),

@@ -174,10 +174,11 @@ impl ReplicaSetController {
         let active: Vec<Arc<Pod>> = all.into_iter().filter(|p| podutil::is_active(p)).collect();
         let owned = self.claim(&rs, &pods_api, active).await?;
         let mut manage_err = None;
-        if needs_sync && rs.metadata.deletion_timestamp.is_none() {
-            if let Err(e) = self.manage(&key, &rs, &pods_api, &owned).await {
-                manage_err = Some(e);
-            }
+        if needs_sync
+            && rs.metadata.deletion_timestamp.is_none()
+            && let Err(e) = self.manage(&key, &rs, &pods_api, &owned).await
+        {
+            manage_err = Some(e);
         }
         let status = calculate_status(&rs, &owned, manage_err.as_ref(), Timestamp::now());
         if rs.status.as_ref() != Some(&status) {
@@ -250,9 +251,17 @@ impl ReplicaSetController {
     /// Whether the ReplicaSet, read afresh (the informer may lag), still exists and is not
     /// being deleted: nothing is adopted or created for an owner being taken apart.
     async fn recheck_alive(&self, pods: &Api<Pod>, rs: &ReplicaSet) -> Result<bool> {
-        let api: Api<ReplicaSet> = Api::namespaced(pods.clone().into_client(), rs.metadata.namespace.as_deref().unwrap_or_default());
-        let fresh = crate::error::ignore_not_found(api.get(rs.metadata.name.as_deref().unwrap_or_default()).await)?;
-        Ok(fresh.is_some_and(|f| f.metadata.uid == rs.metadata.uid && f.metadata.deletion_timestamp.is_none()))
+        let api: Api<ReplicaSet> = Api::namespaced(
+            pods.clone().into_client(),
+            rs.metadata.namespace.as_deref().unwrap_or_default(),
+        );
+        let fresh = crate::error::ignore_not_found(
+            api.get(rs.metadata.name.as_deref().unwrap_or_default())
+                .await,
+        )?;
+        Ok(fresh.is_some_and(|f| {
+            f.metadata.uid == rs.metadata.uid && f.metadata.deletion_timestamp.is_none()
+        }))
     }
 
     async fn manage(

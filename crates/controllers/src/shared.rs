@@ -55,6 +55,9 @@ impl ShutdownTrigger {
     }
 }
 
+/// Waits until one informer has listed once.
+type SyncWait = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+
 type Runner = Box<dyn FnOnce(Shutdown) -> BoxFuture<'static, ()> + Send>;
 
 /// Lazily created, shared cross-cluster informers.
@@ -62,7 +65,7 @@ pub struct Informers {
     clients: ClusterClients,
     map: Mutex<HashMap<(TypeId, String), Arc<dyn Any + Send + Sync>>>,
     runners: Mutex<Vec<Runner>>,
-    synced: Mutex<Vec<Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>>>,
+    synced: Mutex<Vec<SyncWait>>,
 }
 
 impl Informers {

@@ -10,9 +10,9 @@ use common::{Harness, kubelet, wait_for, wait_list};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use kube::ResourceExt;
 use parking_lot::Mutex;
 use serde_json::json;
 
@@ -35,12 +35,26 @@ fn deployment(name: &str, replicas: i32, strategy: serde_json::Value) -> Deploym
 }
 
 fn revision<K: kube::Resource>(o: &K) -> Option<String> {
-    o.meta().annotations.as_ref()?.get("deployment.kubernetes.io/revision").cloned()
+    o.meta()
+        .annotations
+        .as_ref()?
+        .get("deployment.kubernetes.io/revision")
+        .cloned()
 }
 
 fn condition(d: &Deployment, ty: &str) -> Option<(String, String, String)> {
-    let c = d.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == ty)?;
-    Some((c.status.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
+    let c = d
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == ty)?;
+    Some((
+        c.status.clone(),
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+    ))
 }
 
 /// Complete: every replica updated, ready and available, the latest generation observed.
@@ -56,12 +70,20 @@ fn complete(d: Option<&Deployment>, replicas: i32) -> bool {
 }
 
 async fn wait_complete(api: &Api<Deployment>, name: &str, replicas: i32) -> Deployment {
-    wait_for(api, name, "the rollout to complete", |d| complete(d, replicas)).await.unwrap()
+    wait_for(api, name, "the rollout to complete", |d| {
+        complete(d, replicas)
+    })
+    .await
+    .unwrap()
 }
 
 fn owned_by<'a>(sets: &'a [ReplicaSet], d: &Deployment) -> Vec<&'a ReplicaSet> {
     sets.iter()
-        .filter(|rs| rs.owner_references().iter().any(|r| Some(&r.uid) == d.metadata.uid.as_ref()))
+        .filter(|rs| {
+            rs.owner_references()
+                .iter()
+                .any(|r| Some(&r.uid) == d.metadata.uid.as_ref())
+        })
         .collect()
 }
 
@@ -101,7 +123,11 @@ async fn monitor(api: Api<ReplicaSet>, prefix: &'static str) -> Monitor {
             let (mut desired, mut available) = (0, 0);
             for rs in ours {
                 desired += rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
-                available += rs.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0);
+                available += rs
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.available_replicas)
+                    .unwrap_or(0);
             }
             let mut m = mx.lock();
             *m = (*m).max(desired);
@@ -110,7 +136,11 @@ async fn monitor(api: Api<ReplicaSet>, prefix: &'static str) -> Monitor {
         }
     });
     listed.await.expect("the monitor listed");
-    Monitor { max_desired, min_available, task }
+    Monitor {
+        max_desired,
+        min_available,
+        task,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,12 +150,22 @@ async fn a_deployment_rolls_out_rolls_a_new_image_within_surge_and_rolls_back() 
     let sets: Api<ReplicaSet> = h.api(CLUSTER, "default");
     let deps: Api<Deployment> = h.api(CLUSTER, "default");
     let kubelet = kubelet(pods.clone());
-    let strategy = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
-    deps.create(&PostParams::default(), &deployment("web", 3, strategy)).await.unwrap();
+    let strategy =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    deps.create(&PostParams::default(), &deployment("web", 3, strategy))
+        .await
+        .unwrap();
     let d = wait_complete(&deps, "web", 3).await;
     assert_eq!(revision(&d).as_deref(), Some("1"));
     let available = condition(&d, "Available").unwrap();
-    assert_eq!(available, ("True".into(), "MinimumReplicasAvailable".into(), "Deployment has minimum availability.".into()));
+    assert_eq!(
+        available,
+        (
+            "True".into(),
+            "MinimumReplicasAvailable".into(),
+            "Deployment has minimum availability.".into()
+        )
+    );
 
     let all = sets.list(&Default::default()).await.unwrap().items;
     let first = owned_by(&all, &d);
@@ -134,11 +174,28 @@ async fn a_deployment_rolls_out_rolls_a_new_image_within_surge_and_rolls_back() 
     let hash = rs1.labels()["pod-template-hash"].clone();
     assert_eq!(rs1.name_any(), format!("web-{hash}"));
     assert_eq!(revision(&rs1).as_deref(), Some("1"));
-    assert_eq!(rs1.annotations()["team"], "blue", "the deployment's annotations are copied");
-    assert_eq!(rs1.annotations()["deployment.kubernetes.io/desired-replicas"], "3");
-    assert_eq!(rs1.annotations()["deployment.kubernetes.io/max-replicas"], "4");
+    assert_eq!(
+        rs1.annotations()["team"],
+        "blue",
+        "the deployment's annotations are copied"
+    );
+    assert_eq!(
+        rs1.annotations()["deployment.kubernetes.io/desired-replicas"],
+        "3"
+    );
+    assert_eq!(
+        rs1.annotations()["deployment.kubernetes.io/max-replicas"],
+        "4"
+    );
     let owner = &rs1.owner_references()[0];
-    assert_eq!((owner.kind.as_str(), owner.controller, owner.block_owner_deletion), ("Deployment", Some(true), Some(true)));
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.controller,
+            owner.block_owner_deletion
+        ),
+        ("Deployment", Some(true), Some(true))
+    );
     assert_eq!(
         condition(&d, "Progressing").unwrap().2,
         format!("ReplicaSet \"web-{hash}\" has successfully progressed.")
@@ -147,78 +204,197 @@ async fn a_deployment_rolls_out_rolls_a_new_image_within_surge_and_rolls_back() 
     assert_eq!(listed.len(), 3);
     for p in &listed {
         assert!(p.name_any().starts_with(&format!("web-{hash}-")));
-        assert_eq!(p.metadata.generate_name.as_deref(), Some(format!("web-{hash}-").as_str()));
+        assert_eq!(
+            p.metadata.generate_name.as_deref(),
+            Some(format!("web-{hash}-").as_str())
+        );
         assert_eq!(p.labels()["pod-template-hash"], hash);
         let r = &p.owner_references()[0];
-        assert_eq!((r.name.as_str(), r.controller, r.block_owner_deletion), (rs1.name_any().as_str(), Some(true), Some(true)));
+        assert_eq!(
+            (r.name.as_str(), r.controller, r.block_owner_deletion),
+            (rs1.name_any().as_str(), Some(true), Some(true))
+        );
     }
     let rs_status = sets.get(&rs1.name_any()).await.unwrap().status.unwrap();
-    assert_eq!((rs_status.replicas, rs_status.ready_replicas, rs_status.available_replicas, rs_status.fully_labeled_replicas), (3, Some(3), Some(3), Some(3)));
+    assert_eq!(
+        (
+            rs_status.replicas,
+            rs_status.ready_replicas,
+            rs_status.available_replicas,
+            rs_status.fully_labeled_replicas
+        ),
+        (3, Some(3), Some(3), Some(3))
+    );
 
     // `kubectl set image`: a template change rolls with at most one extra pod and none missing.
     let mon = monitor(sets.clone(), "web-").await;
     let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}});
-    deps.patch("web", &PatchParams::default(), &Patch::Strategic(image)).await.unwrap();
+    deps.patch("web", &PatchParams::default(), &Patch::Strategic(image))
+        .await
+        .unwrap();
     let d = wait_complete(&deps, "web", 3).await;
     assert_eq!(revision(&d).as_deref(), Some("2"));
     let all = sets.list(&Default::default()).await.unwrap().items;
     let mine = owned_by(&all, &d);
     assert_eq!(mine.len(), 2);
-    let rs2 = mine.iter().find(|r| r.name_any() != rs1.name_any()).unwrap();
+    let rs2 = mine
+        .iter()
+        .find(|r| r.name_any() != rs1.name_any())
+        .unwrap();
     assert_eq!(revision(*rs2).as_deref(), Some("2"));
     assert_eq!(rs2.spec.as_ref().unwrap().replicas, Some(3));
-    let old = mine.iter().find(|r| r.name_any() == rs1.name_any()).unwrap();
+    let old = mine
+        .iter()
+        .find(|r| r.name_any() == rs1.name_any())
+        .unwrap();
     assert_eq!(old.spec.as_ref().unwrap().replicas, Some(0));
     assert_eq!(*mon.max_desired.lock(), 4, "the surge was used");
-    assert!(*mon.max_desired.lock() <= 4, "maxSurge 1 over 3 replicas: at most 4 desired, saw {}", mon.max_desired.lock());
-    assert!(*mon.min_available.lock() >= 3, "maxUnavailable 0: never fewer than 3 available, saw {}", mon.min_available.lock());
+    assert!(
+        *mon.max_desired.lock() <= 4,
+        "maxSurge 1 over 3 replicas: at most 4 desired, saw {}",
+        mon.max_desired.lock()
+    );
+    assert!(
+        *mon.min_available.lock() >= 3,
+        "maxUnavailable 0: never fewer than 3 available, saw {}",
+        mon.min_available.lock()
+    );
     mon.task.abort();
-    let images: Vec<String> = pods.list(&Default::default()).await.unwrap().items.iter()
-        .map(|p| p.spec.as_ref().unwrap().containers[0].image.clone().unwrap()).collect();
+    let images: Vec<String> = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| {
+            p.spec.as_ref().unwrap().containers[0]
+                .image
+                .clone()
+                .unwrap()
+        })
+        .collect();
     assert_eq!(images, vec!["nginx:2"; 3]);
 
     // `kubectl rollout undo`: the template of revision 1 is patched back; its set is reused
     // under revision 3.
     let mut template = rs1.spec.clone().unwrap().template.unwrap();
-    template.metadata.as_mut().unwrap().labels.as_mut().unwrap().remove("pod-template-hash");
+    template
+        .metadata
+        .as_mut()
+        .unwrap()
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove("pod-template-hash");
     let undo = json!([{"op": "replace", "path": "/spec/template", "value": template}]);
-    deps.patch("web", &PatchParams::default(), &Patch::<()>::Json(serde_json::from_value(undo).unwrap())).await.unwrap();
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::<()>::Json(serde_json::from_value(undo).unwrap()),
+    )
+    .await
+    .unwrap();
     let d = wait_complete(&deps, "web", 3).await;
     assert_eq!(revision(&d).as_deref(), Some("3"));
     let back = sets.get(&rs1.name_any()).await.unwrap();
     assert_eq!(revision(&back).as_deref(), Some("3"));
-    assert_eq!(back.annotations()["deployment.kubernetes.io/revision-history"], "1");
+    assert_eq!(
+        back.annotations()["deployment.kubernetes.io/revision-history"],
+        "1"
+    );
     assert_eq!(back.spec.as_ref().unwrap().replicas, Some(3));
-    assert_eq!(owned_by(&sets.list(&Default::default()).await.unwrap().items, &d).len(), 2);
+    assert_eq!(
+        owned_by(&sets.list(&Default::default()).await.unwrap().items, &d).len(),
+        2
+    );
 
     // Scale to zero and back.
-    deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 0}})),
+    )
+    .await
+    .unwrap();
     wait_list(&pods, "every pod to go", |p| p.is_empty()).await;
     let d = wait_for(&deps, "web", "status with no replicas", |d| {
-        d.and_then(|d| d.status.as_ref()).is_some_and(|s| s.replicas.unwrap_or(0) == 0 && s.observed_generation >= d.unwrap().metadata.generation)
+        d.and_then(|d| d.status.as_ref()).is_some_and(|s| {
+            s.replicas.unwrap_or(0) == 0 && s.observed_generation >= d.unwrap().metadata.generation
+        })
     })
     .await
     .unwrap();
-    assert_eq!(sets.get(&rs1.name_any()).await.unwrap().spec.unwrap().replicas, Some(0));
+    assert_eq!(
+        sets.get(&rs1.name_any())
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(0)
+    );
     assert_eq!(revision(&d).as_deref(), Some("3"));
-    deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .unwrap();
     wait_complete(&deps, "web", 3).await;
-    assert_eq!(sets.get(&rs1.name_any()).await.unwrap().spec.unwrap().replicas, Some(3));
+    assert_eq!(
+        sets.get(&rs1.name_any())
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(3)
+    );
 
     // Pause: a template change makes no new set until resumed.
-    deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": true}}))).await.unwrap();
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": true}})),
+    )
+    .await
+    .unwrap();
     wait_for(&deps, "web", "the paused condition", |d| {
-        d.and_then(|d| condition(d, "Progressing")).is_some_and(|c| c == ("Unknown".into(), "DeploymentPaused".into(), "Deployment is paused".into()))
+        d.and_then(|d| condition(d, "Progressing"))
+            .is_some_and(|c| {
+                c == (
+                    "Unknown".into(),
+                    "DeploymentPaused".into(),
+                    "Deployment is paused".into(),
+                )
+            })
     })
     .await;
     let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:3"}]}}}});
-    deps.patch("web", &PatchParams::default(), &Patch::Strategic(image)).await.unwrap();
+    deps.patch("web", &PatchParams::default(), &Patch::Strategic(image))
+        .await
+        .unwrap();
     wait_for(&deps, "web", "the paused change to be observed", |d| {
-        d.is_some_and(|d| d.status.as_ref().is_some_and(|s| s.observed_generation >= d.metadata.generation))
+        d.is_some_and(|d| {
+            d.status
+                .as_ref()
+                .is_some_and(|s| s.observed_generation >= d.metadata.generation)
+        })
     })
     .await;
-    assert_eq!(sets.list(&Default::default()).await.unwrap().items.len(), 2, "no new set while paused");
-    deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": false}}))).await.unwrap();
+    assert_eq!(
+        sets.list(&Default::default()).await.unwrap().items.len(),
+        2,
+        "no new set while paused"
+    );
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": false}})),
+    )
+    .await
+    .unwrap();
     let d = wait_complete(&deps, "web", 3).await;
     assert_eq!(revision(&d).as_deref(), Some("4"));
     kubelet.abort();
@@ -255,12 +431,17 @@ async fn recreate_removes_old_pods_first_and_history_is_limited() {
     });
     for image in ["nginx:2", "nginx:3"] {
         let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}});
-        deps.patch("batch", &PatchParams::default(), &Patch::Strategic(patch)).await.unwrap();
+        deps.patch("batch", &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .unwrap();
         wait_complete(&deps, "batch", 2).await;
     }
     guard.abort();
     assert!(!*overlap.lock(), "old and new pods never ran together");
-    let left = wait_list(&sets, "history cleanup down to one old set", |s| s.len() == 2).await;
+    let left = wait_list(&sets, "history cleanup down to one old set", |s| {
+        s.len() == 2
+    })
+    .await;
     let mut revisions: Vec<String> = left.iter().filter_map(revision).collect();
     revisions.sort();
     assert_eq!(revisions, ["2", "3"]);
@@ -293,23 +474,47 @@ async fn a_replica_set_adopts_orphans_replaces_deleted_pods_and_deletes_unready_
     sets.create(&PostParams::default(), &rs).await.unwrap();
     let list = wait_list(&pods, "three pods", |p| p.len() == 3).await;
     let adopted = list.iter().find(|p| p.name_any() == "orphan").unwrap();
-    assert_eq!(adopted.owner_references()[0].name, "db", "the orphan was adopted");
+    assert_eq!(
+        adopted.owner_references()[0].name,
+        "db",
+        "the orphan was adopted"
+    );
     wait_for(&sets, "db", "status of three pods, one ready", |r| {
-        r.and_then(|r| r.status.as_ref()).is_some_and(|s| s.replicas == 3 && s.ready_replicas == Some(1) && s.available_replicas == Some(1))
+        r.and_then(|r| r.status.as_ref()).is_some_and(|s| {
+            s.replicas == 3 && s.ready_replicas == Some(1) && s.available_replicas == Some(1)
+        })
     })
     .await;
     // Scaling down to one keeps the ready pod: unready ones go first.
-    sets.patch("db", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    sets.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
     let left = wait_list(&pods, "one pod", |p| p.len() == 1).await;
     assert_eq!(left[0].name_any(), "orphan");
     // A deleted pod is replaced.
     pods.delete("orphan", &Default::default()).await.unwrap();
-    let again = wait_list(&pods, "a replacement", |p| p.len() == 1 && p[0].name_any() != "orphan").await;
+    let again = wait_list(&pods, "a replacement", |p| {
+        p.len() == 1 && p[0].name_any() != "orphan"
+    })
+    .await;
     assert!(again[0].name_any().starts_with("db-"));
     // A pod whose labels stop matching is released.
     let name = again[0].name_any();
-    pods.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}}))).await.unwrap();
-    let released = wait_for(&pods, &name, "the pod to be released", |p| p.is_some_and(|p| p.owner_references().is_empty())).await;
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+    )
+    .await
+    .unwrap();
+    let released = wait_for(&pods, &name, "the pod to be released", |p| {
+        p.is_some_and(|p| p.owner_references().is_empty())
+    })
+    .await;
     assert!(released.is_some());
     wait_list(&pods, "a new pod for the set", |p| p.len() == 2).await;
     h.stop().await;

@@ -52,7 +52,10 @@ async fn background_deletion_removes_replica_sets_and_pods() {
     let h = Harness::start(&[CLUSTER]).await;
     namespace(&h, "bg").await;
     let c = chain(&h, "bg").await;
-    c.deps.delete("app", &DeleteParams::background()).await.unwrap();
+    c.deps
+        .delete("app", &DeleteParams::background())
+        .await
+        .unwrap();
     wait_list(&c.sets, "the replica set to be collected", |s| s.is_empty()).await;
     wait_list(&c.pods, "the pods to be collected", |p| p.is_empty()).await;
     h.stop().await;
@@ -64,7 +67,10 @@ async fn foreground_deletion_removes_dependents_before_the_owner() {
     namespace(&h, "fg").await;
     let c = chain(&h, "fg").await;
     let kubelet = kubelet(c.pods.clone());
-    c.deps.delete("app", &DeleteParams::foreground()).await.unwrap();
+    c.deps
+        .delete("app", &DeleteParams::foreground())
+        .await
+        .unwrap();
     let d = c.deps.get_opt("app").await.unwrap();
     if let Some(d) = d {
         assert!(d.finalizers().iter().any(|f| f == "foregroundDeletion"));
@@ -72,9 +78,28 @@ async fn foreground_deletion_removes_dependents_before_the_owner() {
     wait_for(&c.deps, "app", "the deployment to be gone", |d| d.is_none()).await;
     // The owner goes last: when it is gone, its blocking dependents already are.
     let left = c.sets.list(&Default::default()).await.unwrap().items;
-    let brief: Vec<_> = left.iter().map(|r| (r.name_any(), r.metadata.creation_timestamp.clone(), r.annotations().get("deployment.kubernetes.io/revision").cloned(), r.spec.as_ref().unwrap().replicas)).collect();
+    let brief: Vec<_> = left
+        .iter()
+        .map(|r| {
+            (
+                r.name_any(),
+                r.metadata.creation_timestamp.clone(),
+                r.annotations()
+                    .get("deployment.kubernetes.io/revision")
+                    .cloned(),
+                r.spec.as_ref().unwrap().replicas,
+            )
+        })
+        .collect();
     assert!(left.is_empty(), "{brief:?}");
-    assert!(c.pods.list(&Default::default()).await.unwrap().items.is_empty());
+    assert!(
+        c.pods
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     kubelet.abort();
     h.stop().await;
 }
@@ -88,10 +113,16 @@ async fn orphan_deletion_keeps_dependents_and_drops_their_references() {
     wait_for(&c.deps, "app", "the deployment to be gone", |d| d.is_none()).await;
     let sets = c.sets.list(&Default::default()).await.unwrap().items;
     assert_eq!(sets.len(), 1);
-    assert!(sets[0].owner_references().is_empty(), "the orphaned set no longer names its owner");
+    assert!(
+        sets[0].owner_references().is_empty(),
+        "the orphaned set no longer names its owner"
+    );
     let pods = c.pods.list(&Default::default()).await.unwrap().items;
     assert_eq!(pods.len(), 2, "the set keeps its pods");
-    assert!(pods.iter().all(|p| p.owner_references()[0].name == sets[0].name_any()));
+    assert!(
+        pods.iter()
+            .all(|p| p.owner_references()[0].name == sets[0].name_any())
+    );
     h.stop().await;
 }
 
@@ -103,20 +134,50 @@ async fn dangling_owners_are_collected_and_owners_never_cross_clusters() {
     let owner: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap();
     let owner = here.create(&PostParams::default(), &owner).await.unwrap();
     let reference = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}]);
-    let dependent: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "dependent", "ownerReferences": reference}})).unwrap();
+    let dependent: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "dependent", "ownerReferences": reference}}),
+    )
+    .unwrap();
     // The same reference in another cluster points at nothing there.
-    there.create(&PostParams::default(), &dependent).await.unwrap();
-    here.create(&PostParams::default(), &dependent).await.unwrap();
+    there
+        .create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+    here.create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
     let never: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "never", "ownerReferences": [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "6d7c3f3e-0000-4000-8000-000000000000"}
     ]}}))
     .unwrap();
     here.create(&PostParams::default(), &never).await.unwrap();
-    wait_for(&there, "dependent", "the other cluster's dependent to be collected", |c| c.is_none()).await;
-    wait_for(&here, "never", "the dependent of a never-existing owner to be collected", |c| c.is_none()).await;
-    assert!(here.get_opt("dependent").await.unwrap().is_some(), "a dependent with its owner stays");
-    here.delete("owner", &DeleteParams::default()).await.unwrap();
-    wait_for(&here, "dependent", "the dependent to follow its owner", |c| c.is_none()).await;
+    wait_for(
+        &there,
+        "dependent",
+        "the other cluster's dependent to be collected",
+        |c| c.is_none(),
+    )
+    .await;
+    wait_for(
+        &here,
+        "never",
+        "the dependent of a never-existing owner to be collected",
+        |c| c.is_none(),
+    )
+    .await;
+    assert!(
+        here.get_opt("dependent").await.unwrap().is_some(),
+        "a dependent with its owner stays"
+    );
+    here.delete("owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &here,
+        "dependent",
+        "the dependent to follow its owner",
+        |c| c.is_none(),
+    )
+    .await;
     h.stop().await;
 }

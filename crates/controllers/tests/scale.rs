@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use common::{CA_PEM, Harness, PATIENCE, add_cluster};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::watcher;
-use kube::ResourceExt;
 
 /// The `default` service accounts of every cluster, keyed by cluster/namespace.
 struct AllAccounts {
@@ -26,12 +26,21 @@ impl AllAccounts {
                 if let watcher::Event::Apply(sa) | watcher::Event::InitApply(sa) = ev
                     && sa.name_any() == "default"
                 {
-                    let cluster = sa.annotations().get("matryoshka.dev/cluster").cloned().unwrap_or_default();
-                    self.seen.insert(format!("{cluster}/{}", sa.namespace().unwrap_or_default()), ());
+                    let cluster = sa
+                        .annotations()
+                        .get("matryoshka.dev/cluster")
+                        .cloned()
+                        .unwrap_or_default();
+                    self.seen.insert(
+                        format!("{cluster}/{}", sa.namespace().unwrap_or_default()),
+                        (),
+                    );
                 }
             }
         };
-        tokio::time::timeout(PATIENCE, fut).await.expect("service accounts in every namespace");
+        tokio::time::timeout(PATIENCE, fut)
+            .await
+            .expect("service accounts in every namespace");
     }
 }
 
@@ -49,13 +58,19 @@ async fn fifty_clusters_add_no_watches_and_no_tasks() {
     let namespaces = apiserver::bootstrap::NAMESPACES.len();
     all.until(namespaces).await;
     let metrics = tokio::runtime::Handle::current().metrics();
-    let (watches, tasks) = (h.server.store.cache.watcher_count(), metrics.num_alive_tasks());
+    let (watches, tasks) = (
+        h.server.store.cache.watcher_count(),
+        metrics.num_alive_tasks(),
+    );
 
     for i in 0..50 {
         add_cluster(&h.server, &format!("scale-{i}")).await;
     }
     all.until(namespaces * 51).await;
-    let (watches_after, tasks_after) = (h.server.store.cache.watcher_count(), metrics.num_alive_tasks());
+    let (watches_after, tasks_after) = (
+        h.server.store.cache.watcher_count(),
+        metrics.num_alive_tasks(),
+    );
     eprintln!("watches {watches} -> {watches_after}, tasks {tasks} -> {tasks_after}");
     assert_eq!(watches_after, watches, "watches do not grow with clusters");
     assert!(

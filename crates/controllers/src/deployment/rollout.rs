@@ -46,8 +46,11 @@ impl Sync {
     /// or creating anything, so nothing is attached to an owner the garbage collector is
     /// already taking apart.
     async fn recheck_alive(&self) -> Result<bool> {
-        let fresh = crate::error::ignore_not_found(self.deployments.get(&name(&self.d.metadata)).await)?;
-        Ok(fresh.is_some_and(|f| f.metadata.uid == self.d.metadata.uid && f.metadata.deletion_timestamp.is_none()))
+        let fresh =
+            crate::error::ignore_not_found(self.deployments.get(&name(&self.d.metadata)).await)?;
+        Ok(fresh.is_some_and(|f| {
+            f.metadata.uid == self.d.metadata.uid && f.metadata.deletion_timestamp.is_none()
+        }))
     }
 
     /// Adopts orphan ReplicaSets matching the selector and releases owned ones that stopped

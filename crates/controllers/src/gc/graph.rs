@@ -108,7 +108,8 @@ impl Graph {
         node.deleting_dependents = node.being_deleted && finalizers.iter().any(|f| f == FOREGROUND);
         node.orphaning = node.being_deleted && finalizers.iter().any(|f| f == ORPHAN);
         let old = self.nodes.get(&id).cloned();
-        let old_owners: Vec<OwnerReference> = old.as_ref().map(|o| o.owners.clone()).unwrap_or_default();
+        let old_owners: Vec<OwnerReference> =
+            old.as_ref().map(|o| o.owners.clone()).unwrap_or_default();
         // Edges.
         for r in &old_owners {
             if !node.owners.iter().any(|n| n.uid == r.uid) {
@@ -120,26 +121,41 @@ impl Graph {
                     }
                 }
                 // An owner waiting for its dependents may be done now.
-                if self.nodes.get(&owner).is_some_and(|o| o.deleting_dependents) {
+                if self
+                    .nodes
+                    .get(&owner)
+                    .is_some_and(|o| o.deleting_dependents)
+                {
                     work.push(delete_work(&owner));
                 }
             }
         }
         for r in &node.owners {
             let owner = (id.0.clone(), r.uid.clone());
-            self.dependents.entry(owner.clone()).or_default().insert(id.1.clone());
+            self.dependents
+                .entry(owner.clone())
+                .or_default()
+                .insert(id.1.clone());
             let changed_block = old_owners
                 .iter()
                 .find(|o| o.uid == r.uid)
                 .is_none_or(|o| o.block_owner_deletion != r.block_owner_deletion);
-            if changed_block && self.nodes.get(&owner).is_some_and(|o| o.deleting_dependents) {
+            if changed_block
+                && self
+                    .nodes
+                    .get(&owner)
+                    .is_some_and(|o| o.deleting_dependents)
+            {
                 work.push(delete_work(&owner));
             }
         }
         // The dependent itself: check its owners when they are new to it, absent or going.
         let owners_changed = old.is_none()
             || old_owners.len() != node.owners.len()
-            || old_owners.iter().zip(&node.owners).any(|(a, b)| a.uid != b.uid);
+            || old_owners
+                .iter()
+                .zip(&node.owners)
+                .any(|(a, b)| a.uid != b.uid);
         let owner_missing_or_going = node.owners.iter().any(|r| {
             self.nodes
                 .get(&(id.0.clone(), r.uid.clone()))
@@ -148,11 +164,14 @@ impl Graph {
         if !node.owners.is_empty() && (owners_changed || owner_missing_or_going) {
             work.push(delete_work(&id));
         }
-        let started_foreground = node.deleting_dependents && !old.as_ref().is_some_and(|o| o.deleting_dependents);
+        let started_foreground =
+            node.deleting_dependents && !old.as_ref().is_some_and(|o| o.deleting_dependents);
         if node.deleting_dependents {
             work.push(delete_work(&id));
         }
-        if started_foreground || (node.being_deleted && !old.as_ref().is_some_and(|o| o.being_deleted)) {
+        if started_foreground
+            || (node.being_deleted && !old.as_ref().is_some_and(|o| o.being_deleted))
+        {
             // Dependents of an owner going away must look at it again.
             for d in self.dependents.get(&id).into_iter().flatten() {
                 work.push(delete_work(&(id.0.clone(), d.clone())));
@@ -180,7 +199,11 @@ impl Graph {
                         self.dependents.remove(&owner);
                     }
                 }
-                if self.nodes.get(&owner).is_some_and(|o| o.deleting_dependents) {
+                if self
+                    .nodes
+                    .get(&owner)
+                    .is_some_and(|o| o.deleting_dependents)
+                {
                     work.push(delete_work(&owner));
                 }
             }
@@ -230,10 +253,14 @@ mod tests {
     #[test]
     fn a_dependent_of_an_unseen_owner_is_checked() {
         let mut g = Graph::default();
-        assert_eq!(g.upsert(node("pod", &[("rs", true)], false), &[]), vec![del("pod")]);
+        assert_eq!(
+            g.upsert(node("pod", &[("rs", true)], false), &[]),
+            vec![del("pod")]
+        );
         assert!(g.upsert(node("rs", &[], false), &[]).is_empty());
         assert!(
-            g.upsert(node("pod", &[("rs", true)], false), &[]).is_empty(),
+            g.upsert(node("pod", &[("rs", true)], false), &[])
+                .is_empty(),
             "an unchanged dependent of a present owner causes no work"
         );
     }
@@ -254,9 +281,17 @@ mod tests {
         g.upsert(node("b", &[("rs", false)], false), &[]);
         let work = g.upsert(node("rs", &[], true), &[FOREGROUND.to_string()]);
         assert_eq!(work, vec![del("a"), del("b"), del("rs")]);
-        let blocking: Vec<String> = g.blocking_dependents("c", "rs").into_iter().map(|n| n.identity.uid).collect();
+        let blocking: Vec<String> = g
+            .blocking_dependents("c", "rs")
+            .into_iter()
+            .map(|n| n.identity.uid)
+            .collect();
         assert_eq!(blocking, vec!["a".to_string()]);
-        assert_eq!(g.remove("c", "a"), vec![del("rs")], "the owner is looked at again");
+        assert_eq!(
+            g.remove("c", "a"),
+            vec![del("rs")],
+            "the owner is looked at again"
+        );
     }
 
     #[test]

@@ -20,14 +20,12 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{
-    DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PropagationPolicy,
-};
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PropagationPolicy};
 use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::discovery::{ApiResource, Discovery, Scope, verbs};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
-use kube::Api;
 use parking_lot::{Mutex, RwLock};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -85,7 +83,10 @@ impl GarbageCollector {
         for group in discovery.groups() {
             for (ar, caps) in group.recommended_resources() {
                 let namespaced = caps.scope == Scope::Namespaced;
-                mapper.insert((ar.group.clone(), ar.kind.clone()), (ar.clone(), namespaced));
+                mapper.insert(
+                    (ar.group.clone(), ar.kind.clone()),
+                    (ar.clone(), namespaced),
+                );
                 let deletable = [verbs::LIST, verbs::WATCH, verbs::DELETE]
                     .iter()
                     .all(|v| caps.supports_operation(v));
@@ -101,9 +102,7 @@ impl GarbageCollector {
                 let meta_api: Api<Meta> = Api::all_with(all.clone(), &ar);
                 let stream = watcher::watcher(meta_api, watcher::Config::default())
                     .default_backoff()
-                    .map_ok(|ev| {
-                        ev.modify(|m: &mut Meta| m.metadata.managed_fields = None)
-                    });
+                    .map_ok(|ev| ev.modify(|m: &mut Meta| m.metadata.managed_fields = None));
                 let inf = Informer::from_stream(format!("gc:{}.{}", ar.plural, ar.group), stream);
                 let (g, q, ar2) = (graph.clone(), queue.clone(), ar.clone());
                 inf.on_change(move |c| observe(&g, &q, &ar2, c));
@@ -155,7 +154,13 @@ impl GarbageCollector {
             .cloned()
     }
 
-    fn api(&self, cluster: &str, namespace: &str, ar: &ApiResource, namespaced: bool) -> Result<Api<DynamicObject>> {
+    fn api(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        ar: &ApiResource,
+        namespaced: bool,
+    ) -> Result<Api<DynamicObject>> {
         let client = self.clients.cluster(cluster)?;
         Ok(if namespaced {
             Api::namespaced_with(client, namespace, ar)
@@ -192,13 +197,18 @@ impl GarbageCollector {
             return Ok(());
         }
         let finalizers = latest.metadata.finalizers.clone().unwrap_or_default();
-        if latest.metadata.deletion_timestamp.is_some() && finalizers.iter().any(|f| f == FOREGROUND) {
+        if latest.metadata.deletion_timestamp.is_some()
+            && finalizers.iter().any(|f| f == FOREGROUND)
+        {
             let blocking = self.graph.lock().blocking_dependents(cluster, uid);
             if blocking.is_empty() {
                 return remove_finalizer(&api, &latest.metadata, FOREGROUND).await;
             }
             for dep in blocking.iter().filter(|d| !d.deleting_dependents) {
-                self.queue.add(Work::AttemptToDelete(cluster.into(), dep.identity.uid.clone()));
+                self.queue.add(Work::AttemptToDelete(
+                    cluster.into(),
+                    dep.identity.uid.clone(),
+                ));
             }
             return Ok(());
         }
@@ -220,7 +230,8 @@ impl GarbageCollector {
                 return Ok(());
             }
             // Keep the object; drop the references to owners that are gone or going.
-            let keep: Vec<&OwnerReference> = owners.iter().filter(|r| solid.contains(&r.uid)).collect();
+            let keep: Vec<&OwnerReference> =
+                owners.iter().filter(|r| solid.contains(&r.uid)).collect();
             return patch_meta(&api, &latest.metadata, json!({"ownerReferences": keep})).await;
         }
         let dependents = self.graph.lock().dependents(cluster, uid);
@@ -235,7 +246,12 @@ impl GarbageCollector {
                         r
                     })
                     .collect();
-                patch_meta(&api, &latest.metadata, json!({"ownerReferences": unblocked})).await?;
+                patch_meta(
+                    &api,
+                    &latest.metadata,
+                    json!({"ownerReferences": unblocked}),
+                )
+                .await?;
             }
             PropagationPolicy::Foreground
         } else if finalizers.iter().any(|f| f == ORPHAN) {
@@ -260,9 +276,18 @@ impl GarbageCollector {
         }
     }
 
-    async fn owner_state(&self, cluster: &str, namespace: &str, r: &OwnerReference) -> Result<OwnerState> {
+    async fn owner_state(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        r: &OwnerReference,
+    ) -> Result<OwnerState> {
         if let Some(o) = self.graph.lock().get(cluster, &r.uid) {
-            return Ok(if o.deleting_dependents { OwnerState::Waiting } else { OwnerState::Solid });
+            return Ok(if o.deleting_dependents {
+                OwnerState::Waiting
+            } else {
+                OwnerState::Solid
+            });
         }
         let Some((ar, namespaced)) = self.resource(&r.api_version, &r.kind) else {
             // An owner of a kind not served (yet): keep the dependent, as upstream does.
@@ -274,7 +299,11 @@ impl GarbageCollector {
             Some(o) if o.metadata.uid.as_deref() != Some(r.uid.as_str()) => OwnerState::Dangling,
             Some(o)
                 if o.metadata.deletion_timestamp.is_some()
-                    && o.metadata.finalizers.iter().flatten().any(|f| f == FOREGROUND) =>
+                    && o.metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|f| f == FOREGROUND) =>
             {
                 OwnerState::Waiting
             }
@@ -289,9 +318,13 @@ impl GarbageCollector {
         let dependents = self.graph.lock().dependents(cluster, uid);
         for dep in dependents {
             let d = &dep.identity;
-            let Some((ar, namespaced)) = self.resource(&d.api_version, &d.kind) else { continue };
+            let Some((ar, namespaced)) = self.resource(&d.api_version, &d.kind) else {
+                continue;
+            };
             let api = self.api(cluster, &d.namespace, &ar, namespaced)?;
-            let Some(latest) = api.get_metadata_opt(&d.name).await? else { continue };
+            let Some(latest) = api.get_metadata_opt(&d.name).await? else {
+                continue;
+            };
             let refs = latest.metadata.owner_references.clone().unwrap_or_default();
             if !refs.iter().any(|r| r.uid == uid) {
                 continue;
@@ -305,7 +338,9 @@ impl GarbageCollector {
         };
         let api = self.api(cluster, &id.namespace, &ar, namespaced)?;
         match api.get_metadata_opt(&id.name).await? {
-            Some(o) if o.metadata.uid.as_deref() == Some(uid) => remove_finalizer(&api, &o.metadata, ORPHAN).await,
+            Some(o) if o.metadata.uid.as_deref() == Some(uid) => {
+                remove_finalizer(&api, &o.metadata, ORPHAN).await
+            }
             _ => Ok(()),
         }
     }
@@ -320,7 +355,10 @@ fn observe(graph: &Mutex<Graph>, queue: &Queue<Work>, ar: &ApiResource, change: 
         if let Change::Updated { old, new, .. } = change
             && old.metadata.uid != new.metadata.uid
         {
-            work.extend(g.remove(&key.cluster, old.metadata.uid.as_deref().unwrap_or_default()));
+            work.extend(g.remove(
+                &key.cluster,
+                old.metadata.uid.as_deref().unwrap_or_default(),
+            ));
         }
         let m = &change.object().metadata;
         let uid = m.uid.clone().unwrap_or_default();
@@ -352,19 +390,39 @@ fn observe(graph: &Mutex<Graph>, queue: &Queue<Work>, ar: &ApiResource, change: 
 }
 
 /// A merge patch of metadata fields, conditional on the object's uid and resourceVersion.
-async fn patch_meta(api: &Api<DynamicObject>, meta: &ObjectMeta, fields: serde_json::Value) -> Result<()> {
+async fn patch_meta(
+    api: &Api<DynamicObject>,
+    meta: &ObjectMeta,
+    fields: serde_json::Value,
+) -> Result<()> {
     let mut m = fields;
     m["uid"] = json!(meta.uid);
     m["resourceVersion"] = json!(meta.resource_version);
     let name = meta.name.clone().unwrap_or_default();
-    match api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": m}))).await {
+    match api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": m})),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(Error::Kube(e)),
     }
 }
 
-async fn remove_finalizer(api: &Api<DynamicObject>, meta: &ObjectMeta, finalizer: &str) -> Result<()> {
-    let rest: Vec<&String> = meta.finalizers.iter().flatten().filter(|f| *f != finalizer).collect();
+async fn remove_finalizer(
+    api: &Api<DynamicObject>,
+    meta: &ObjectMeta,
+    finalizer: &str,
+) -> Result<()> {
+    let rest: Vec<&String> = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != finalizer)
+        .collect();
     patch_meta(api, meta, json!({"finalizers": rest})).await
 }

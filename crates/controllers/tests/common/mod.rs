@@ -38,7 +38,9 @@ pub struct Harness {
 pub async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
-    let server = apiserver::server::start(Arc::new(store)).await.expect("server");
+    let server = apiserver::server::start(Arc::new(store))
+        .await
+        .expect("server");
     (server, dir)
 }
 
@@ -53,8 +55,16 @@ pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
         .await
         .expect("create the LogicalCluster");
     let rev = server.store.storage.current_revision().await.unwrap();
-    assert!(server.store.cache.wait_for(rev, Duration::from_secs(5)).await);
-    apiserver::bootstrap::seed(server, name).await.expect("seed");
+    assert!(
+        server
+            .store
+            .cache
+            .wait_for(rev, Duration::from_secs(5))
+            .await
+    );
+    apiserver::bootstrap::seed(server, name)
+        .await
+        .expect("seed");
 }
 
 impl Harness {
@@ -72,7 +82,9 @@ impl Harness {
         let (stop, shutdown) = Shutdown::new();
         let s = server.clone();
         let controllers = tokio::spawn(async move {
-            controllers::run_all(s, options, shutdown.wait()).await.expect("controllers");
+            controllers::run_all(s, options, shutdown.wait())
+                .await
+                .expect("controllers");
         });
         Harness {
             clients: ClusterClients::in_memory(server.clone()),
@@ -99,7 +111,10 @@ impl Harness {
     pub async fn stop(mut self) {
         self.stop.trigger();
         if let Some(h) = self.controllers.take() {
-            tokio::time::timeout(PATIENCE, h).await.expect("controllers stop").expect("join");
+            tokio::time::timeout(PATIENCE, h)
+                .await
+                .expect("controllers stop")
+                .expect("join");
         }
     }
 }
@@ -127,7 +142,8 @@ where
                     continue;
                 }
                 watcher::Event::InitApply(o) => {
-                    init.get_or_insert_with(BTreeMap::new).insert(o.name_any(), o);
+                    init.get_or_insert_with(BTreeMap::new)
+                        .insert(o.name_any(), o);
                     continue;
                 }
                 watcher::Event::InitDone => objs = init.take().unwrap_or_default(),
@@ -149,15 +165,22 @@ where
 }
 
 /// Waits until the named object satisfies `pred` (`None`: it does not exist).
-pub async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, pred: impl Fn(Option<&K>) -> bool) -> Option<K>
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(Option<&K>) -> bool,
+) -> Option<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let api2 = api.clone();
     let name2 = name.to_string();
-    let list = wait_list(&api2, what, |objs| pred(objs.iter().find(|o| o.name_any() == name2)))
-        .await;
+    let list = wait_list(&api2, what, |objs| {
+        pred(objs.iter().find(|o| o.name_any() == name2))
+    })
+    .await;
     list.into_iter().find(|o| o.name_any() == name)
 }
 
@@ -198,7 +221,8 @@ pub async fn mark_ready(api: &Api<Pod>, mut pod: Pod) -> kube::Result<Pod> {
         }]),
         ..pod.status.unwrap_or_default()
     });
-    api.replace_status(&pod.name_any(), &PostParams::default(), &pod).await
+    api.replace_status(&pod.name_any(), &PostParams::default(), &pod)
+        .await
 }
 
 pub async fn count<K>(api: &Api<K>) -> usize
