@@ -164,8 +164,7 @@ impl ClientFactory for InMemory {
     }
 }
 
-/// Clients from a kubeconfig-style [`kube::Config`], over HTTP(S) (HTTPS needs the `https`
-/// feature). With `multi_cluster` the server is Matryoshka and clusters are path prefixes of
+/// Clients from a kubeconfig-style [`kube::Config`], over HTTP(S). With `multi_cluster` the server is Matryoshka and clusters are path prefixes of
 /// the configured URL; without it the endpoint is one plain Kubernetes cluster.
 pub struct Kubeconfig {
     config: kube::Config,

@@ -45,6 +45,13 @@ impl LeaderConfig {
     }
 }
 
+/// A lease duration as the record holds it: whole seconds, rounded up, at least one (a zero
+/// would let every other candidate take the lease at once).
+fn lease_seconds(d: Duration) -> i32 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
+}
+
 /// A candidate for leadership.
 pub struct LeaderElector {
     api: Api<Lease>,
@@ -82,7 +89,7 @@ impl LeaderElector {
     }
 
     fn lease_seconds(&self) -> i32 {
-        i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX)
+        lease_seconds(self.config.lease_duration)
     }
 
     /// One attempt to take or renew the lease; `Ok(true)` when this candidate holds it.
@@ -121,7 +128,7 @@ impl LeaderElector {
         let held_by_me = holder == me;
         let duration = spec
             .lease_duration_seconds
-            .map(|s| Duration::from_secs(s.max(0) as u64))
+            .map(|s| Duration::from_secs(s.max(1) as u64))
             .unwrap_or(self.config.lease_duration);
         let expired = self
             .observed
@@ -214,5 +221,18 @@ impl LeaderElector {
                 tracing::warn!(error = %e, "leader election: releasing the lease failed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_second_lease_durations_round_up_to_a_whole_second() {
+        assert_eq!(lease_seconds(Duration::from_millis(600)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(1500)), 2);
+        assert_eq!(lease_seconds(Duration::from_secs(15)), 15);
+        assert_eq!(lease_seconds(Duration::ZERO), 1);
     }
 }

@@ -28,7 +28,8 @@ use crate::shared::{Informers, Shutdown};
 #[derive(Clone)]
 pub struct Options {
     /// The CA bundle published in every namespace as `kube-root-ca.crt`, per cluster; the
-    /// publisher does not run without it.
+    /// publisher does not run without it. [`run_all`] defaults it to the API server's serving
+    /// CA (what the server itself seeds in a new cluster's first namespaces).
     pub ca: Option<CaSource>,
     /// Workers per controller (upstream's `--concurrent-*-syncs` default to 5; the garbage
     /// collector gets four times as many, as upstream's 20).
@@ -71,6 +72,12 @@ pub async fn run_all(
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    let mut options = options;
+    if options.ca.is_none() {
+        // Clients verify the API server with its serving CA, the same in every cluster.
+        let pem = server.config.root_ca.cert_pem.clone();
+        options.ca = Some(Arc::new(move |_: &str| Some(pem.clone())));
+    }
     let factory = Arc::new(crate::client::InMemory::new(server));
     let clients = ClusterClients::with_capacity(factory, options.client_cache);
     run(clients, options, shutdown).await

@@ -18,8 +18,8 @@ use serde_json::json;
 
 fn fast(identity: &str) -> LeaderConfig {
     let mut c = LeaderConfig::new(identity);
-    c.lease_duration = Duration::from_millis(600);
-    c.renew_deadline = Duration::from_millis(400);
+    c.lease_duration = Duration::from_secs(1);
+    c.renew_deadline = Duration::from_millis(700);
     c.retry_period = Duration::from_millis(100);
     c
 }

@@ -24,6 +24,9 @@ use tokio::task::JoinHandle;
 
 pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n";
 
+/// Per-cluster clients the harness keeps (each holds a task).
+pub const TEST_CLIENT_CACHE: usize = 2;
+
 /// How long a test waits for the controllers before failing.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -44,27 +47,33 @@ pub async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
     (server, dir)
 }
 
-/// Makes a logical cluster exist (a LogicalCluster object in the root cluster) and seeds it.
+/// Makes a logical cluster exist: a LogicalCluster in the root cluster, provisioned by the
+/// server until Ready.
 pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
-    let key = registry::key::object("root", "core.matryoshka.dev", "logicalclusters", "", name);
-    let obj = serde_json::json!({"apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name}});
-    server
-        .store
-        .storage
-        .create(key.as_bytes(), serde_json::to_vec(&obj).unwrap().into())
+    let ar = kube::discovery::ApiResource {
+        group: "core.matryoshka.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "core.matryoshka.dev/v1alpha1".into(),
+        kind: "LogicalCluster".into(),
+        plural: "logicalclusters".into(),
+    };
+    let root = ClusterClients::in_memory(server.clone())
+        .cluster("root")
+        .unwrap();
+    let api: Api<kube::api::DynamicObject> = Api::all_with(root, &ar);
+    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj)
         .await
         .expect("create the LogicalCluster");
-    let rev = server.store.storage.current_revision().await.unwrap();
-    assert!(
-        server
-            .store
-            .cache
-            .wait_for(rev, Duration::from_secs(5))
-            .await
-    );
-    apiserver::bootstrap::seed(server, name)
-        .await
-        .expect("seed");
+    wait_for(&api, name, "the cluster to be Ready", |c| {
+        c.and_then(|c| c.data.pointer("/status/phase"))
+            .and_then(|p| p.as_str())
+            == Some("Ready")
+    })
+    .await;
 }
 
 impl Harness {
@@ -87,7 +96,11 @@ impl Harness {
                 .expect("controllers");
         });
         Harness {
-            clients: ClusterClients::in_memory(server.clone()),
+            // A small cache: the test's own clients must not hide the controllers' task count.
+            clients: ClusterClients::with_capacity(
+                Arc::new(controllers::client::InMemory::new(server.clone())),
+                TEST_CLIENT_CACHE,
+            ),
             server,
             stop,
             controllers: Some(controllers),
@@ -123,7 +136,6 @@ impl Harness {
 pub async fn wait_list<K>(api: &Api<K>, what: &str, pred: impl Fn(&[K]) -> bool) -> Vec<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let mut objs: BTreeMap<String, K> = BTreeMap::new();
     let mut init: Option<BTreeMap<String, K>> = None;
@@ -173,7 +185,6 @@ pub async fn wait_for<K>(
 ) -> Option<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let api2 = api.clone();
     let name2 = name.to_string();
