@@ -123,6 +123,14 @@ where
     }
 }
 
+/// The server URL `base` with a cluster path prefix appended (`https://h:6443` +
+/// `/clusters/a`).
+pub fn join_url(base: &http::Uri, prefix: &str) -> Result<http::Uri> {
+    let url = format!("{}{prefix}", base.to_string().trim_end_matches('/'));
+    url.parse()
+        .map_err(|e| Error::Config(format!("invalid cluster URL {url:?}: {e}")))
+}
+
 /// Makes clients for clusters.
 pub trait ClientFactory: Send + Sync + 'static {
     /// A client addressing `cluster` ([`ROOT`] for the root cluster).
@@ -181,11 +189,7 @@ impl Kubeconfig {
 
     fn with_prefix(&self, prefix: &str) -> Result<kube::Client> {
         let mut config = self.config.clone();
-        let base = config.cluster_url.to_string();
-        let url = format!("{}{prefix}", base.trim_end_matches('/'));
-        config.cluster_url = url
-            .parse()
-            .map_err(|e| Error::Config(format!("invalid cluster URL {url:?}: {e}")))?;
+        config.cluster_url = join_url(&config.cluster_url, prefix)?;
         Ok(kube::Client::try_from(config)?)
     }
 }
@@ -316,6 +320,21 @@ mod tests {
             prefix_uri("/clusters/*", &abs).unwrap().to_string(),
             "https://h:6443/clusters/*/apis?x=1"
         );
+    }
+
+    #[test]
+    fn kubeconfig_urls_get_the_cluster_prefix_after_any_base_path() {
+        let base: http::Uri = "https://h:6443/".parse().unwrap();
+        assert_eq!(
+            join_url(&base, "/clusters/a").unwrap().to_string(),
+            "https://h:6443/clusters/a"
+        );
+        let proxied: http::Uri = "https://h/k8s".parse().unwrap();
+        assert_eq!(
+            join_url(&proxied, "/clusters/*").unwrap().to_string(),
+            "https://h/k8s/clusters/*"
+        );
+        assert_eq!(join_url(&proxied, "").unwrap().to_string(), "https://h/k8s");
     }
 
     #[test]

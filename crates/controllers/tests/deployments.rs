@@ -519,3 +519,32 @@ async fn a_replica_set_adopts_orphans_replaces_deleted_pods_and_deletes_unready_
     wait_list(&pods, "a new pod for the set", |p| p.len() == 2).await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_without_progress_times_out_after_its_deadline() {
+    let h = Harness::start(&[CLUSTER]).await;
+    let deps: Api<Deployment> = h.api(CLUSTER, "default");
+    // No kubelet: pods never become ready.
+    let mut d = deployment("stuck", 2, json!({"type": "RollingUpdate"}));
+    d.spec.as_mut().unwrap().progress_deadline_seconds = Some(1);
+    deps.create(&PostParams::default(), &d).await.unwrap();
+    let d = wait_for(&deps, "stuck", "the progress deadline to pass", |d| {
+        d.and_then(|d| condition(d, "Progressing"))
+            .is_some_and(|c| c.1 == "ProgressDeadlineExceeded")
+    })
+    .await
+    .unwrap();
+    let (status, _, message) = condition(&d, "Progressing").unwrap();
+    assert_eq!(status, "False");
+    assert!(
+        message.starts_with("ReplicaSet \"stuck-")
+            && message.ends_with("\" has timed out progressing."),
+        "{message}"
+    );
+    let available = condition(&d, "Available").unwrap();
+    assert_eq!(
+        (available.0.as_str(), available.1.as_str()),
+        ("False", "MinimumReplicasUnavailable")
+    );
+    h.stop().await;
+}
