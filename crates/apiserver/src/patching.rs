@@ -141,6 +141,12 @@ pub fn apply(
         }
         PatchKind::Apply => unreachable!("handled above"),
     };
+    // A resourceVersion the patch did not change is no precondition: the write is retried on
+    // conflicts, as upstream does. One the patch set (and so differs once the object moved on)
+    // stays a precondition.
+    if meta::resource_version(&new) == meta::resource_version(cur) {
+        meta::remove(&mut new, "resourceVersion");
+    }
     track_update(res, Some(cur), &mut new, manager, subresource);
     Ok(new)
 }

@@ -222,7 +222,15 @@ pub async fn watch(
                             t
                         }
                         Output::Metadata => {
-                            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.value.get("metadata").cloned().unwrap_or(json!({}))})
+                            // Cross-cluster watches name each object's cluster here too.
+                            let annotated;
+                            let value = if cross_cluster {
+                                annotated = render::annotate_cluster(&obj);
+                                &annotated
+                            } else {
+                                &obj.value
+                            };
+                            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": value.get("metadata").cloned().unwrap_or(json!({}))})
                         }
                         _ if cross_cluster => render::annotate_cluster(&obj),
                         _ => obj.value.clone(),

@@ -1,0 +1,347 @@
+//! Kubernetes clients per logical cluster.
+//!
+//! A logical cluster is addressed by the path prefix `/clusters/<name>` (none for the root
+//! cluster); cross-cluster list and watch use `/clusters/*`. A [`ClientFactory`] makes a
+//! `kube::Client` for one of those: [`InMemory`] over the API server's in-memory transport (no
+//! socket, no TLS) with the [`ClusterPrefix`] layer rewriting request paths, or [`Kubeconfig`]
+//! over HTTP(S) with the prefix in the cluster URL — against Matryoshka, or against a plain
+//! Kubernetes cluster that is a single (root) cluster.
+//!
+//! Every `kube::Client` owns a buffer task, so clients are not kept per cluster forever:
+//! [`ClusterClients`] caches a bounded number of them (least recently used out), which keeps
+//! tasks and memory independent of how many clusters exist.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use apiserver::ApiServer;
+use apiserver::local::LocalService;
+use http::Request;
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+
+/// The root (management) cluster's name.
+pub const ROOT: &str = apiserver::route::ROOT_CLUSTER;
+
+/// The annotation naming an object's cluster in cross-cluster responses.
+pub const CLUSTER_ANNOTATION: &str = apiserver::route::CLUSTER_ANNOTATION;
+
+/// The path prefix addressing every cluster at once (system identity only).
+pub const ALL_CLUSTERS_PREFIX: &str = "/clusters/*";
+
+/// The path prefix of a cluster: empty for the root cluster.
+pub fn cluster_prefix(cluster: &str) -> String {
+    if cluster == ROOT {
+        String::new()
+    } else {
+        format!("/clusters/{cluster}")
+    }
+}
+
+/// A tower layer prefixing every request path (`/api/v1/pods` → `/clusters/a/api/v1/pods`).
+#[derive(Debug, Clone)]
+pub struct ClusterPrefix {
+    prefix: Arc<str>,
+}
+
+impl ClusterPrefix {
+    /// The layer addressing `cluster` (no prefix for the root cluster).
+    pub fn cluster(cluster: &str) -> Self {
+        ClusterPrefix {
+            prefix: cluster_prefix(cluster).into(),
+        }
+    }
+
+    /// The layer addressing every cluster (`/clusters/*`).
+    pub fn all_clusters() -> Self {
+        ClusterPrefix {
+            prefix: ALL_CLUSTERS_PREFIX.into(),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for ClusterPrefix {
+    type Service = Prefixed<S>;
+    fn layer(&self, inner: S) -> Prefixed<S> {
+        Prefixed {
+            prefix: self.prefix.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service made by [`ClusterPrefix`].
+#[derive(Debug, Clone)]
+pub struct Prefixed<S> {
+    prefix: Arc<str>,
+    inner: S,
+}
+
+/// `uri` with `prefix` put in front of its path; scheme, authority and query are kept.
+pub fn prefix_uri(prefix: &str, uri: &http::Uri) -> Result<http::Uri> {
+    if prefix.is_empty() {
+        return Ok(uri.clone());
+    }
+    let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(
+        format!("{prefix}{pq}")
+            .parse()
+            .map_err(|e| Error::Config(format!("invalid path prefix {prefix:?}: {e}")))?,
+    );
+    http::Uri::from_parts(parts).map_err(|e| Error::Config(e.to_string()))
+}
+
+impl<S, B> tower::Service<Request<B>> for Prefixed<S>
+where
+    S: tower::Service<Request<B>>,
+    S::Error: Into<tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let (mut parts, body) = req.into_parts();
+        match prefix_uri(&self.prefix, &parts.uri) {
+            Ok(uri) => {
+                parts.uri = uri;
+                let fut = self.inner.call(Request::from_parts(parts, body));
+                Box::pin(async move { fut.await.map_err(Into::into) })
+            }
+            Err(e) => Box::pin(async move { Err(e.into()) }),
+        }
+    }
+}
+
+/// The server URL `base` with a cluster path prefix appended (`https://h:6443` +
+/// `/clusters/a`).
+pub fn join_url(base: &http::Uri, prefix: &str) -> Result<http::Uri> {
+    let url = format!("{}{prefix}", base.to_string().trim_end_matches('/'));
+    url.parse()
+        .map_err(|e| Error::Config(format!("invalid cluster URL {url:?}: {e}")))
+}
+
+/// Makes clients for clusters.
+pub trait ClientFactory: Send + Sync + 'static {
+    /// A client addressing `cluster` ([`ROOT`] for the root cluster).
+    fn client(&self, cluster: &str) -> Result<kube::Client>;
+    /// A client for cross-cluster list and watch. A single-cluster endpoint returns its one
+    /// cluster, whose objects carry no cluster annotation and belong to [`ROOT`].
+    fn all_clusters(&self) -> Result<kube::Client>;
+    /// Whether the endpoint serves logical clusters (Matryoshka) rather than one cluster.
+    fn multi_cluster(&self) -> bool;
+}
+
+/// Clients over the API server's in-memory transport, acting as the system identity.
+pub struct InMemory {
+    server: Arc<ApiServer>,
+}
+
+impl InMemory {
+    pub fn new(server: Arc<ApiServer>) -> Self {
+        InMemory { server }
+    }
+
+    fn with(&self, layer: ClusterPrefix) -> kube::Client {
+        let svc = tower::ServiceBuilder::new()
+            .layer(layer)
+            .service(LocalService::system(self.server.clone()));
+        kube::Client::new(svc, "default")
+    }
+}
+
+impl ClientFactory for InMemory {
+    fn client(&self, cluster: &str) -> Result<kube::Client> {
+        Ok(self.with(ClusterPrefix::cluster(cluster)))
+    }
+    fn all_clusters(&self) -> Result<kube::Client> {
+        Ok(self.with(ClusterPrefix::all_clusters()))
+    }
+    fn multi_cluster(&self) -> bool {
+        true
+    }
+}
+
+/// Clients from a kubeconfig-style [`kube::Config`], over HTTP(S). With `multi_cluster` the server is Matryoshka and clusters are path prefixes of
+/// the configured URL; without it the endpoint is one plain Kubernetes cluster.
+pub struct Kubeconfig {
+    config: kube::Config,
+    multi_cluster: bool,
+}
+
+impl Kubeconfig {
+    pub fn new(config: kube::Config, multi_cluster: bool) -> Self {
+        Kubeconfig {
+            config,
+            multi_cluster,
+        }
+    }
+
+    fn with_prefix(&self, prefix: &str) -> Result<kube::Client> {
+        let mut config = self.config.clone();
+        config.cluster_url = join_url(&config.cluster_url, prefix)?;
+        Ok(kube::Client::try_from(config)?)
+    }
+}
+
+impl ClientFactory for Kubeconfig {
+    fn client(&self, cluster: &str) -> Result<kube::Client> {
+        if !self.multi_cluster && cluster != ROOT {
+            return Err(Error::Config(format!(
+                "cluster {cluster:?} requested from a single-cluster endpoint"
+            )));
+        }
+        self.with_prefix(&cluster_prefix(cluster))
+    }
+    fn all_clusters(&self) -> Result<kube::Client> {
+        if self.multi_cluster {
+            self.with_prefix(ALL_CLUSTERS_PREFIX)
+        } else {
+            self.with_prefix("")
+        }
+    }
+    fn multi_cluster(&self) -> bool {
+        self.multi_cluster
+    }
+}
+
+/// How many per-cluster clients are kept by default. Each holds one buffer task; clusters
+/// beyond this get a fresh client (one task spawn) when next written to.
+pub const DEFAULT_CLIENT_CACHE: usize = 32;
+
+struct Cache {
+    tick: u64,
+    clients: HashMap<String, (kube::Client, u64)>,
+}
+
+/// A bounded cache of clients per cluster over a [`ClientFactory`]; clones are cheap and share
+/// the cache.
+#[derive(Clone)]
+pub struct ClusterClients {
+    factory: Arc<dyn ClientFactory>,
+    capacity: usize,
+    cache: Arc<Mutex<Cache>>,
+    all: Arc<Mutex<Option<kube::Client>>>,
+}
+
+impl ClusterClients {
+    pub fn new(factory: Arc<dyn ClientFactory>) -> Self {
+        Self::with_capacity(factory, DEFAULT_CLIENT_CACHE)
+    }
+
+    pub fn with_capacity(factory: Arc<dyn ClientFactory>, capacity: usize) -> Self {
+        ClusterClients {
+            factory,
+            capacity: capacity.max(1),
+            cache: Arc::new(Mutex::new(Cache {
+                tick: 0,
+                clients: HashMap::new(),
+            })),
+            all: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Clients for the in-memory transport of `server`.
+    pub fn in_memory(server: Arc<ApiServer>) -> Self {
+        Self::new(Arc::new(InMemory::new(server)))
+    }
+
+    /// The client of `cluster`.
+    pub fn cluster(&self, cluster: &str) -> Result<kube::Client> {
+        let mut cache = self.cache.lock();
+        cache.tick += 1;
+        let tick = cache.tick;
+        if let Some((c, used)) = cache.clients.get_mut(cluster) {
+            *used = tick;
+            return Ok(c.clone());
+        }
+        let client = self.factory.client(cluster)?;
+        if cache.clients.len() >= self.capacity
+            && let Some(oldest) = cache
+                .clients
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+        {
+            cache.clients.remove(&oldest);
+        }
+        cache
+            .clients
+            .insert(cluster.to_string(), (client.clone(), tick));
+        Ok(client)
+    }
+
+    /// The cross-cluster client (list and watch only).
+    pub fn all_clusters(&self) -> Result<kube::Client> {
+        let mut all = self.all.lock();
+        if let Some(c) = &*all {
+            return Ok(c.clone());
+        }
+        let c = self.factory.all_clusters()?;
+        *all = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Whether the endpoint serves logical clusters.
+    pub fn multi_cluster(&self) -> bool {
+        self.factory.multi_cluster()
+    }
+
+    /// How many per-cluster clients are cached now.
+    pub fn cached(&self) -> usize {
+        self.cache.lock().clients.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_uri_keeps_the_query_and_prepends_the_cluster() {
+        let uri: http::Uri = "/api/v1/namespaces/a/pods?limit=5".parse().unwrap();
+        let out = prefix_uri("/clusters/t1", &uri).unwrap();
+        assert_eq!(
+            out.to_string(),
+            "/clusters/t1/api/v1/namespaces/a/pods?limit=5"
+        );
+        let abs: http::Uri = "https://h:6443/apis?x=1".parse().unwrap();
+        assert_eq!(
+            prefix_uri("/clusters/*", &abs).unwrap().to_string(),
+            "https://h:6443/clusters/*/apis?x=1"
+        );
+    }
+
+    #[test]
+    fn kubeconfig_urls_get_the_cluster_prefix_after_any_base_path() {
+        let base: http::Uri = "https://h:6443/".parse().unwrap();
+        assert_eq!(
+            join_url(&base, "/clusters/a").unwrap().to_string(),
+            "https://h:6443/clusters/a"
+        );
+        let proxied: http::Uri = "https://h/k8s".parse().unwrap();
+        assert_eq!(
+            join_url(&proxied, "/clusters/*").unwrap().to_string(),
+            "https://h/k8s/clusters/*"
+        );
+        assert_eq!(join_url(&proxied, "").unwrap().to_string(), "https://h/k8s");
+    }
+
+    #[test]
+    fn the_root_cluster_has_no_prefix() {
+        assert_eq!(cluster_prefix(ROOT), "");
+        assert_eq!(cluster_prefix("a"), "/clusters/a");
+        let uri: http::Uri = "/api".parse().unwrap();
+        assert_eq!(prefix_uri("", &uri).unwrap(), uri);
+    }
+}

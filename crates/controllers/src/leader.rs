@@ -1,0 +1,238 @@
+//! Lease-based leader election (client-go's `leaderelection` with a `coordination.k8s.io/v1`
+//! Lease lock), so several API server replicas over one store run each controller once.
+//!
+//! The lease lives in the root cluster's `kube-system`. A candidate takes the lease when it is
+//! free or when its holder has not renewed it for `lease_duration` — measured on the
+//! candidate's own clock from when it last saw the record change, as client-go does, so clock
+//! skew between replicas does not matter. The leader renews every `retry_period` and gives up
+//! leadership when it could not renew for `renew_deadline`. Writes use the lease's
+//! resourceVersion, so two candidates never both win.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::error::Result;
+
+/// Timing of an election; the defaults are kube-controller-manager's.
+#[derive(Debug, Clone)]
+pub struct LeaderConfig {
+    pub namespace: String,
+    pub name: String,
+    /// This candidate's identity (unique per replica).
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl LeaderConfig {
+    pub fn new(identity: impl Into<String>) -> Self {
+        LeaderConfig {
+            namespace: "kube-system".into(),
+            name: "matryoshka-controller-manager".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A lease duration as the record holds it: whole seconds, rounded up, at least one (a zero
+/// would let every other candidate take the lease at once).
+fn lease_seconds(d: Duration) -> i32 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
+}
+
+/// A candidate for leadership.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    config: LeaderConfig,
+    /// The last record seen and when (local clock) it was first seen.
+    observed: Option<(LeaseSpec, Instant)>,
+}
+
+impl LeaderElector {
+    /// A candidate using `root` (a client of the root cluster).
+    pub fn new(root: kube::Client, config: LeaderConfig) -> Self {
+        LeaderElector {
+            api: Api::namespaced(root, &config.namespace),
+            config,
+            observed: None,
+        }
+    }
+
+    fn observe(&mut self, spec: &LeaseSpec) {
+        let changed = self.observed.as_ref().is_none_or(|(s, _)| {
+            s.holder_identity != spec.holder_identity || s.renew_time != spec.renew_time
+        });
+        if changed {
+            self.observed = Some((spec.clone(), Instant::now()));
+        }
+    }
+
+    /// Whether the last record seen names another holder.
+    fn held_by_other(&self) -> bool {
+        self.observed.as_ref().is_some_and(|(s, _)| {
+            s.holder_identity
+                .as_deref()
+                .is_some_and(|h| !h.is_empty() && h != self.config.identity)
+        })
+    }
+
+    fn lease_seconds(&self) -> i32 {
+        lease_seconds(self.config.lease_duration)
+    }
+
+    /// One attempt to take or renew the lease; `Ok(true)` when this candidate holds it.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<bool> {
+        let now = MicroTime(Timestamp::now());
+        let me = self.config.identity.clone();
+        let current = crate::error::ignore_not_found(self.api.get(&self.config.name).await)?;
+        let Some(mut lease) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.config.name.clone()),
+                    namespace: Some(self.config.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(me),
+                    lease_duration_seconds: Some(self.lease_seconds()),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(l) => {
+                    self.observe(&l.spec.unwrap_or_default());
+                    Ok(true)
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(e.into()),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        self.observe(&spec);
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let held_by_me = holder == me;
+        let duration = spec
+            .lease_duration_seconds
+            .map(|s| Duration::from_secs(s.max(1) as u64))
+            .unwrap_or(self.config.lease_duration);
+        let expired = self
+            .observed
+            .as_ref()
+            .is_none_or(|(_, seen)| seen.elapsed() >= duration);
+        if !holder.is_empty() && !held_by_me && !expired {
+            return Ok(false);
+        }
+        let mut next = spec.clone();
+        if !held_by_me {
+            next.acquire_time = Some(now.clone());
+            next.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        next.holder_identity = Some(me);
+        next.lease_duration_seconds = Some(self.lease_seconds());
+        next.renew_time = Some(now);
+        lease.spec = Some(next);
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(l) => {
+                self.observe(&l.spec.unwrap_or_default());
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Gives the lease up (on shutdown) so another replica need not wait for it to expire.
+    pub async fn release(&mut self) -> Result<()> {
+        let Some(mut lease) =
+            crate::error::ignore_not_found(self.api.get(&self.config.name).await)?
+        else {
+            return Ok(());
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        lease.spec = Some(spec);
+        self.api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await?;
+        Ok(())
+    }
+
+    /// Campaigns until `shutdown`, publishing whether this candidate leads on `leading`.
+    /// Leadership is dropped when the lease could not be renewed for `renew_deadline`.
+    pub async fn run(
+        mut self,
+        leading: watch::Sender<bool>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        let mut last_renew: Option<Instant> = None;
+        loop {
+            let ok = match self.try_acquire_or_renew().await {
+                Ok(ok) => ok,
+                Err(e) => {
+                    tracing::warn!(error = %e, "leader election: lease request failed");
+                    false
+                }
+            };
+            if ok {
+                last_renew = Some(Instant::now());
+                if !*leading.borrow() {
+                    tracing::info!(identity = %self.config.identity, "became the leader");
+                }
+                leading.send_replace(true);
+            } else if *leading.borrow()
+                && (self.held_by_other()
+                    || last_renew.is_none_or(|t| t.elapsed() >= self.config.renew_deadline))
+            {
+                tracing::warn!(identity = %self.config.identity, "lost leadership");
+                leading.send_replace(false);
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.config.retry_period) => {}
+                () = &mut shutdown => break,
+            }
+        }
+        if *leading.borrow() {
+            leading.send_replace(false);
+            if let Err(e) = self.release().await {
+                tracing::warn!(error = %e, "leader election: releasing the lease failed");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_second_lease_durations_round_up_to_a_whole_second() {
+        assert_eq!(lease_seconds(Duration::from_millis(600)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(1500)), 2);
+        assert_eq!(lease_seconds(Duration::from_secs(15)), 15);
+        assert_eq!(lease_seconds(Duration::ZERO), 1);
+    }
+}

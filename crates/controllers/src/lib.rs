@@ -1,0 +1,34 @@
+//! The controller runtime on kube-rs and the built-in controllers.
+//!
+//! Controllers reach clusters only through the Kubernetes API. In process they use the API
+//! server's in-memory transport; out of process the same code runs over HTTPS. One instance of
+//! each controller serves every logical cluster: informers list and watch `/clusters/*/...`
+//! (objects keyed by cluster, namespace and name), work queues hold (cluster, object) keys, and
+//! writes go to the object's own cluster. Nothing is kept per cluster: watches, tasks and timers
+//! are a fixed number per controller, memory grows with objects.
+//!
+//! - runtime: [`client`] (clients per cluster), [`informer`] (cross-cluster watch and store),
+//!   [`queue`] (work queue and reconcile loop), [`leader`] (Lease leader election),
+//!   [`manager`] (starting everything: [`manager::run_all`]).
+//! - controllers: [`namespace`], [`gc`], [`serviceaccount`], [`rootca`], [`replicaset`],
+//!   [`deployment`].
+
+pub mod client;
+pub mod deployment;
+pub mod error;
+pub mod expectations;
+pub mod gc;
+pub mod informer;
+pub mod leader;
+pub mod manager;
+pub mod namespace;
+pub mod podutil;
+pub mod queue;
+pub mod replicaset;
+pub mod rootca;
+pub mod serviceaccount;
+pub mod shared;
+
+pub use error::{Error, Result};
+
+pub use manager::{Options, run, run_all};

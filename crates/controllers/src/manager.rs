@@ -1,0 +1,186 @@
+//! Starting the controllers: informers, workers, leader election and shutdown (the
+//! kube-controller-manager of Matryoshka).
+//!
+//! [`run_all`] is what `matryoshka up` calls with its API server; [`run`] takes any
+//! [`ClusterClients`], so the same controllers run out of process over HTTPS. With leader
+//! election on, controllers run only while this replica holds the Lease, so several replicas
+//! over one store run each controller once; losing the lease stops them until it is won back.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use apiserver::ApiServer;
+use tokio::sync::watch;
+
+use crate::client::{ClusterClients, ROOT};
+use crate::deployment::DeploymentController;
+use crate::error::Result;
+use crate::gc::GarbageCollector;
+use crate::leader::{LeaderConfig, LeaderElector};
+use crate::namespace::NamespaceController;
+use crate::queue::run_workers;
+use crate::replicaset::ReplicaSetController;
+use crate::rootca::{CaSource, RootCaPublisher};
+use crate::serviceaccount::ServiceAccountController;
+use crate::shared::{Informers, Shutdown};
+
+/// How the controllers run.
+#[derive(Clone)]
+pub struct Options {
+    /// The CA bundle published in every namespace as `kube-root-ca.crt`, per cluster; the
+    /// publisher does not run without it. [`run_all`] defaults it to the API server's serving
+    /// CA (what the server itself seeds in a new cluster's first namespaces).
+    pub ca: Option<CaSource>,
+    /// Workers per controller (upstream's `--concurrent-*-syncs` default to 5; the garbage
+    /// collector gets four times as many, as upstream's 20).
+    pub workers: usize,
+    /// Lease-based leader election; `None` runs the controllers at once.
+    pub leader_election: Option<LeaderConfig>,
+    /// Per-cluster clients kept (each holds one task); see [`ClusterClients`].
+    pub client_cache: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            ca: None,
+            workers: 5,
+            leader_election: None,
+            client_cache: crate::client::DEFAULT_CLIENT_CACHE,
+        }
+    }
+}
+
+impl Options {
+    /// Leader election with a unique identity for this process.
+    pub fn with_leader_election(mut self, identity: impl Into<String>) -> Self {
+        self.leader_election = Some(LeaderConfig::new(identity));
+        self
+    }
+
+    /// Publishes the same CA bundle in every cluster.
+    pub fn with_ca(mut self, pem: impl Into<String>) -> Self {
+        let pem = pem.into();
+        self.ca = Some(Arc::new(move |_: &str| Some(pem.clone())));
+        self
+    }
+}
+
+/// Runs every controller in process over `server`'s in-memory transport until `shutdown`.
+pub async fn run_all(
+    server: Arc<ApiServer>,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let mut options = options;
+    if options.ca.is_none() {
+        // Clients verify the API server with its serving CA, the same in every cluster.
+        let pem = server.config.root_ca.cert_pem.clone();
+        options.ca = Some(Arc::new(move |_: &str| Some(pem.clone())));
+    }
+    let factory = Arc::new(crate::client::InMemory::new(server));
+    let clients = ClusterClients::with_capacity(factory, options.client_cache);
+    run(clients, options, shutdown).await
+}
+
+/// Runs every controller through `clients` until `shutdown`.
+pub async fn run(
+    clients: ClusterClients,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let (stop_all, stopped) = Shutdown::new();
+    let Some(leader) = options.leader_election.clone() else {
+        let controllers = run_controllers(clients, options, stopped);
+        tokio::pin!(controllers);
+        tokio::select! {
+            r = &mut controllers => return r,
+            () = shutdown => stop_all.trigger(),
+        }
+        return controllers.await;
+    };
+    let (leading_tx, mut leading) = watch::channel(false);
+    let elector = LeaderElector::new(clients.cluster(ROOT)?, leader);
+    let election = tokio::spawn(elector.run(leading_tx, stopped.clone().wait()));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            r = leading.wait_for(|l| *l) => { if r.is_err() { break } }
+            () = &mut shutdown => break,
+        }
+        // Lead until the lease is lost or shutdown.
+        let (stop, term) = Shutdown::new();
+        let controllers = tokio::spawn(run_controllers(clients.clone(), options.clone(), term));
+        let done = tokio::select! {
+            _ = leading.wait_for(|l| !*l) => false,
+            () = &mut shutdown => true,
+        };
+        stop.trigger();
+        if let Ok(Err(e)) = controllers.await {
+            tracing::warn!(error = %e, "controllers stopped with an error");
+        }
+        if done {
+            break;
+        }
+    }
+    stop_all.trigger();
+    let _ = election.await;
+    Ok(())
+}
+
+/// Builds every controller, starts the informers, waits for them to list, and runs the
+/// workers until `stop`.
+async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdown) -> Result<()> {
+    let informers = Informers::new(clients.clone());
+    let namespaces = NamespaceController::new(&informers)?;
+    let accounts = ServiceAccountController::new(&informers)?;
+    let sets = ReplicaSetController::new(&informers)?;
+    let deployments = DeploymentController::new(&informers)?;
+    let root_ca = match &options.ca {
+        Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
+        None => None,
+    };
+    let gc = GarbageCollector::new(clients).await?;
+    let mut tasks = informers.start(stop.clone());
+    tasks.extend(gc.start(&stop));
+    let synced = async {
+        informers.wait_synced().await;
+        gc.wait_synced().await;
+    };
+    tokio::select! {
+        () = synced => {}
+        () = stop.clone().wait() => {}
+    }
+    let w = options.workers.max(1);
+    let mut queues_down: Vec<Box<dyn Fn() + Send + Sync>> = Vec::new();
+    let mut workers = Vec::new();
+    macro_rules! start {
+        ($name:literal, $ctl:expr, $n:expr) => {{
+            let ctl = $ctl.clone();
+            let q = ctl.queue();
+            let qd = q.clone();
+            queues_down.push(Box::new(move || qd.shut_down()));
+            workers.push(tokio::spawn(run_workers($name, q, $n, move |k| {
+                let ctl = ctl.clone();
+                async move { ctl.reconcile(k).await }
+            })));
+        }};
+    }
+    start!("namespace", namespaces, w);
+    start!("serviceaccount", accounts, w);
+    start!("replicaset", sets, w);
+    start!("deployment", deployments, w);
+    start!("garbagecollector", gc, w * 4);
+    if let Some(p) = &root_ca {
+        start!("root-ca-cert-publisher", p, w);
+    }
+    tracing::info!("controllers are running");
+    stop.wait().await;
+    for f in &queues_down {
+        f();
+    }
+    for t in workers.into_iter().chain(tasks) {
+        let _ = t.await;
+    }
+    Ok(())
+}

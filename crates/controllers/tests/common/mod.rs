@@ -1,0 +1,245 @@
+//! The test harness: a real in-process API server over a temporary embedded store, logical
+//! clusters, the controllers running against it, a stand-in kubelet marking pods ready, and
+//! waiting on watches (no sleeps).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::ApiServer;
+use controllers::client::ClusterClients;
+use controllers::shared::{Shutdown, ShutdownTrigger};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n";
+
+/// Per-cluster clients the harness keeps (each holds a task).
+pub const TEST_CLIENT_CACHE: usize = 2;
+
+/// How long a test waits for the controllers before failing.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub struct Harness {
+    pub server: Arc<ApiServer>,
+    pub clients: ClusterClients,
+    stop: ShutdownTrigger,
+    controllers: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
+    let server = apiserver::server::start(Arc::new(store))
+        .await
+        .expect("server");
+    (server, dir)
+}
+
+/// Makes a logical cluster exist: a LogicalCluster in the root cluster, provisioned by the
+/// server until Ready.
+pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
+    let ar = kube::discovery::ApiResource {
+        group: "core.matryoshka.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "core.matryoshka.dev/v1alpha1".into(),
+        kind: "LogicalCluster".into(),
+        plural: "logicalclusters".into(),
+    };
+    let root = ClusterClients::in_memory(server.clone())
+        .cluster("root")
+        .unwrap();
+    let api: Api<kube::api::DynamicObject> = Api::all_with(root, &ar);
+    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create the LogicalCluster");
+    wait_for(&api, name, "the cluster to be Ready", |c| {
+        c.and_then(|c| c.data.pointer("/status/phase"))
+            .and_then(|p| p.as_str())
+            == Some("Ready")
+    })
+    .await;
+}
+
+impl Harness {
+    /// A server with `clusters` besides the root, and the controllers running.
+    pub async fn start(clusters: &[&str]) -> Harness {
+        Self::start_with(clusters, controllers::Options::default().with_ca(CA_PEM)).await
+    }
+
+    /// Like [`Harness::start`] with the controllers' options.
+    pub async fn start_with(clusters: &[&str], options: controllers::Options) -> Harness {
+        let (server, dir) = server().await;
+        for c in clusters {
+            add_cluster(&server, c).await;
+        }
+        let (stop, shutdown) = Shutdown::new();
+        let s = server.clone();
+        let controllers = tokio::spawn(async move {
+            controllers::run_all(s, options, shutdown.wait())
+                .await
+                .expect("controllers");
+        });
+        Harness {
+            // A small cache: the test's own clients must not hide the controllers' task count.
+            clients: ClusterClients::with_capacity(
+                Arc::new(controllers::client::InMemory::new(server.clone())),
+                TEST_CLIENT_CACHE,
+            ),
+            server,
+            stop,
+            controllers: Some(controllers),
+            _dir: dir,
+        }
+    }
+
+    pub fn client(&self, cluster: &str) -> kube::Client {
+        self.clients.cluster(cluster).unwrap()
+    }
+
+    pub fn api<K>(&self, cluster: &str, ns: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client(cluster), ns)
+    }
+
+    /// Stops the controllers and waits for them.
+    pub async fn stop(mut self) {
+        self.stop.trigger();
+        if let Some(h) = self.controllers.take() {
+            tokio::time::timeout(PATIENCE, h)
+                .await
+                .expect("controllers stop")
+                .expect("join");
+        }
+    }
+}
+
+/// Waits until `pred` holds for the objects `api` lists (re-checked on every watch event).
+pub async fn wait_list<K>(api: &Api<K>, what: &str, pred: impl Fn(&[K]) -> bool) -> Vec<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let mut objs: BTreeMap<String, K> = BTreeMap::new();
+    let mut init: Option<BTreeMap<String, K>> = None;
+    let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+    let fut = async {
+        while let Some(ev) = stream.next().await {
+            match ev.expect("watch") {
+                watcher::Event::Apply(o) => {
+                    objs.insert(o.name_any(), o);
+                }
+                watcher::Event::Delete(o) => {
+                    objs.remove(&o.name_any());
+                }
+                watcher::Event::Init => {
+                    init = Some(BTreeMap::new());
+                    continue;
+                }
+                watcher::Event::InitApply(o) => {
+                    init.get_or_insert_with(BTreeMap::new)
+                        .insert(o.name_any(), o);
+                    continue;
+                }
+                watcher::Event::InitDone => objs = init.take().unwrap_or_default(),
+            }
+            let list: Vec<K> = objs.values().cloned().collect();
+            if pred(&list) {
+                return list;
+            }
+        }
+        panic!("watch ended while waiting for {what}");
+    };
+    match tokio::time::timeout(PATIENCE, fut).await {
+        Ok(v) => v,
+        Err(_) => {
+            let names: Vec<String> = objs.keys().cloned().collect();
+            panic!("timed out waiting for {what}; last seen: {names:?}")
+        }
+    }
+}
+
+/// Waits until the named object satisfies `pred` (`None`: it does not exist).
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(Option<&K>) -> bool,
+) -> Option<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let api2 = api.clone();
+    let name2 = name.to_string();
+    let list = wait_list(&api2, what, |objs| {
+        pred(objs.iter().find(|o| o.name_any() == name2))
+    })
+    .await;
+    list.into_iter().find(|o| o.name_any() == name)
+}
+
+/// A stand-in kubelet for one namespace: every pod that is not Ready becomes Running and
+/// Ready. Stopped by aborting the handle.
+pub fn kubelet(api: Api<Pod>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        while let Some(ev) = stream.next().await {
+            let pod = match ev {
+                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
+                _ => continue,
+            };
+            if pod.metadata.deletion_timestamp.is_some() || is_ready(&pod) {
+                continue;
+            }
+            let _ = mark_ready(&api, pod).await;
+        }
+    })
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Writes a Running phase and a Ready condition through `/status`.
+pub async fn mark_ready(api: &Api<Pod>, mut pod: Pod) -> kube::Result<Pod> {
+    pod.status = Some(PodStatus {
+        phase: Some("Running".into()),
+        conditions: Some(vec![PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            last_transition_time: Some(Time(Timestamp::now())),
+            ..Default::default()
+        }]),
+        ..pod.status.unwrap_or_default()
+    });
+    api.replace_status(&pod.name_any(), &PostParams::default(), &pod)
+        .await
+}
+
+pub async fn count<K>(api: &Api<K>) -> usize
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    api.list(&ListParams::default()).await.unwrap().items.len()
+}
