@@ -156,7 +156,22 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         startup_ms = started.elapsed().as_millis() as u64,
         "matryoshka is serving"
     );
+    // The controllers run in process over the in-memory transport, once per set of replicas
+    // (leader election on a Lease in the root cluster).
+    let (stop, stopped) = controllers::shared::Shutdown::new();
+    let identity = format!(
+        "{}-{}",
+        hostname().unwrap_or_else(|| "matryoshka".into()),
+        std::process::id()
+    );
+    let controllers = tokio::spawn(controllers::run_all(
+        server.clone(),
+        controllers::Options::default().with_leader_election(identity),
+        stopped.wait(),
+    ));
     apiserver::serve::serve(server, listener, tls, shutdown_signal()).await;
+    stop.trigger();
+    let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     rotation.abort();
     tracing::info!("stopped");
     Ok(())

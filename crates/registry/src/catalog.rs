@@ -56,6 +56,14 @@ impl Catalog {
             return (!r.root_only || cluster == ROOT).then(|| r.clone());
         }
         let custom = self.custom.read();
+        if cluster == "*" {
+            // The cross-cluster pseudo-cluster serves a custom resource any cluster defines.
+            return custom
+                .values()
+                .flat_map(|defs| defs.iter())
+                .find(|r| r.group == group && r.version == version && r.plural == plural)
+                .cloned();
+        }
         custom
             .get(cluster)?
             .iter()

@@ -183,11 +183,15 @@ async fn scale(
                     .into(),
                 ));
             }
-            let rv = meta::resource_version(&new_scale).to_string();
+            // Only a resourceVersion the client sent is a precondition; the one a patch
+            // inherits from the current object is not (concurrent writers retry).
+            let sent_rv = meta::resource_version(&body).to_string();
             let mut next = cur.clone();
             set_pointer(&mut next, &ptr, json!(replicas));
-            if !rv.is_empty() {
-                meta::set(&mut next, "resourceVersion", rv);
+            if sent_rv.is_empty() {
+                meta::remove(&mut next, "resourceVersion");
+            } else {
+                meta::set(&mut next, "resourceVersion", sent_rv);
             }
             Ok(next)
         })
