@@ -12,6 +12,7 @@ pub mod bootstrap;
 pub mod certs;
 pub mod clusters;
 pub mod codec;
+pub mod crds;
 pub mod discovery;
 pub mod fields;
 pub mod handlers;

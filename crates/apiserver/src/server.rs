@@ -309,10 +309,16 @@ pub async fn start_with(
     let mut resources = registry::builtins::resources();
     resources.push(crate::tenancy::logical_cluster_resource());
     resources.extend(crate::reviews::extra_resources());
-    let server = ApiServer::new(Store::new(storage, cache), Catalog::new(resources), config)?;
+    let catalog = Catalog::new(resources).with_builtin_strategy(
+        crate::crds::GROUP,
+        crate::crds::PLURAL,
+        Arc::new(crd::CrdStrategy),
+    );
+    let server = ApiServer::new(Store::new(storage, cache), catalog, config)?;
     crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
     crate::tenancy::start(server.clone()).await?;
     crate::aggregation::start(&server)?;
+    crate::crds::start(&server)?;
     server.set_ready(true);
     Ok(server)
 }

@@ -104,6 +104,48 @@ impl Catalog {
         }
     }
 
+    /// Replaces every custom resource a cluster serves (after its CRDs changed).
+    pub fn replace_custom(&self, cluster: &str, defs: Vec<ResourceDef>) {
+        let mut custom = self.custom.write();
+        if defs.is_empty() {
+            custom.remove(cluster);
+        } else {
+            custom.insert(
+                cluster.to_string(),
+                defs.into_iter().map(Arc::new).collect(),
+            );
+        }
+    }
+
+    /// Replaces the strategy of a built-in resource (a layer above provides it).
+    pub fn with_builtin_strategy(
+        mut self,
+        group: &str,
+        plural: &str,
+        strategy: Arc<dyn crate::Strategy>,
+    ) -> Self {
+        for r in self
+            .builtins
+            .iter_mut()
+            .filter(|r| r.group == group && r.plural == plural)
+        {
+            let mut def = ResourceDef::clone(r);
+            def.strategy = strategy.clone();
+            *r = Arc::new(def);
+        }
+        self.by_gvr = self
+            .builtins
+            .iter()
+            .map(|r| {
+                (
+                    (r.group.clone(), r.version.clone(), r.plural.clone()),
+                    r.clone(),
+                )
+            })
+            .collect();
+        self
+    }
+
     /// Forgets every custom resource of a cluster (the cluster was deleted).
     pub fn remove_cluster(&self, cluster: &str) {
         self.custom.write().remove(cluster);

@@ -574,15 +574,6 @@ impl Store {
             if !sent_rv.is_empty() && sent_rv != old_rev.to_string() {
                 return Err(ApiError::modified(&res.plural, &res.group, loc.name));
             }
-            if sent_rv.is_empty() && !res.strategy.allow_unconditional_update() {
-                let mut errs = ErrorList::new();
-                errs.push(FieldError::invalid(
-                    "metadata.resourceVersion",
-                    json!(""),
-                    "must be specified for an update",
-                ));
-                return Err(ApiError::invalid(&res.kind, &res.group, loc.name, &errs));
-            }
             let new = self.prepare_update(res, &old, new, opts)?;
             if new == old {
                 return Ok((old, false));

@@ -233,6 +233,7 @@ pub async fn watch(
                             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": value.get("metadata").cloned().unwrap_or(json!({}))})
                         }
                         _ if cross_cluster => render::annotate_cluster(&obj),
+                        _ if res.strategy.has_read() => render::prepare(&res, &obj.value),
                         _ => obj.value.clone(),
                     };
                     (event_line(ty.as_str(), &object), false)

@@ -69,6 +69,13 @@ fn to_yaml(v: &Value) -> Result<String, String> {
     serde_saphyr::to_string(v).map_err(|e| e.to_string())
 }
 
+/// An object as its resource serves it (the strategy's read hook applied to a copy).
+pub fn prepare(res: &ResourceDef, obj: &Value) -> Value {
+    let mut v = obj.clone();
+    res.strategy.read(&mut v);
+    v
+}
+
 /// Renders one object.
 pub fn object(
     ctx: &Ctx,
@@ -77,6 +84,13 @@ pub fn object(
     obj: &Value,
 ) -> Result<Response<Body>, ApiError> {
     let out = output(ctx)?;
+    let read;
+    let obj = if res.strategy.has_read() {
+        read = prepare(res, obj);
+        &read
+    } else {
+        obj
+    };
     Ok(match out {
         Output::Table => {
             let t = table::table(
@@ -137,6 +151,22 @@ pub fn list(
     metadata: Value,
 ) -> Result<Response<Body>, ApiError> {
     let out = output(ctx)?;
+    if res.strategy.has_read() {
+        // Custom resources are served at the requested version with read-time defaults.
+        let prepared: Vec<Arc<CachedObject>> = items
+            .iter()
+            .map(|o| {
+                Arc::new(CachedObject {
+                    rev: o.rev,
+                    value: prepare(res, &o.value),
+                    cluster: o.cluster.clone(),
+                })
+            })
+            .collect();
+        let mut plain = ResourceDef::clone(res);
+        plain.strategy = Arc::new(registry::DefaultStrategy);
+        return list(ctx, &plain, &prepared, metadata);
+    }
     if ctx.cluster == crate::route::ALL_CLUSTERS {
         let annotated: Vec<Arc<CachedObject>> = items
             .iter()

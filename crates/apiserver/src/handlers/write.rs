@@ -162,6 +162,23 @@ pub async fn update(
     let mut obj = codec::decode_object(ctx)?;
     check_fields(ctx, res, &obj, w.validation)?;
     crate::fields::prune(res, &mut obj);
+    // A replace without resourceVersion is allowed for most resources, not for all (CRDs and
+    // custom resources require one, as upstream does). Patches always carry what they read.
+    if apimachinery::meta::resource_version(&obj).is_empty()
+        && !res.strategy.allow_unconditional_update()
+    {
+        let errs = vec![apimachinery::FieldError::invalid(
+            "metadata.resourceVersion",
+            serde_json::json!(""),
+            "must be specified for an update",
+        )];
+        return Err(ApiError::invalid(
+            &res.kind,
+            &res.group,
+            loc.name,
+            &errs.into(),
+        ));
+    }
     let manager = w.manager.clone();
     let (stored, created) = server
         .store

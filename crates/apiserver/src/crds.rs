@@ -1,0 +1,290 @@
+//! CustomResourceDefinitions: every cluster serves what its own CRDs define.
+//!
+//! One loop for all clusters, fed by the cache's cross-cluster watch of CRDs. A change in a
+//! cluster recomputes that cluster's CRD conditions (NamesAccepted, Established), the custom
+//! resources it serves, and its OpenAPI documents. A CRD being deleted is Terminating: its
+//! custom resources are deleted, then its cleanup finalizer is removed and it disappears from
+//! discovery.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::meta;
+use apimachinery::status::ApiError;
+use registry::cache::{Filter, Start, WatchItem};
+use registry::store::{DeleteOptions, ListRequest, Location, WriteOptions};
+use serde_json::Value;
+
+use crate::server::ApiServer;
+
+pub const GROUP: &str = "apiextensions.k8s.io";
+pub const PLURAL: &str = "customresourcedefinitions";
+
+fn crds_of(server: &ApiServer, cluster: &str) -> Vec<Value> {
+    let filter = Filter {
+        cluster: Some(cluster.to_string()),
+        ..Filter::default()
+    };
+    server
+        .store
+        .cache
+        .list(GROUP, PLURAL, &filter)
+        .0
+        .iter()
+        .map(|o| o.value.clone())
+        .collect()
+}
+
+async fn write_status(
+    server: &ApiServer,
+    cluster: &str,
+    name: &str,
+    status: Value,
+) -> Result<(), ApiError> {
+    let res = server
+        .catalog
+        .builtin(GROUP, PLURAL)
+        .ok_or_else(|| ApiError::internal("CRDs are not served"))?;
+    let loc = Location {
+        cluster,
+        namespace: "",
+        name,
+    };
+    let opts = WriteOptions {
+        dry_run: false,
+        subresource: Some("status".into()),
+    };
+    let result = server
+        .store
+        .update_with(&res, &loc, &opts, |cur| {
+            // CRDs require a resourceVersion on update: the one just read (a conflict is
+            // retried by the loop).
+            let mut next = cur
+                .cloned()
+                .ok_or_else(|| ApiError::not_found(PLURAL, GROUP, name))?;
+            next["status"] = status.clone();
+            Ok(next)
+        })
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes every custom resource of a CRD being deleted; `true` when none is left.
+async fn delete_instances(
+    server: &ApiServer,
+    cluster: &str,
+    crd: &Value,
+) -> Result<bool, ApiError> {
+    let group = crd
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let plural = crd
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let Some(res) = server
+        .catalog
+        .lookup(cluster, group, &storage_version(crd), plural)
+    else {
+        return Ok(true);
+    };
+    let filter = Filter {
+        cluster: Some(cluster.to_string()),
+        ..Filter::default()
+    };
+    let items = server
+        .store
+        .list(
+            &res,
+            &ListRequest {
+                filter,
+                ..Default::default()
+            },
+        )
+        .await?
+        .items;
+    if items.is_empty() {
+        return Ok(true);
+    }
+    for o in &items {
+        let (ns, name) = (
+            meta::namespace(&o.value).to_string(),
+            meta::name(&o.value).to_string(),
+        );
+        let loc = Location {
+            cluster,
+            namespace: &ns,
+            name: &name,
+        };
+        match server
+            .store
+            .delete(&res, &loc, &DeleteOptions::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
+}
+
+fn storage_version(crd: &Value) -> String {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        })
+        .and_then(|v| v.get("name").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Finishes the deletion of a CRD once its custom resources are gone.
+async fn finish_deletion(server: &ApiServer, cluster: &str, crd: &Value) -> Result<bool, ApiError> {
+    if !delete_instances(server, cluster, crd).await? {
+        return Ok(false);
+    }
+    let res = server
+        .catalog
+        .builtin(GROUP, PLURAL)
+        .ok_or_else(|| ApiError::internal("CRDs are not served"))?;
+    let name = meta::name(crd).to_string();
+    let loc = Location {
+        cluster,
+        namespace: "",
+        name: &name,
+    };
+    let now = registry::store::now();
+    let result = server
+        .store
+        .update_with(&res, &loc, &WriteOptions::default(), |cur| {
+            let mut next = cur
+                .cloned()
+                .ok_or_else(|| ApiError::not_found(PLURAL, GROUP, &name))?;
+            crd::set_terminating(
+                &mut next,
+                "False",
+                "InstanceDeletionCompleted",
+                "removed all instances",
+                &now,
+            );
+            crd::remove_cleanup_finalizer(&mut next);
+            Ok(next)
+        })
+        .await;
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) if e.code == 404 => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// Brings one cluster's CRDs, served resources and OpenAPI documents up to date. Returns
+/// whether work remains (custom resources still being deleted).
+pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<bool, ApiError> {
+    let crds = crds_of(server, cluster);
+    let mut pending = false;
+    for c in &crds {
+        let name = meta::name(c).to_string();
+        if meta::deletion_timestamp(c).is_some() {
+            if !finish_deletion(server, cluster, c).await? {
+                pending = true;
+            }
+            continue;
+        }
+        let group = c
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let names_in_use = crd::names_in_group(&crds, group, &name);
+        let status = crd::established_status(c, &names_in_use);
+        if c.get("status") != Some(&status) {
+            write_status(server, cluster, &name, status).await?;
+        }
+    }
+    // Serve what is established (reading the CRDs again: statuses may just have changed).
+    let crds = crds_of(server, cluster);
+    let serving: Vec<Value> = crds
+        .iter()
+        .filter(|c| {
+            crd::should_serve(c)
+                || (crd::is_established(c) && meta::deletion_timestamp(c).is_some())
+        })
+        .cloned()
+        .collect();
+    let defs: Vec<registry::ResourceDef> = serving.iter().flat_map(crd::resource_defs).collect();
+    server.catalog.replace_custom(cluster, defs);
+    let docs: Vec<Value> = serving
+        .iter()
+        .filter(|c| meta::deletion_timestamp(c).is_none())
+        .cloned()
+        .collect();
+    if docs.is_empty() {
+        server.openapi.set(cluster, None);
+    } else {
+        let mut set = openapi::DocumentSet::new();
+        for (g, v, doc) in crd::openapi_documents(&docs) {
+            set.insert_custom(&g, &v, doc);
+        }
+        server.openapi.set(cluster, Some(set));
+    }
+    Ok(pending)
+}
+
+/// Starts the CRD loop.
+pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
+    let mut handle = server.store.cache.watch(
+        GROUP,
+        PLURAL,
+        Filter::default(),
+        Start::Current { end_marker: false },
+        false,
+    )?;
+    let weak = Arc::downgrade(server);
+    tokio::spawn(async move {
+        let mut retry: Vec<String> = Vec::new();
+        loop {
+            let first = if retry.is_empty() {
+                handle.rx.recv().await
+            } else {
+                match tokio::time::timeout(Duration::from_millis(200), handle.rx.recv()).await {
+                    Ok(item) => item,
+                    // Nothing new: a tick to retry what is pending.
+                    Err(_) => Some(WatchItem::Bookmark(0)),
+                }
+            };
+            let Some(first) = first else { return };
+            let Some(server) = weak.upgrade() else { return };
+            let mut clusters: Vec<String> = std::mem::take(&mut retry);
+            let mut add = |item: WatchItem| {
+                if let WatchItem::Event(_, o) = item
+                    && !clusters.iter().any(|c| **c == *o.cluster)
+                {
+                    clusters.push(o.cluster.to_string());
+                }
+            };
+            add(first);
+            while let Ok(item) = handle.rx.try_recv() {
+                add(item);
+            }
+            for c in clusters {
+                match reconcile(&server, &c).await {
+                    Ok(true) => retry.push(c),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(cluster = %c, error = %e, "CRD reconciliation failed; retrying");
+                        retry.push(c);
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
