@@ -1,10 +1,11 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|clusters [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|crds|clusters [--count N] [--parallel P]> [--quick]`.
 
 mod api_bench;
 mod clusters_bench;
+mod crds_bench;
 mod report;
 mod storage_bench;
 
@@ -17,6 +18,7 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
+        Some("crds") => rt.block_on(crds_bench::run(quick)),
         Some("clusters") => {
             let count = args
                 .iter()
@@ -32,8 +34,16 @@ fn main() -> anyhow::Result<()> {
             rt.block_on(clusters_bench::run(quick, count, parallel))
         }
         _ => {
-            eprintln!("usage: bench <storage|api|clusters [--count N] [--parallel P]> [--quick]");
+            eprintln!(
+                "usage: bench <storage|api|crds|clusters [--count N] [--parallel P]> [--quick]"
+            );
             std::process::exit(2);
         }
     }
+}
+
+/// Reads a YAML file into JSON.
+pub fn yaml_file(path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(serde_saphyr::from_str(&text)?)
 }
