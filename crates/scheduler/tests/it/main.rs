@@ -1,0 +1,7 @@
+//! Scheduler integration tests against the in-process API server (one test binary).
+
+mod clusters;
+mod common;
+mod filters;
+mod lifecycle;
+mod spread;
