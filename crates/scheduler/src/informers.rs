@@ -127,9 +127,10 @@ pub fn on_pod(shared: &Shared, change: Change<Pod>) {
     let now = Instant::now();
     match change {
         Change::Applied(cluster, pod) => {
+            let mut info = PodInfo::new(&cluster, &pod);
             let mut cache = shared.cache.lock();
             let cluster = cache.intern(&cluster);
-            let mut info = PodInfo::new(&cluster, &pod);
+            info.key.cluster = cluster.clone();
             if info.priority_unresolved
                 && let Some(c) = cache.cluster(&cluster)
             {
