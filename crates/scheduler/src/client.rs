@@ -154,11 +154,14 @@ where
     }
 }
 
+/// Cached clients by cluster, each with the tick it was last used at, and the current tick.
+type ClientCache = (u64, HashMap<String, (kube::Client, u64)>);
+
 /// A bounded cache of per-cluster clients over a [`ClientFactory`]; clones share it.
 #[derive(Clone)]
 pub struct Clients {
     factory: Arc<dyn ClientFactory>,
-    cache: Arc<Mutex<(u64, HashMap<String, (kube::Client, u64)>)>>,
+    cache: Arc<Mutex<ClientCache>>,
 }
 
 impl Clients {

@@ -30,6 +30,8 @@ pub mod resource;
 pub mod schedule;
 pub mod scheduler;
 pub mod selector;
+#[cfg(test)]
+mod testutil;
 
 pub use client::{ClientFactory, InMemory};
 pub use error::{Error, Result};

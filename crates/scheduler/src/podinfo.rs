@@ -68,7 +68,7 @@ impl AffinityTerm {
 
     /// Whether `pod` (whose namespace has `ns_labels`) is selected by the term.
     pub fn matches(&self, pod: &PodInfo, ns_labels: Option<&Labels>) -> bool {
-        let in_namespace = self.namespaces.iter().any(|n| *n == pod.key.namespace)
+        let in_namespace = self.namespaces.contains(&pod.key.namespace)
             || self
                 .namespace_selector
                 .as_ref()
@@ -169,13 +169,14 @@ impl PodInfo {
     /// PriorityClass in [`PodInfo::resolve_priority`].
     pub fn new(cluster: &Arc<str>, pod: &core::Pod) -> PodInfo {
         let md = &pod.metadata;
-        let spec = pod.spec.clone().unwrap_or_default();
+        let empty = core::PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&empty);
         let status = pod.status.as_ref();
         let namespace = md.namespace.clone().unwrap_or_default();
         let name = md.name.clone().unwrap_or_default();
         let labels = md.labels.clone().unwrap_or_default();
         let policy = spec.preemption_policy.clone();
-        let (requests, non_zero) = pod_requests(&spec);
+        let (requests, non_zero) = pod_requests(spec);
         let affinity = spec.affinity.as_ref();
         let node_affinity = affinity.and_then(|a| a.node_affinity.as_ref());
         let pod_affinity = parse_pod_affinity(&namespace, affinity);
@@ -237,10 +238,10 @@ impl PodInfo {
                 })
                 .unwrap_or_default(),
             tolerations: spec.tolerations.clone().unwrap_or_default(),
-            host_ports: host_ports(&spec),
-            spread: spread_constraints(&spec, &labels),
+            host_ports: host_ports(spec),
+            spread: spread_constraints(spec, &labels),
             affinity: pod_affinity.map(Box::new),
-            claims: claims(&name, &spec),
+            claims: claims(&name, spec),
             start_time: status
                 .and_then(|s| s.start_time.as_ref())
                 .or(md.creation_timestamp.as_ref())

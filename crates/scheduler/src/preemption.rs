@@ -224,3 +224,87 @@ fn pick(candidates: &[(Arc<str>, Vec<Arc<PodInfo>>)]) -> Option<usize> {
         .min_by_key(|(i, (_, v))| (key(v), *i))
         .map(|(i, _)| i)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Plugin;
+    use crate::testutil::{CLUSTER, cache, pod};
+    use rand::SeedableRng;
+    use serde_json::json;
+
+    fn prio(name: &str, node: &str, cpu: &str, priority: i32) -> Arc<PodInfo> {
+        pod(
+            name,
+            cpu,
+            json!({"spec": {"nodeName": node, "priority": priority}}),
+        )
+    }
+
+    fn insufficient(nodes: &[&str]) -> Diagnosis {
+        let mut d = Diagnosis::default();
+        for n in nodes {
+            d.reject(
+                Arc::from(*n),
+                Status::unschedulable(Plugin::NodeResourcesFit, "Insufficient cpu"),
+            );
+        }
+        d
+    }
+
+    #[test]
+    fn the_least_important_pods_are_evicted_and_the_rest_reprieved() {
+        let c = cache(
+            &[("n1", "2", json!({}))],
+            &[prio("low", "n1", "1", 1), prio("mid", "n1", "1", 5)],
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let p = pod("p", "1", json!({"spec": {"priority": 10}}));
+        let state = CycleState::new(&p, cl).unwrap();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let done = preempt(cl, &p, Some(&state), &insufficient(&["n1"]), &mut rng).unwrap();
+        assert_eq!(&*done.node, "n1");
+        let victims: Vec<&str> = done.victims.iter().map(|v| v.key.name.as_str()).collect();
+        assert_eq!(victims, vec!["low"]);
+    }
+
+    #[test]
+    fn the_node_with_the_least_important_victims_is_chosen() {
+        let c = cache(
+            &[("n1", "1", json!({})), ("n2", "1", json!({}))],
+            &[
+                prio("important", "n1", "1", 50),
+                prio("cheap", "n2", "1", 5),
+            ],
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let p = pod("p", "1", json!({"spec": {"priority": 100}}));
+        let state = CycleState::new(&p, cl).unwrap();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let done = preempt(cl, &p, Some(&state), &insufficient(&["n1", "n2"]), &mut rng).unwrap();
+        assert_eq!(&*done.node, "n2");
+    }
+
+    #[test]
+    fn without_lower_priority_pods_there_are_no_victims_and_never_means_never() {
+        let c = cache(&[("n1", "1", json!({}))], &[prio("peer", "n1", "1", 10)]);
+        let cl = c.cluster(CLUSTER).unwrap();
+        let p = pod("p", "1", json!({"spec": {"priority": 10}}));
+        let state = CycleState::new(&p, cl).unwrap();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let no = preempt(cl, &p, Some(&state), &insufficient(&["n1"]), &mut rng).unwrap_err();
+        assert_eq!(
+            no.message,
+            "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        );
+        assert!(no.clear_nomination);
+        let polite = pod(
+            "q",
+            "1",
+            json!({"spec": {"priority": 100, "preemptionPolicy": "Never"}}),
+        );
+        let no = preempt(cl, &polite, Some(&state), &insufficient(&["n1"]), &mut rng).unwrap_err();
+        assert_eq!(no.message, "not eligible due to preemptionPolicy=Never.");
+        assert!(!no.clear_nomination);
+    }
+}

@@ -60,11 +60,7 @@ pub enum Outcome {
 }
 
 /// Nominated pods on `node` that go before `pod` (same or higher priority).
-pub fn nominated_before<'a>(
-    cluster: &'a ClusterState,
-    pod: &PodInfo,
-    node: &str,
-) -> Vec<Arc<PodInfo>> {
+pub fn nominated_before(cluster: &ClusterState, pod: &PodInfo, node: &str) -> Vec<Arc<PodInfo>> {
     cluster
         .nominated
         .get(node)
@@ -256,6 +252,67 @@ fn select_host(feasible: &[&NodeInfo], scores: &[i64], rng: &mut impl Rng) -> Ar
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{CLUSTER, cache, pod};
+    use rand::SeedableRng;
+    use serde_json::json;
+
+    #[test]
+    fn a_nominated_node_is_tried_first_and_the_pod_is_assumed_there() {
+        let mut c = cache(&[("n1", "4", json!({})), ("n2", "4", json!({}))], &[]);
+        let p = pod("p", "1", json!({"status": {"nominatedNodeName": "n2"}}));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        match schedule_one(&mut c, &p, &mut rng) {
+            Outcome::Bind {
+                node, evaluated, ..
+            } => {
+                assert_eq!(&*node, "n2");
+                assert_eq!(evaluated, 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(c.is_assumed(&p.key));
+        assert_eq!(
+            c.cluster(CLUSTER)
+                .unwrap()
+                .node("n2")
+                .unwrap()
+                .requested
+                .milli_cpu,
+            1000
+        );
+    }
+
+    #[test]
+    fn assumed_pods_fill_nodes_until_nothing_fits() {
+        let mut c = cache(&[("n1", "1", json!({})), ("n2", "1", json!({}))], &[]);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        for i in 0..2 {
+            let p = pod(&format!("p{i}"), "1", json!({}));
+            assert!(matches!(
+                schedule_one(&mut c, &p, &mut rng),
+                Outcome::Bind { .. }
+            ));
+        }
+        let p = pod("late", "1", json!({}));
+        match schedule_one(&mut c, &p, &mut rng) {
+            Outcome::Unschedulable { message, .. } => assert_eq!(
+                message,
+                "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: \
+                 2 No preemption victims found for incoming pod."
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cluster_without_nodes_says_so() {
+        let mut c = cache(&[], &[]);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        match schedule_one(&mut c, &pod("p", "1", json!({})), &mut rng) {
+            Outcome::Unschedulable { message, .. } => assert_eq!(message, NO_NODES),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn small_clusters_filter_every_node() {

@@ -128,7 +128,7 @@ impl FilterState {
                     Some(_) => {}
                 }
             }
-            if !all_exist && !(self.affinity.is_empty() && self.self_affine) {
+            if !(all_exist || self.affinity.is_empty() && self.self_affine) {
                 return Err(affinity_error());
             }
             for t in &a.required_anti {
@@ -222,4 +222,126 @@ pub fn score(pod: &PodInfo, cluster: &ClusterState, feasible: &[&NodeInfo]) -> O
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Code;
+    use crate::testutil::{CLUSTER, cache, pod};
+    use serde_json::json;
+
+    fn term(app: &str, key: &str) -> serde_json::Value {
+        json!([{"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}])
+    }
+
+    #[test]
+    fn an_existing_pods_anti_affinity_keeps_matching_pods_off_its_domain() {
+        let loner = pod(
+            "loner",
+            "100m",
+            json!({"metadata": {"labels": {"app": "loner"}}, "spec": {
+            "nodeName": "n1",
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term("web", "zone")}}}}),
+        );
+        let c = cache(
+            &[
+                ("n1", "8", json!({"zone": "a"})),
+                ("n2", "8", json!({"zone": "b"})),
+            ],
+            &[loner],
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let web = pod(
+            "web",
+            "100m",
+            json!({"metadata": {"labels": {"app": "web"}}}),
+        );
+        let s = FilterState::new(&web, cl).unwrap();
+        let e = s.filter(&web, cl.node("n1").unwrap()).unwrap_err();
+        assert_eq!(
+            e.reasons,
+            vec!["node(s) didn't satisfy existing pods anti-affinity rules"]
+        );
+        assert!(s.filter(&web, cl.node("n2").unwrap()).is_ok());
+        let other = pod(
+            "other",
+            "100m",
+            json!({"metadata": {"labels": {"app": "api"}}}),
+        );
+        assert!(
+            FilterState::new(&other, cl)
+                .unwrap()
+                .filter(&other, cl.node("n1").unwrap())
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn required_affinity_needs_a_matching_pod_in_the_domain_except_for_the_first_of_a_group() {
+        let db = pod(
+            "db",
+            "100m",
+            json!({"metadata": {"labels": {"app": "db"}}, "spec": {"nodeName": "n1"}}),
+        );
+        let c = cache(
+            &[
+                ("n1", "8", json!({"zone": "a"})),
+                ("n2", "8", json!({"zone": "a"})),
+                ("n3", "8", json!({"zone": "b"})),
+            ],
+            &[db],
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let app = pod(
+            "app",
+            "100m",
+            json!({"spec": {"affinity": {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": term("db", "zone")}}}}),
+        );
+        let s = FilterState::new(&app, cl).unwrap();
+        assert!(
+            s.filter(&app, cl.node("n2").unwrap()).is_ok(),
+            "same zone as the db"
+        );
+        let e = s.filter(&app, cl.node("n3").unwrap()).unwrap_err();
+        assert_eq!(e.code, Code::UnschedulableAndUnresolvable);
+        let first = pod(
+            "first",
+            "100m",
+            json!({"metadata": {"labels": {"app": "cache"}}, "spec": {"affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term("cache", "zone")}}}}),
+        );
+        let s = FilterState::new(&first, cl).unwrap();
+        assert!(
+            s.filter(&first, cl.node("n3").unwrap()).is_ok(),
+            "no cache pod anywhere yet"
+        );
+    }
+
+    #[test]
+    fn preferred_affinity_scores_the_domain_of_matching_pods_highest() {
+        let db = pod(
+            "db",
+            "100m",
+            json!({"metadata": {"labels": {"app": "db"}}, "spec": {"nodeName": "n1"}}),
+        );
+        let c = cache(
+            &[
+                ("n1", "8", json!({"zone": "a"})),
+                ("n2", "8", json!({"zone": "b"})),
+            ],
+            &[db],
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let app = pod(
+            "app",
+            "100m",
+            json!({"spec": {"affinity": {"podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 50, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}}]}}}}),
+        );
+        let feasible = [cl.node("n1").unwrap(), cl.node("n2").unwrap()];
+        assert_eq!(score(&app, cl, &feasible).unwrap(), vec![MAX_NODE_SCORE, 0]);
+    }
 }

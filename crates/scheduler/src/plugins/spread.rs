@@ -228,3 +228,99 @@ pub fn score(pod: &PodInfo, cluster: &ClusterState, feasible: &[&NodeInfo]) -> O
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{CLUSTER, cache, pod};
+    use serde_json::json;
+
+    fn web(name: &str, node: &str, constraint: serde_json::Value) -> std::sync::Arc<PodInfo> {
+        pod(
+            name,
+            "100m",
+            json!({"metadata": {"labels": {"app": "web"}},
+            "spec": {"nodeName": node, "topologySpreadConstraints": [constraint]}}),
+        )
+    }
+
+    fn hard(extra: serde_json::Value) -> serde_json::Value {
+        let mut c = json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c
+    }
+
+    #[test]
+    fn a_domain_over_the_skew_is_rejected_and_a_node_without_the_key_is_unresolvable() {
+        let existing = [
+            web("w1", "a1", hard(json!({}))),
+            web("w2", "a1", hard(json!({}))),
+        ];
+        let c = cache(
+            &[
+                ("a1", "8", json!({"zone": "a"})),
+                ("b1", "8", json!({"zone": "b"})),
+                ("x", "8", json!({})),
+            ],
+            &existing,
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let incoming = web("new", "", hard(json!({})));
+        let s = FilterState::new(&incoming, cl).unwrap();
+        let e = s.filter(&incoming, cl.node("a1").unwrap()).unwrap_err();
+        assert_eq!(e.code, crate::framework::Code::Unschedulable);
+        assert!(s.filter(&incoming, cl.node("b1").unwrap()).is_ok());
+        let e = s.filter(&incoming, cl.node("x").unwrap()).unwrap_err();
+        assert_eq!(e.code, crate::framework::Code::UnschedulableAndUnresolvable);
+        assert!(e.reasons[0].ends_with("(missing required label)"));
+    }
+
+    #[test]
+    fn too_few_domains_make_the_global_minimum_zero() {
+        let c = cache(
+            &[("a1", "8", json!({"zone": "a"}))],
+            &[web("w1", "a1", hard(json!({})))],
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let plain = web("new", "", hard(json!({})));
+        assert!(
+            FilterState::new(&plain, cl)
+                .unwrap()
+                .filter(&plain, cl.node("a1").unwrap())
+                .is_ok()
+        );
+        let two = web("new", "", hard(json!({"minDomains": 2})));
+        assert!(
+            FilterState::new(&two, cl)
+                .unwrap()
+                .filter(&two, cl.node("a1").unwrap())
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_soft_constraint_scores_the_emptier_zone_higher() {
+        let soft = json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "web"}}});
+        let c = cache(
+            &[
+                ("a1", "8", json!({"zone": "a"})),
+                ("b1", "8", json!({"zone": "b"})),
+            ],
+            &[web("w1", "a1", soft.clone()), web("w2", "a1", soft.clone())],
+        );
+        let cl = c.cluster(CLUSTER).unwrap();
+        let incoming = web("new", "", soft);
+        assert!(
+            FilterState::new(&incoming, cl).is_none(),
+            "soft constraints do not filter"
+        );
+        let feasible = [cl.node("a1").unwrap(), cl.node("b1").unwrap()];
+        let scores = score(&incoming, cl, &feasible).unwrap();
+        assert!(scores[1] > scores[0], "{scores:?}");
+        assert_eq!(scores[1], MAX_NODE_SCORE);
+    }
+}

@@ -93,3 +93,76 @@ impl FilterState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::ClaimInfo;
+    use crate::framework::Code;
+    use crate::testutil::{CLUSTER, cache, pod};
+    use serde_json::json;
+
+    fn with_claim() -> std::sync::Arc<PodInfo> {
+        pod(
+            "p",
+            "100m",
+            json!({"spec": {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]}}),
+        )
+    }
+
+    fn claim(volume: &str, class: &str) -> ClaimInfo {
+        ClaimInfo {
+            volume_name: volume.into(),
+            storage_class: class.into(),
+            deleting: false,
+        }
+    }
+
+    #[test]
+    fn a_missing_claim_rejects_the_pod_everywhere() {
+        let c = cache(&[("n1", "8", json!({}))], &[]);
+        let e = FilterState::new(&with_claim(), c.cluster(CLUSTER).unwrap()).unwrap_err();
+        assert_eq!(e.reasons, vec!["persistentvolumeclaim \"data\" not found"]);
+        assert_eq!(e.code, Code::UnschedulableAndUnresolvable);
+    }
+
+    #[test]
+    fn unbound_claims_wait_unless_their_class_waits_for_the_first_consumer() {
+        let mut c = cache(&[("n1", "8", json!({}))], &[]);
+        let cl = c.cluster_mut(&std::sync::Arc::from(CLUSTER));
+        cl.claims
+            .insert(("d".into(), "data".into()), claim("", "fast"));
+        cl.storage_classes.insert("fast".into(), false);
+        let e = FilterState::new(&with_claim(), cl).unwrap_err();
+        assert_eq!(
+            e.reasons,
+            vec!["pod has unbound immediate PersistentVolumeClaims"]
+        );
+        cl.storage_classes.insert("fast".into(), true);
+        assert!(FilterState::new(&with_claim(), cl).is_ok());
+    }
+
+    #[test]
+    fn a_bound_volume_confines_the_pod_to_its_nodes() {
+        let mut c = cache(
+            &[
+                ("n1", "8", json!({"zone": "a"})),
+                ("n2", "8", json!({"zone": "b"})),
+            ],
+            &[],
+        );
+        let cl = c.cluster_mut(&std::sync::Arc::from(CLUSTER));
+        cl.claims
+            .insert(("d".into(), "data".into()), claim("pv1", ""));
+        let affinity: k8s_openapi::api::core::v1::NodeSelector = serde_json::from_value(json!({
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+        }))
+        .unwrap();
+        cl.volumes
+            .insert("pv1".into(), Some(NodeSelector::parse(&affinity)));
+        let s = FilterState::new(&with_claim(), cl).unwrap().unwrap();
+        assert!(s.filter(cl.node("n1").unwrap()).is_ok());
+        let e = s.filter(cl.node("n2").unwrap()).unwrap_err();
+        assert_eq!(e.reasons, vec!["node(s) had volume node affinity conflict"]);
+    }
+}
