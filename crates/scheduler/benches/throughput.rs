@@ -24,7 +24,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use scheduler::cache::Cache;
-use scheduler::client::{ClientFactory, InMemory, ROOT};
+use scheduler::client::{ClusterClients, ROOT};
 use scheduler::nodeinfo::NodeSpec;
 use scheduler::podinfo::PodInfo;
 use scheduler::{Options, Scheduler};
@@ -204,14 +204,14 @@ async fn server() -> (Arc<apiserver::ApiServer>, tempfile::TempDir) {
 
 async fn preloaded(a: &Args, options: Options) -> Took {
     let (server, _dir) = server().await;
-    let factory = Arc::new(InMemory::new(server));
-    create_nodes(factory.client(ROOT).unwrap(), a.nodes).await;
+    let clients = ClusterClients::in_memory(server);
+    create_nodes(clients.cluster(ROOT).unwrap(), a.nodes).await;
     let t = Instant::now();
-    create_pods(factory.client(ROOT).unwrap(), 0..a.pods).await;
+    create_pods(clients.cluster(ROOT).unwrap(), 0..a.pods).await;
     eprintln!("  created {} pods in {:.2?}", a.pods, t.elapsed());
     let started = Instant::now();
     let cpu = cpu_time();
-    let s = Scheduler::start(factory, options).expect("scheduler");
+    let s = Scheduler::start(clients, options).expect("scheduler");
     wait_bound(&s, a.pods as u64).await;
     let took = Took {
         wall: started.elapsed(),
@@ -224,13 +224,13 @@ async fn preloaded(a: &Args, options: Options) -> Took {
 
 async fn streaming(a: &Args, options: Options) -> Took {
     let (server, _dir) = server().await;
-    let factory = Arc::new(InMemory::new(server));
-    create_nodes(factory.client(ROOT).unwrap(), a.nodes).await;
-    let s = Scheduler::start(factory.clone(), options).expect("scheduler");
+    let clients = ClusterClients::in_memory(server);
+    create_nodes(clients.cluster(ROOT).unwrap(), a.nodes).await;
+    let s = Scheduler::start(clients.clone(), options).expect("scheduler");
     s.synced().await;
     let started = Instant::now();
     let cpu = cpu_time();
-    create_pods(factory.client(ROOT).unwrap(), 0..a.pods).await;
+    create_pods(clients.cluster(ROOT).unwrap(), 0..a.pods).await;
     eprintln!("  created {} pods in {:.2?}", a.pods, started.elapsed());
     wait_bound(&s, a.pods as u64).await;
     let took = Took {

@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 
-use crate::client::Clients;
+use crate::client::ClusterClients as Clients;
 use crate::error::Result;
 use crate::podinfo::{DEFAULT_SCHEDULER, PodInfo};
 

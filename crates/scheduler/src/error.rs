@@ -8,9 +8,9 @@
 /// What went wrong talking to a cluster.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A client could not be built (a bad URL or path prefix).
-    #[error("invalid client configuration: {0}")]
-    Config(String),
+    /// The controller runtime (clients, leader election) failed.
+    #[error(transparent)]
+    Runtime(#[from] controllers::Error),
     /// The API server answered with an error or could not be reached.
     #[error(transparent)]
     Kube(#[from] kube::Error),
@@ -23,7 +23,8 @@ impl Error {
     /// The HTTP status of an API error (`None` for transport and local errors).
     pub fn code(&self) -> Option<u16> {
         match self {
-            Error::Kube(kube::Error::Api(s)) => Some(s.code),
+            Error::Kube(kube::Error::Api(s))
+            | Error::Runtime(controllers::Error::Kube(kube::Error::Api(s))) => Some(s.code),
             _ => None,
         }
     }

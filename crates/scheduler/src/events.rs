@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::sync::mpsc;
 
-use crate::client::Clients;
+use crate::client::ClusterClients as Clients;
 use crate::podinfo::{DEFAULT_SCHEDULER, PodInfo};
 
 /// Upstream's limit on an event's note (`NoteLengthLimit`).

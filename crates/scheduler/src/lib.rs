@@ -12,7 +12,8 @@
 //! - decisions: [`framework`] (statuses and messages), [`plugins`] (filters and scores),
 //!   [`schedule`] (one cycle), [`preemption`].
 //!
-//! Entry point: [`run`] (what `matryoshka up` spawns) or [`Scheduler::start`].
+//! Entry points: [`run_all`] (in process, what `matryoshka up` spawns), [`run`] (any
+//! `ClusterClients`), or [`Scheduler::start`] (no leader election).
 
 pub mod binder;
 pub mod cache;
@@ -33,6 +34,6 @@ pub mod selector;
 #[cfg(test)]
 mod testutil;
 
-pub use client::{ClientFactory, InMemory};
+pub use client::{ClientFactory, ClusterClients, InMemory};
 pub use error::{Error, Result};
-pub use scheduler::{Options, Scheduler, Stats, run, run_with};
+pub use scheduler::{Options, Scheduler, Stats, run, run_all};

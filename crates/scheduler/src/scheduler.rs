@@ -28,7 +28,11 @@ use tokio::task::JoinHandle;
 
 use crate::binder;
 use crate::cache::Cache;
-use crate::client::{ClientFactory, Clients};
+use apiserver::ApiServer;
+use controllers::leader::{LeaderConfig, LeaderElector};
+use controllers::shared::Shutdown;
+
+use crate::client::{ClusterClients, ROOT};
 use crate::error::Result;
 use crate::events::{PodEvent, Recorder};
 use crate::framework::PluginSet;
@@ -57,6 +61,25 @@ pub struct Options {
     pub scheduled_events: bool,
     /// The `reportingInstance` of events.
     pub instance: String,
+    /// Lease-based leader election (several replicas, one scheduling); `None` schedules at
+    /// once.
+    pub leader_election: Option<LeaderConfig>,
+}
+
+/// The Lease upstream's scheduler elects its leader with (in the root cluster's
+/// `kube-system`).
+pub const LEASE_NAME: &str = "kube-scheduler";
+
+impl Options {
+    /// Elects a leader among replicas on the `kube-scheduler` Lease; `identity` is unique per
+    /// replica.
+    pub fn with_leader_election(mut self, identity: impl Into<String>) -> Self {
+        let mut config = LeaderConfig::new(identity);
+        config.name = LEASE_NAME.into();
+        self.instance = format!("{DEFAULT_SCHEDULER}-{}", config.identity);
+        self.leader_election = Some(config);
+        self
+    }
 }
 
 impl Default for Options {
@@ -65,6 +88,7 @@ impl Default for Options {
             bind_concurrency: 256,
             scheduled_events: true,
             instance: format!("{DEFAULT_SCHEDULER}-matryoshka"),
+            leader_election: None,
         }
     }
 }
@@ -89,7 +113,7 @@ pub struct Shared {
     pub(crate) wake: Notify,
     synced: AtomicUsize,
     synced_notify: Notify,
-    clients: Clients,
+    clients: ClusterClients,
     events: Recorder,
     options: Options,
     binds: Arc<Semaphore>,
@@ -147,9 +171,8 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// Starts the informers, the queue flusher and the scheduling loop.
-    pub fn start(factory: Arc<dyn ClientFactory>, options: Options) -> Result<Scheduler> {
-        let clients = Clients::new(factory);
+    /// Starts the informers, the queue flusher and the scheduling loop (no leader election).
+    pub fn start(clients: ClusterClients, options: Options) -> Result<Scheduler> {
         let all = clients.all_clusters()?;
         let shared = Arc::new(Shared {
             cache: Mutex::new(Cache::default()),
@@ -232,24 +255,59 @@ impl Scheduler {
     }
 }
 
-/// Runs the scheduler until `shutdown` completes (the entry point `matryoshka up` spawns).
-pub async fn run(
-    factory: Arc<dyn ClientFactory>,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<()> {
-    run_with(factory, Options::default(), shutdown).await
-}
-
-/// [`run`] with options.
-pub async fn run_with(
-    factory: Arc<dyn ClientFactory>,
+/// Runs the scheduler in process over `server`'s in-memory transport until `shutdown` (what
+/// `matryoshka up` spawns, with [`Options::with_leader_election`]).
+pub async fn run_all(
+    server: Arc<ApiServer>,
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let scheduler = Scheduler::start(factory, options)?;
-    shutdown.await;
-    scheduler.stop();
-    Ok(())
+    run(ClusterClients::in_memory(server), options, shutdown).await
+}
+
+/// Runs the scheduler through `clients` until `shutdown`; with leader election it schedules
+/// only while it holds the lease (and starts afresh, cache rebuilt, when it wins it back).
+pub async fn run(
+    clients: ClusterClients,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let Some(leader) = options.leader_election.clone() else {
+        let scheduler = Scheduler::start(clients, options)?;
+        shutdown.await;
+        scheduler.stop();
+        return Ok(());
+    };
+    let (stop_election, stopped) = Shutdown::new();
+    let (leading_tx, mut leading) = tokio::sync::watch::channel(false);
+    let elector = LeaderElector::new(clients.cluster(ROOT)?, leader);
+    let election = tokio::spawn(elector.run(leading_tx, stopped.wait()));
+    tokio::pin!(shutdown);
+    let mut result = Ok(());
+    loop {
+        tokio::select! {
+            r = leading.wait_for(|l| *l) => if r.is_err() { break },
+            () = &mut shutdown => break,
+        }
+        let scheduler = match Scheduler::start(clients.clone(), options.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        };
+        let done = tokio::select! {
+            _ = leading.wait_for(|l| !*l) => false,
+            () = &mut shutdown => true,
+        };
+        scheduler.stop();
+        if done {
+            break;
+        }
+    }
+    stop_election.trigger();
+    let _ = election.await;
+    result
 }
 
 async fn flush_loop(shared: Arc<Shared>) {

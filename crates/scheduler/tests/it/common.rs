@@ -13,7 +13,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kube::runtime::wait::await_condition;
-use scheduler::client::{ClientFactory, InMemory, ROOT};
+use scheduler::client::{ClusterClients, ROOT};
 use scheduler::{Options, Scheduler};
 use serde_json::{Value, json};
 
@@ -22,7 +22,7 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 
 pub struct Harness {
     pub server: Arc<ApiServer>,
-    pub factory: Arc<InMemory>,
+    pub clients: ClusterClients,
     pub scheduler: Option<Scheduler>,
     _dir: tempfile::TempDir,
 }
@@ -34,7 +34,9 @@ pub async fn server(clusters: &[&str]) -> (Arc<ApiServer>, tempfile::TempDir) {
     let server = apiserver::server::start(Arc::new(store))
         .await
         .expect("server");
-    let root = InMemory::new(server.clone()).client(ROOT).expect("client");
+    let root = ClusterClients::in_memory(server.clone())
+        .cluster(ROOT)
+        .expect("client");
     let gvk = GroupVersionKind::gvk("core.matryoshka.dev", "v1alpha1", "LogicalCluster");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "logicalclusters");
     let api: Api<DynamicObject> = Api::all_with(root, &ar);
@@ -64,23 +66,34 @@ impl Harness {
         Self::start_with(clusters, Options::default()).await
     }
 
+    /// A server with `clusters`, the scheduler not started.
+    pub async fn without_scheduler(clusters: &[&str]) -> Harness {
+        let (server, dir) = server(clusters).await;
+        Harness {
+            clients: ClusterClients::in_memory(server.clone()),
+            server,
+            scheduler: None,
+            _dir: dir,
+        }
+    }
+
     pub async fn start_with(clusters: &[&str], options: Options) -> Harness {
         let (server, dir) = server(clusters).await;
-        let factory = Arc::new(InMemory::new(server.clone()));
-        let s = Scheduler::start(factory.clone(), options).expect("scheduler");
+        let clients = ClusterClients::in_memory(server.clone());
+        let s = Scheduler::start(clients.clone(), options).expect("scheduler");
         tokio::time::timeout(PATIENCE, s.synced())
             .await
             .expect("informers synced");
         Harness {
             server,
-            factory,
+            clients,
             scheduler: Some(s),
             _dir: dir,
         }
     }
 
     pub fn client(&self, cluster: &str) -> kube::Client {
-        self.factory.client(cluster).expect("client")
+        self.clients.cluster(cluster).expect("client")
     }
 
     pub fn pods(&self, cluster: &str) -> Api<Pod> {

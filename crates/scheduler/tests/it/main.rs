@@ -3,5 +3,6 @@
 mod clusters;
 mod common;
 mod filters;
+mod leader;
 mod lifecycle;
 mod spread;
