@@ -266,6 +266,7 @@ impl PodInfo {
         }
         let (value, class_policy) = classes
             .priority_class(&self.priority_class)
+            .or_else(|| builtin_priority(&self.priority_class).map(|v| (v, None)))
             .unwrap_or((0, None));
         self.priority = value;
         let policy = self.preemption_policy.clone().or(class_policy);
@@ -303,6 +304,16 @@ impl PodInfo {
             && self.spread == other.spread
             && self.affinity == other.affinity
             && self.claims == other.claims
+    }
+}
+
+/// The values of the system classes every upstream cluster has, when no object says
+/// otherwise.
+fn builtin_priority(class: &str) -> Option<i32> {
+    match class {
+        "system-cluster-critical" => Some(2_000_000_000),
+        "system-node-critical" => Some(2_000_001_000),
+        _ => None,
     }
 }
 
@@ -451,6 +462,11 @@ mod tests {
         );
         assert_eq!(q.priority, 7);
         assert!(!q.preempt_never);
+        let critical = pod(
+            json!({"metadata": {"name": "c", "namespace": "d"}, "spec": {
+            "priorityClassName": "system-node-critical", "containers": [{"name": "c"}]}}),
+        );
+        assert_eq!(critical.priority, 2_000_001_000);
     }
 
     #[test]

@@ -64,6 +64,14 @@ struct Entry {
     deleted: bool,
 }
 
+/// A cluster's unschedulable pods, and every plugin that rejected any of them (possibly
+/// more than the pods still there): an event for other plugins skips the cluster at once.
+#[derive(Default)]
+struct Waiting {
+    keys: HashSet<PodKey>,
+    plugins: PluginSet,
+}
+
 #[derive(PartialEq, Eq)]
 struct ActiveItem {
     priority: i32,
@@ -91,7 +99,7 @@ pub struct Queue {
     entries: HashMap<PodKey, Entry>,
     active: BinaryHeap<ActiveItem>,
     backoff: BinaryHeap<Reverse<(Instant, u64, PodKey)>>,
-    unschedulable: HashMap<Arc<str>, HashSet<PodKey>>,
+    unschedulable: HashMap<Arc<str>, Waiting>,
     /// Per cluster with pods in flight: how many, and the cycle of the last move request.
     in_flight: HashMap<Arc<str>, (usize, u64)>,
     seq: u64,
@@ -146,10 +154,10 @@ impl Queue {
     fn take(&mut self, key: &PodKey) -> Option<Entry> {
         let e = self.entries.remove(key)?;
         if let Place::Unschedulable(_) = e.place
-            && let Some(set) = self.unschedulable.get_mut(&key.cluster)
+            && let Some(w) = self.unschedulable.get_mut(&key.cluster)
         {
-            set.remove(key);
-            if set.is_empty() {
+            w.keys.remove(key);
+            if w.keys.is_empty() {
                 self.unschedulable.remove(&key.cluster);
             }
         }
@@ -262,10 +270,9 @@ impl Queue {
             let until = pod.backoff_until().unwrap_or(now);
             self.push_backoff(key.clone(), pod, until);
         } else {
-            self.unschedulable
-                .entry(key.cluster.clone())
-                .or_default()
-                .insert(key.clone());
+            let w = self.unschedulable.entry(key.cluster.clone()).or_default();
+            w.keys.insert(key.clone());
+            w.plugins.0 |= plugins.0;
             self.entries.insert(
                 key.clone(),
                 Entry {
@@ -287,19 +294,25 @@ impl Queue {
         if let Some(f) = self.in_flight.get_mut(cluster) {
             f.1 = self.cycle;
         }
-        let Some(set) = self.unschedulable.get(cluster) else {
+        let Some(w) = self.unschedulable.get_mut(cluster) else {
             return;
         };
-        let keys: Vec<PodKey> = set
-            .iter()
-            .filter(|k| {
-                self.entries.get(*k).is_some_and(|e| {
-                    e.pod.unschedulable_plugins.is_empty()
-                        || e.pod.unschedulable_plugins.intersects(plugins)
-                })
-            })
-            .cloned()
-            .collect();
+        if !w.plugins.intersects(plugins) {
+            return;
+        }
+        let mut keys = Vec::new();
+        let mut remaining = PluginSet::default();
+        for k in &w.keys {
+            let Some(e) = self.entries.get(k) else {
+                continue;
+            };
+            if e.pod.unschedulable_plugins.intersects(plugins) {
+                keys.push(k.clone());
+            } else {
+                remaining.0 |= e.pod.unschedulable_plugins.0;
+            }
+        }
+        w.plugins = remaining;
         for key in keys {
             if let Some(e) = self.take(&key) {
                 self.push_ready(key, e.pod, now);
@@ -330,7 +343,7 @@ impl Queue {
         let stale: Vec<PodKey> = self
             .unschedulable
             .values()
-            .flatten()
+            .flat_map(|w| &w.keys)
             .filter(|k| {
                 self.entries.get(*k).is_some_and(|e| {
                     matches!(e.place, Place::Unschedulable(since) if now.duration_since(since) >= MAX_UNSCHEDULABLE)
@@ -366,7 +379,7 @@ impl Queue {
 
     /// How many pods wait as unschedulable.
     pub fn unschedulable_len(&self) -> usize {
-        self.unschedulable.values().map(HashSet::len).sum()
+        self.unschedulable.values().map(|w| w.keys.len()).sum()
     }
 }
 
@@ -419,6 +432,25 @@ mod tests {
         assert!(q.pop().is_none(), "it backs off first");
         q.flush_backoff(t0 + Duration::from_millis(1500));
         assert_eq!(q.pop().unwrap().info.key.name, "r");
+    }
+
+    #[test]
+    fn each_event_moves_only_the_pods_its_plugins_can_help() {
+        let mut q = Queue::default();
+        let t0 = Instant::now();
+        q.upsert(pod("a", "x", 0), t0);
+        q.upsert(pod("a", "y", 0), t0);
+        let x = q.pop().unwrap();
+        let y = q.pop().unwrap();
+        let taint = PluginSet::of(&[Plugin::TaintToleration]);
+        q.unschedulable(&x.info.key, fit(), t0);
+        q.unschedulable(&y.info.key, taint, t0);
+        q.move_for_event("a", taint, t0);
+        assert_eq!(q.unschedulable_len(), 1);
+        q.move_for_event("a", taint, t0);
+        assert_eq!(q.unschedulable_len(), 1, "x waits for room, not for taints");
+        q.move_for_event("a", PluginSet::ALL, t0);
+        assert_eq!(q.unschedulable_len(), 0);
     }
 
     #[test]
