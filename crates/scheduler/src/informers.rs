@@ -1,0 +1,385 @@
+//! Informers: one cross-cluster watch per resource feeding the cache and the queue.
+//!
+//! Each informer lists and watches `/clusters/*/<resource>` with kube-runtime's `watcher`;
+//! every object names its cluster in the `matryoshka.dev/cluster` annotation (absent against
+//! a plain single cluster: the root). One task per resource serves every cluster. After a
+//! re-list, objects the informer knew but did not see again are deleted, so a missed delete
+//! event cannot leave a phantom node or pod behind. Handlers only touch the cache and the
+//! queue under their locks (never the network).
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+
+use crate::cache::{ClaimInfo, NodeChange, PriorityClassInfo};
+use crate::client::{CLUSTER_ANNOTATION, ROOT};
+use crate::framework::{Plugin, PluginSet};
+use crate::nodeinfo::NodeSpec;
+use crate::podinfo::{PodInfo, PodKey};
+use crate::scheduler::Shared;
+use crate::selector::NodeSelector;
+
+/// Where an object lives.
+pub type ObjKey = (Arc<str>, String, String);
+
+/// What an informer reports.
+pub enum Change<K> {
+    Applied(Arc<str>, K),
+    Deleted(ObjKey),
+}
+
+/// Takes the cluster annotation off an object and gives its key.
+pub fn take_key<K: Resource>(obj: &mut K) -> ObjKey {
+    let meta = obj.meta_mut();
+    let cluster = meta
+        .annotations
+        .as_mut()
+        .and_then(|a| a.remove(CLUSTER_ANNOTATION))
+        .unwrap_or_else(|| ROOT.to_string());
+    if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+        meta.annotations = None;
+    }
+    (
+        Arc::from(cluster),
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Runs one informer until the stream ends, calling `handle` for every change.
+pub async fn run<K>(
+    shared: Arc<Shared>,
+    api: Api<K>,
+    config: watcher::Config,
+    mut handle: impl FnMut(&Shared, Change<K>),
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let mut known: HashSet<ObjKey> = HashSet::new();
+    let mut seen: HashSet<ObjKey> = HashSet::new();
+    let mut synced = false;
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::warn!(error = %e, "scheduler watch failed; retrying");
+                continue;
+            }
+        };
+        match ev {
+            Event::Init => seen.clear(),
+            Event::InitApply(mut obj) => {
+                let key = take_key(&mut obj);
+                seen.insert(key.clone());
+                known.insert(key.clone());
+                handle(&shared, Change::Applied(key.0, obj));
+            }
+            Event::InitDone => {
+                for gone in known.difference(&seen).cloned().collect::<Vec<_>>() {
+                    known.remove(&gone);
+                    handle(&shared, Change::Deleted(gone));
+                }
+                seen = HashSet::new();
+                if !synced {
+                    synced = true;
+                    shared.mark_synced();
+                }
+            }
+            Event::Apply(mut obj) => {
+                let key = take_key(&mut obj);
+                known.insert(key.clone());
+                handle(&shared, Change::Applied(key.0, obj));
+            }
+            Event::Delete(mut obj) => {
+                let key = take_key(&mut obj);
+                known.remove(&key);
+                handle(&shared, Change::Deleted(key));
+            }
+        }
+    }
+}
+
+/// The plugins a deleted or finished pod frees room for.
+fn pod_gone_plugins() -> PluginSet {
+    PluginSet::of(&[
+        Plugin::NodeResourcesFit,
+        Plugin::NodePorts,
+        Plugin::InterPodAffinity,
+        Plugin::PodTopologySpread,
+        Plugin::VolumeBinding,
+    ])
+}
+
+/// Pods: assigned ones are accounted on their node, pending ones of this scheduler queued.
+pub fn on_pod(shared: &Shared, change: Change<Pod>) {
+    let now = Instant::now();
+    match change {
+        Change::Applied(cluster, pod) => {
+            let mut info = PodInfo::new(&cluster, &pod);
+            let mut cache = shared.cache.lock();
+            let cluster = cache.intern(&cluster);
+            info.key.cluster = cluster.clone();
+            if info.priority_unresolved
+                && let Some(c) = cache.cluster(&cluster)
+            {
+                info.resolve_priority(c);
+            }
+            let info = Arc::new(info);
+            let key = info.key.clone();
+            if info.terminal {
+                let freed = cache.remove_pod(&key).is_some();
+                drop(cache);
+                shared.queue.lock().delete(&key);
+                if freed {
+                    shared.move_pods(&key.cluster, pod_gone_plugins(), now);
+                }
+                return;
+            }
+            if !info.node_name.is_empty() {
+                cache.upsert_assigned(info.clone());
+                if cache
+                    .cluster(&cluster)
+                    .is_some_and(|c| !c.nominated.is_empty())
+                {
+                    cache.set_nominated(&info, None);
+                }
+                drop(cache);
+                shared.queue.lock().delete(&key);
+                shared.move_pods(
+                    &key.cluster,
+                    PluginSet::of(&[Plugin::InterPodAffinity, Plugin::PodTopologySpread]),
+                    now,
+                );
+                return;
+            }
+            if cache.is_assumed(&key) {
+                // A stale event from before our binding landed.
+                return;
+            }
+            let nominated = !info.nominated_node_name.is_empty();
+            if nominated
+                || cache
+                    .cluster(&cluster)
+                    .is_some_and(|c| !c.nominated.is_empty())
+            {
+                cache.set_nominated(
+                    &info,
+                    nominated.then_some(info.nominated_node_name.as_str()),
+                );
+            }
+            drop(cache);
+            let mut queue = shared.queue.lock();
+            if info.ours() && !info.terminating && !info.gated {
+                queue.upsert(info, now);
+                let active = queue.has_active();
+                drop(queue);
+                if active {
+                    shared.wake.notify_one();
+                }
+            } else {
+                queue.delete(&key);
+            }
+        }
+        Change::Deleted((cluster, namespace, name)) => {
+            let mut cache = shared.cache.lock();
+            let key = PodKey {
+                cluster: cache.intern(&cluster),
+                namespace,
+                name,
+            };
+            let freed = cache.remove_pod(&key);
+            if let Some(c) = cache.cluster(&key.cluster)
+                && let Some(p) = c
+                    .nominated
+                    .values()
+                    .flatten()
+                    .find(|p| p.key == key)
+                    .cloned()
+            {
+                cache.set_nominated(&p, None);
+            }
+            drop(cache);
+            shared.queue.lock().delete(&key);
+            if freed.is_some() {
+                shared.move_pods(&key.cluster, pod_gone_plugins(), now);
+            }
+        }
+    }
+}
+
+/// Nodes: a new or changed node may fit any pod.
+pub fn on_node(shared: &Shared, change: Change<Node>) {
+    match change {
+        Change::Applied(cluster, node) => {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let spec = NodeSpec::new(&node);
+            let mut cache = shared.cache.lock();
+            let cluster = cache.intern(&cluster);
+            let change = cache.upsert_node(&cluster, &name, spec);
+            drop(cache);
+            if change != NodeChange::Unchanged {
+                shared.move_pods(&cluster, PluginSet::ALL, Instant::now());
+            }
+        }
+        Change::Deleted((cluster, _, name)) => {
+            shared.cache.lock().remove_node(&cluster, &name);
+        }
+    }
+}
+
+/// PriorityClasses: looked up for pods without `spec.priority`.
+pub fn on_priority_class(shared: &Shared, change: Change<PriorityClass>) {
+    let mut cache = shared.cache.lock();
+    match change {
+        Change::Applied(cluster, pc) => {
+            let cluster = cache.intern(&cluster);
+            let name = pc.metadata.name.clone().unwrap_or_default();
+            cache.cluster_mut(&cluster).priority_classes.insert(
+                name,
+                PriorityClassInfo {
+                    value: pc.value,
+                    preemption_policy: pc.preemption_policy.clone(),
+                    global_default: pc.global_default.unwrap_or(false),
+                },
+            );
+        }
+        Change::Deleted((cluster, _, name)) => {
+            let cluster = cache.intern(&cluster);
+            cache.cluster_mut(&cluster).priority_classes.remove(&name);
+            cache.gc(&cluster);
+        }
+    }
+}
+
+/// Namespaces: their labels, for namespace selectors of affinity terms.
+pub fn on_namespace(shared: &Shared, change: Change<Namespace>) {
+    let mut cache = shared.cache.lock();
+    let (cluster, changed) = match change {
+        Change::Applied(cluster, ns) => {
+            let cluster = cache.intern(&cluster);
+            let name = ns.metadata.name.clone().unwrap_or_default();
+            let labels = ns.metadata.labels.clone().unwrap_or_default();
+            let old = cache
+                .cluster_mut(&cluster)
+                .namespaces
+                .insert(name, labels.clone());
+            (cluster, old.as_ref() != Some(&labels))
+        }
+        Change::Deleted((cluster, _, name)) => {
+            let cluster = cache.intern(&cluster);
+            cache.cluster_mut(&cluster).namespaces.remove(&name);
+            cache.gc(&cluster);
+            (cluster, false)
+        }
+    };
+    drop(cache);
+    if changed {
+        shared.move_pods(
+            &cluster,
+            PluginSet::of(&[Plugin::InterPodAffinity]),
+            Instant::now(),
+        );
+    }
+}
+
+fn volume_event(shared: &Shared, cluster: &Arc<str>) {
+    shared.move_pods(
+        cluster,
+        PluginSet::of(&[Plugin::VolumeBinding]),
+        Instant::now(),
+    );
+}
+
+/// PersistentVolumeClaims.
+pub fn on_claim(shared: &Shared, change: Change<PersistentVolumeClaim>) {
+    let mut cache = shared.cache.lock();
+    let cluster = match change {
+        Change::Applied(cluster, pvc) => {
+            let cluster = cache.intern(&cluster);
+            let spec = pvc.spec.clone().unwrap_or_default();
+            let info = ClaimInfo {
+                volume_name: spec.volume_name.unwrap_or_default(),
+                storage_class: spec.storage_class_name.unwrap_or_default(),
+                deleting: pvc.metadata.deletion_timestamp.is_some(),
+            };
+            let key = (
+                pvc.metadata.namespace.clone().unwrap_or_default(),
+                pvc.metadata.name.clone().unwrap_or_default(),
+            );
+            cache.cluster_mut(&cluster).claims.insert(key, info);
+            cluster
+        }
+        Change::Deleted((cluster, ns, name)) => {
+            let cluster = cache.intern(&cluster);
+            cache.cluster_mut(&cluster).claims.remove(&(ns, name));
+            cache.gc(&cluster);
+            return;
+        }
+    };
+    drop(cache);
+    volume_event(shared, &cluster);
+}
+
+/// PersistentVolumes: their node affinity.
+pub fn on_volume(shared: &Shared, change: Change<PersistentVolume>) {
+    let mut cache = shared.cache.lock();
+    let cluster = match change {
+        Change::Applied(cluster, pv) => {
+            let cluster = cache.intern(&cluster);
+            let affinity = pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_affinity.as_ref())
+                .and_then(|a| a.required.as_ref())
+                .map(NodeSelector::parse);
+            let name = pv.metadata.name.clone().unwrap_or_default();
+            cache.cluster_mut(&cluster).volumes.insert(name, affinity);
+            cluster
+        }
+        Change::Deleted((cluster, _, name)) => {
+            let cluster = cache.intern(&cluster);
+            cache.cluster_mut(&cluster).volumes.remove(&name);
+            cache.gc(&cluster);
+            return;
+        }
+    };
+    drop(cache);
+    volume_event(shared, &cluster);
+}
+
+/// StorageClasses: whether their claims wait for the first consumer.
+pub fn on_storage_class(shared: &Shared, change: Change<StorageClass>) {
+    let mut cache = shared.cache.lock();
+    let cluster = match change {
+        Change::Applied(cluster, sc) => {
+            let cluster = cache.intern(&cluster);
+            let delayed = sc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
+            let name = sc.metadata.name.clone().unwrap_or_default();
+            cache
+                .cluster_mut(&cluster)
+                .storage_classes
+                .insert(name, delayed);
+            cluster
+        }
+        Change::Deleted((cluster, _, name)) => {
+            let cluster = cache.intern(&cluster);
+            cache.cluster_mut(&cluster).storage_classes.remove(&name);
+            cache.gc(&cluster);
+            return;
+        }
+    };
+    drop(cache);
+    volume_event(shared, &cluster);
+}

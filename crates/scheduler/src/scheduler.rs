@@ -1,0 +1,479 @@
+//! The scheduler: informers feeding the cache and queue, one scheduling loop, and binding.
+//!
+//! One instance serves every logical cluster. Its tasks are fixed: one informer per watched
+//! resource, the scheduling loop, the queue flusher and the event writer, plus one short task
+//! per binding in flight (bounded by [`Options::bind_concurrency`]). Scheduling starts once
+//! every informer has listed (so no capacity is double-booked by pods not yet seen).
+//!
+//! The loop pops a pod, runs a cycle under the cache lock (filters, scores, assume), and hands
+//! the pod to a binding task, so many bindings are in flight while the next pods are
+//! scheduled against the assumed capacity. A pod that fits nowhere is marked
+//! `PodScheduled=False` (`Unschedulable`, upstream's message) with a `FailedScheduling`
+//! event, after any preemption it triggered.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::Api;
+use kube::runtime::watcher;
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::binder;
+use crate::cache::Cache;
+use apiserver::ApiServer;
+use controllers::leader::{LeaderConfig, LeaderElector};
+use controllers::shared::Shutdown;
+
+use crate::client::{ClusterClients, ROOT};
+use crate::error::Result;
+use crate::events::{PodEvent, Recorder};
+use crate::framework::PluginSet;
+use crate::informers;
+use crate::podinfo::{DEFAULT_SCHEDULER, PodInfo};
+use crate::preemption::Preemption;
+use crate::queue::Queue;
+use crate::schedule::{Outcome, schedule_one};
+
+/// How many informers must list before scheduling starts.
+const INFORMERS: usize = 7;
+/// How often backoffs are checked (their unit is a second).
+const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+/// How often long-unschedulable pods are looked for (upstream flushes every 30 s).
+const UNSCHEDULABLE_SCAN: Duration = Duration::from_secs(30);
+/// Pods scheduled between voluntary yields of the loop.
+const YIELD_EVERY: u32 = 32;
+
+/// How the scheduler runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bindings (and failure reports) in flight at once. Many in flight let the API server's
+    /// store commit them in groups.
+    pub bind_concurrency: usize,
+    /// Whether a `Scheduled` event is written for every bound pod (upstream does).
+    pub scheduled_events: bool,
+    /// The `reportingInstance` of events.
+    pub instance: String,
+    /// Lease-based leader election (several replicas, one scheduling); `None` schedules at
+    /// once.
+    pub leader_election: Option<LeaderConfig>,
+}
+
+/// The Lease upstream's scheduler elects its leader with (in the root cluster's
+/// `kube-system`).
+pub const LEASE_NAME: &str = "kube-scheduler";
+
+impl Options {
+    /// Elects a leader among replicas on the `kube-scheduler` Lease; `identity` is unique per
+    /// replica.
+    pub fn with_leader_election(mut self, identity: impl Into<String>) -> Self {
+        let mut config = LeaderConfig::new(identity);
+        config.name = LEASE_NAME.into();
+        self.instance = format!("{DEFAULT_SCHEDULER}-{}", config.identity);
+        self.leader_election = Some(config);
+        self
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            bind_concurrency: 256,
+            scheduled_events: true,
+            instance: format!("{DEFAULT_SCHEDULER}-matryoshka"),
+            leader_election: None,
+        }
+    }
+}
+
+/// Counters of what the scheduler did.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Pods bound.
+    pub bound: AtomicU64,
+    /// Scheduling attempts that found no node.
+    pub unschedulable: AtomicU64,
+    /// Bindings the API server refused or that failed.
+    pub bind_errors: AtomicU64,
+    /// Preemptions started.
+    pub preemptions: AtomicU64,
+}
+
+/// State shared by the scheduler's tasks.
+pub struct Shared {
+    pub(crate) cache: Mutex<Cache>,
+    pub(crate) queue: Mutex<Queue>,
+    pub(crate) wake: Notify,
+    synced: AtomicUsize,
+    synced_notify: Notify,
+    clients: ClusterClients,
+    events: Recorder,
+    options: Options,
+    binds: Arc<Semaphore>,
+    pub stats: Stats,
+}
+
+impl Shared {
+    /// Requeues a cluster's unschedulable pods that `plugins` may now admit.
+    pub(crate) fn move_pods(&self, cluster: &str, plugins: PluginSet, now: Instant) {
+        let active = {
+            let mut q = self.queue.lock();
+            q.move_for_event(cluster, plugins, now);
+            q.has_active()
+        };
+        if active {
+            self.wake.notify_one();
+        }
+    }
+
+    pub(crate) fn mark_synced(&self) {
+        self.synced.fetch_add(1, Ordering::AcqRel);
+        self.synced_notify.notify_waiters();
+    }
+
+    /// Whether every informer has listed.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire) >= INFORMERS
+    }
+
+    async fn wait_synced(&self) {
+        loop {
+            let notified = self.synced_notify.notified();
+            if self.is_synced() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// How many pods are queued (pending, backing off, unschedulable or in flight).
+    pub fn queued(&self) -> usize {
+        self.queue.lock().len()
+    }
+
+    /// How many clusters the cache holds state for.
+    pub fn cached_clusters(&self) -> usize {
+        self.cache.lock().cluster_count()
+    }
+}
+
+/// A running scheduler.
+pub struct Scheduler {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Scheduler {
+    /// Starts the informers, the queue flusher and the scheduling loop (no leader election).
+    pub fn start(clients: ClusterClients, options: Options) -> Result<Scheduler> {
+        let all = clients.all_clusters()?;
+        let shared = Arc::new(Shared {
+            cache: Mutex::new(Cache::default()),
+            queue: Mutex::new(Queue::default()),
+            wake: Notify::new(),
+            synced: AtomicUsize::new(0),
+            synced_notify: Notify::new(),
+            events: Recorder::start(clients.clone(), options.instance.clone()),
+            clients,
+            binds: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
+            options,
+            stats: Stats::default(),
+        });
+        let cfg = watcher::Config::default;
+        let s = &shared;
+        let tasks = vec![
+            tokio::spawn(informers::run(
+                s.clone(),
+                Api::<Pod>::all(all.clone()),
+                cfg().fields("status.phase!=Succeeded,status.phase!=Failed"),
+                informers::on_pod,
+            )),
+            tokio::spawn(informers::run(
+                s.clone(),
+                Api::<Node>::all(all.clone()),
+                cfg(),
+                informers::on_node,
+            )),
+            tokio::spawn(informers::run(
+                s.clone(),
+                Api::<PriorityClass>::all(all.clone()),
+                cfg(),
+                informers::on_priority_class,
+            )),
+            tokio::spawn(informers::run(
+                s.clone(),
+                Api::<Namespace>::all(all.clone()),
+                cfg(),
+                informers::on_namespace,
+            )),
+            tokio::spawn(informers::run(
+                s.clone(),
+                Api::<PersistentVolumeClaim>::all(all.clone()),
+                cfg(),
+                informers::on_claim,
+            )),
+            tokio::spawn(informers::run(
+                s.clone(),
+                Api::<PersistentVolume>::all(all.clone()),
+                cfg(),
+                informers::on_volume,
+            )),
+            tokio::spawn(informers::run(
+                s.clone(),
+                Api::<StorageClass>::all(all),
+                cfg(),
+                informers::on_storage_class,
+            )),
+            tokio::spawn(flush_loop(s.clone())),
+            tokio::spawn(schedule_loop(s.clone())),
+        ];
+        Ok(Scheduler { shared, tasks })
+    }
+
+    /// The state shared by the scheduler's tasks (counters, queue and cache sizes).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Waits until every informer has listed.
+    pub async fn synced(&self) {
+        self.shared.wait_synced().await;
+    }
+
+    /// Stops every task.
+    pub fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Runs the scheduler in process over `server`'s in-memory transport until `shutdown` (what
+/// `matryoshka up` spawns, with [`Options::with_leader_election`]).
+pub async fn run_all(
+    server: Arc<ApiServer>,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    run(ClusterClients::in_memory(server), options, shutdown).await
+}
+
+/// Runs the scheduler through `clients` until `shutdown`; with leader election it schedules
+/// only while it holds the lease (and starts afresh, cache rebuilt, when it wins it back).
+pub async fn run(
+    clients: ClusterClients,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let Some(leader) = options.leader_election.clone() else {
+        let scheduler = Scheduler::start(clients, options)?;
+        shutdown.await;
+        scheduler.stop();
+        return Ok(());
+    };
+    let (stop_election, stopped) = Shutdown::new();
+    let (leading_tx, mut leading) = tokio::sync::watch::channel(false);
+    let elector = LeaderElector::new(clients.cluster(ROOT)?, leader);
+    let election = tokio::spawn(elector.run(leading_tx, stopped.wait()));
+    tokio::pin!(shutdown);
+    let mut result = Ok(());
+    loop {
+        tokio::select! {
+            r = leading.wait_for(|l| *l) => if r.is_err() { break },
+            () = &mut shutdown => break,
+        }
+        let scheduler = match Scheduler::start(clients.clone(), options.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        };
+        let done = tokio::select! {
+            _ = leading.wait_for(|l| !*l) => false,
+            () = &mut shutdown => true,
+        };
+        scheduler.stop();
+        if done {
+            break;
+        }
+    }
+    stop_election.trigger();
+    let _ = election.await;
+    result
+}
+
+async fn flush_loop(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_scan = Instant::now();
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let active = {
+            let mut q = shared.queue.lock();
+            q.flush_backoff(now);
+            if now.duration_since(last_scan) >= UNSCHEDULABLE_SCAN {
+                last_scan = now;
+                q.flush_unschedulable(now);
+            }
+            q.has_active()
+        };
+        if active {
+            shared.wake.notify_one();
+        }
+    }
+}
+
+async fn schedule_loop(shared: Arc<Shared>) {
+    shared.wait_synced().await;
+    let mut rng = rand::rngs::SmallRng::from_os_rng();
+    let mut since_yield = 0;
+    loop {
+        let Some(qp) = shared.queue.lock().pop() else {
+            shared.wake.notified().await;
+            continue;
+        };
+        let Ok(permit) = shared.binds.clone().acquire_owned().await else {
+            return;
+        };
+        let pod = qp.info;
+        let outcome = {
+            let mut cache = shared.cache.lock();
+            schedule_one(&mut cache, &pod, &mut rng)
+        };
+        match outcome {
+            Outcome::Bind { node, .. } => {
+                tokio::spawn(bind(shared.clone(), pod, node, permit));
+            }
+            Outcome::Unschedulable {
+                message,
+                plugins,
+                preemption,
+                clear_nomination,
+            } => {
+                shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .queue
+                    .lock()
+                    .unschedulable(&pod.key, plugins, Instant::now());
+                let nomination = match (&preemption, clear_nomination) {
+                    (Some(p), _) => Some(p.node.to_string()),
+                    (None, true) => None,
+                    (None, false) => Some(pod.nominated_node_name.clone()),
+                };
+                tokio::spawn(report_failure(
+                    shared.clone(),
+                    pod,
+                    message,
+                    nomination,
+                    preemption,
+                    permit,
+                ));
+            }
+        }
+        since_yield += 1;
+        if since_yield >= YIELD_EVERY {
+            since_yield = 0;
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+async fn bind(
+    shared: Arc<Shared>,
+    pod: Arc<PodInfo>,
+    node: Arc<str>,
+    _permit: OwnedSemaphorePermit,
+) {
+    match binder::bind(&shared.clients, &pod, &node).await {
+        Ok(()) => {
+            shared.queue.lock().done(&pod.key);
+            shared.stats.bound.fetch_add(1, Ordering::Relaxed);
+            if shared.options.scheduled_events {
+                shared.events.record(PodEvent {
+                    message: format!(
+                        "Successfully assigned {}/{} to {node}",
+                        pod.key.namespace, pod.key.name
+                    ),
+                    pod,
+                    type_: "Normal",
+                    reason: "Scheduled",
+                    action: "Binding",
+                });
+            }
+        }
+        Err(e) => {
+            shared.stats.bind_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(pod = %pod.key, node = %node, error = %e, "binding failed");
+            shared.cache.lock().forget(&pod.key);
+            {
+                let mut q = shared.queue.lock();
+                if e.is_not_found() || e.is_conflict() {
+                    // Deleted, or bound by someone else: the watch says what happened.
+                    q.done(&pod.key);
+                } else {
+                    q.retry(&pod.key, Instant::now());
+                }
+            }
+            shared.move_pods(&pod.key.cluster, PluginSet::ALL, Instant::now());
+            shared.events.record(PodEvent {
+                message: format!("Binding rejected: {e}"),
+                pod,
+                type_: "Warning",
+                reason: "FailedScheduling",
+                action: "Scheduling",
+            });
+        }
+    }
+}
+
+async fn report_failure(
+    shared: Arc<Shared>,
+    pod: Arc<PodInfo>,
+    message: String,
+    nomination: Option<String>,
+    preemption: Option<Preemption>,
+    _permit: OwnedSemaphorePermit,
+) {
+    if let Some(p) = preemption {
+        shared.stats.preemptions.fetch_add(1, Ordering::Relaxed);
+        for victim in p.victims {
+            if let Err(e) = binder::preempt_victim(&shared.clients, &victim).await {
+                tracing::warn!(victim = %victim.key, error = %e, "failed to preempt a pod");
+                continue;
+            }
+            shared.events.record(PodEvent {
+                message: format!("Preempted by pod {} on node {}", pod.uid, p.node),
+                pod: victim,
+                type_: "Normal",
+                reason: "Preempted",
+                action: "Preempting",
+            });
+        }
+        for other in p.cleared_nominations {
+            if let Err(e) = binder::clear_nomination(&shared.clients, &other).await {
+                tracing::debug!(pod = %other.key, error = %e, "failed to clear a nomination");
+            }
+        }
+    }
+    if let Some(patch) = binder::unschedulable_patch(&pod, &message, nomination.as_deref())
+        && let Err(e) = binder::patch_status(&shared.clients, &pod, &patch).await
+    {
+        tracing::debug!(pod = %pod.key, error = %e, "failed to update the pod's status");
+    }
+    shared.events.record(PodEvent {
+        pod,
+        type_: "Warning",
+        reason: "FailedScheduling",
+        action: "Scheduling",
+        message,
+    });
+}

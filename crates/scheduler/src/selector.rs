@@ -1,0 +1,282 @@
+//! Label and node selectors, parsed once and matched many times.
+//!
+//! [`LabelSelector`] is `metav1.LabelSelector` (matchLabels and In/NotIn/Exists/DoesNotExist
+//! expressions) as used by pod affinity terms and topology spread constraints.
+//! [`NodeSelector`] is `v1.NodeSelector`: terms ORed, each term's label expressions
+//! (In/NotIn/Exists/DoesNotExist/Gt/Lt) and field expressions (`metadata.name` In/NotIn) ANDed;
+//! a term with no expressions matches nothing, as upstream. A selector that fails to parse
+//! matches nothing (upstream treats parse errors as no match).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+
+/// Labels of an object.
+pub type Labels = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    In(Vec<String>),
+    NotIn(Vec<String>),
+    Exists,
+    DoesNotExist,
+    Gt(i64),
+    Lt(i64),
+}
+
+/// One requirement on a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Requirement {
+    key: String,
+    op: Op,
+}
+
+impl Requirement {
+    fn parse(key: &str, operator: &str, values: &[String], numeric: bool) -> Option<Requirement> {
+        let op = match operator {
+            "In" if !values.is_empty() => Op::In(values.to_vec()),
+            "NotIn" if !values.is_empty() => Op::NotIn(values.to_vec()),
+            "Exists" if values.is_empty() => Op::Exists,
+            "DoesNotExist" if values.is_empty() => Op::DoesNotExist,
+            "Gt" if numeric && values.len() == 1 => Op::Gt(values[0].parse().ok()?),
+            "Lt" if numeric && values.len() == 1 => Op::Lt(values[0].parse().ok()?),
+            _ => return None,
+        };
+        Some(Requirement {
+            key: key.to_string(),
+            op,
+        })
+    }
+
+    fn matches_value(&self, value: Option<&str>) -> bool {
+        match (&self.op, value) {
+            (Op::In(vs), Some(v)) => vs.iter().any(|x| x == v),
+            (Op::In(_), None) => false,
+            (Op::NotIn(vs), Some(v)) => !vs.iter().any(|x| x == v),
+            (Op::NotIn(_), None) => true,
+            (Op::Exists, v) => v.is_some(),
+            (Op::DoesNotExist, v) => v.is_none(),
+            (Op::Gt(n), Some(v)) => v.parse::<i64>().is_ok_and(|x| x > *n),
+            (Op::Lt(n), Some(v)) => v.parse::<i64>().is_ok_and(|x| x < *n),
+            (Op::Gt(_) | Op::Lt(_), None) => false,
+        }
+    }
+}
+
+/// A parsed `metav1.LabelSelector`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelSelector {
+    reqs: Vec<Requirement>,
+    /// An invalid selector matches nothing.
+    nothing: bool,
+}
+
+impl LabelSelector {
+    /// A selector matching everything (an empty selector).
+    pub fn everything() -> Self {
+        LabelSelector {
+            reqs: Vec::new(),
+            nothing: false,
+        }
+    }
+
+    /// A selector matching nothing (an absent selector where absence means none).
+    pub fn nothing() -> Self {
+        LabelSelector {
+            reqs: Vec::new(),
+            nothing: true,
+        }
+    }
+
+    /// Parses a selector; `None` (absent) matches nothing, as `LabelSelectorAsSelector(nil)`.
+    pub fn parse(s: Option<&meta::LabelSelector>) -> Self {
+        let Some(s) = s else {
+            return Self::nothing();
+        };
+        let mut reqs = Vec::new();
+        for (k, v) in s.match_labels.iter().flatten() {
+            reqs.push(Requirement {
+                key: k.clone(),
+                op: Op::In(vec![v.clone()]),
+            });
+        }
+        for e in s.match_expressions.iter().flatten() {
+            let values = e.values.clone().unwrap_or_default();
+            match Requirement::parse(&e.key, &e.operator, &values, false) {
+                Some(r) => reqs.push(r),
+                None => return Self::nothing(),
+            }
+        }
+        LabelSelector {
+            reqs,
+            nothing: false,
+        }
+    }
+
+    /// Adds `key In (value)` (matchLabelKeys of topology spread constraints).
+    pub fn require(&mut self, key: &str, value: &str) {
+        self.reqs.push(Requirement {
+            key: key.to_string(),
+            op: Op::In(vec![value.to_string()]),
+        });
+    }
+
+    pub fn matches(&self, labels: &Labels) -> bool {
+        !self.nothing
+            && self
+                .reqs
+                .iter()
+                .all(|r| r.matches_value(labels.get(&r.key).map(String::as_str)))
+    }
+
+    /// Whether the selector is empty (matches everything).
+    pub fn is_everything(&self) -> bool {
+        !self.nothing && self.reqs.is_empty()
+    }
+}
+
+/// One parsed node selector term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSelectorTerm {
+    labels: Vec<Requirement>,
+    /// `metadata.name` requirements.
+    fields: Vec<Requirement>,
+    valid: bool,
+}
+
+impl NodeSelectorTerm {
+    pub fn parse(t: &core::NodeSelectorTerm) -> Self {
+        let mut term = NodeSelectorTerm {
+            labels: Vec::new(),
+            fields: Vec::new(),
+            valid: true,
+        };
+        for e in t.match_expressions.iter().flatten() {
+            let values = e.values.clone().unwrap_or_default();
+            match Requirement::parse(&e.key, &e.operator, &values, true) {
+                Some(r) => term.labels.push(r),
+                None => term.valid = false,
+            }
+        }
+        for e in t.match_fields.iter().flatten() {
+            let values = e.values.clone().unwrap_or_default();
+            let ok_op = matches!(e.operator.as_str(), "In" | "NotIn") && values.len() == 1;
+            match Requirement::parse(&e.key, &e.operator, &values, false) {
+                Some(r) if ok_op && e.key == "metadata.name" => term.fields.push(r),
+                _ => term.valid = false,
+            }
+        }
+        term
+    }
+
+    /// Whether the term matches a node's labels and name. An empty term matches nothing.
+    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+        if !self.valid || (self.labels.is_empty() && self.fields.is_empty()) {
+            return false;
+        }
+        self.labels
+            .iter()
+            .all(|r| r.matches_value(labels.get(&r.key).map(String::as_str)))
+            && self.fields.iter().all(|r| r.matches_value(Some(node_name)))
+    }
+}
+
+/// A parsed `v1.NodeSelector` (terms ORed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSelector {
+    terms: Vec<NodeSelectorTerm>,
+}
+
+impl NodeSelector {
+    pub fn parse(s: &core::NodeSelector) -> Self {
+        NodeSelector {
+            terms: s
+                .node_selector_terms
+                .iter()
+                .map(NodeSelectorTerm::parse)
+                .collect(),
+        }
+    }
+
+    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+        self.terms.iter().any(|t| t.matches(labels, node_name))
+    }
+}
+
+/// Whether every `key: value` of a pod's `nodeSelector` is among the node's labels.
+pub fn map_matches(selector: &Labels, labels: &Labels) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn labels(v: serde_json::Value) -> Labels {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn node_selector(v: serde_json::Value) -> NodeSelector {
+        NodeSelector::parse(&serde_json::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn node_selector_terms_are_ored_and_expressions_anded() {
+        let s = node_selector(json!({"nodeSelectorTerms": [
+            {"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                {"key": "gpu", "operator": "DoesNotExist"}
+            ]},
+            {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["8"]}]}
+        ]}));
+        assert!(s.matches(&labels(json!({"zone": "a"})), "n"));
+        assert!(!s.matches(&labels(json!({"zone": "a", "gpu": "1"})), "n"));
+        assert!(s.matches(&labels(json!({"cores": "16"})), "n"));
+        assert!(!s.matches(&labels(json!({"cores": "8"})), "n"));
+        assert!(!s.matches(&labels(json!({"cores": "many"})), "n"));
+    }
+
+    #[test]
+    fn match_fields_select_the_node_by_name_and_empty_terms_match_nothing() {
+        let s = node_selector(json!({"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+        ]}));
+        assert!(s.matches(&Labels::new(), "n1"));
+        assert!(!s.matches(&Labels::new(), "n2"));
+        let empty = node_selector(json!({"nodeSelectorTerms": [{}]}));
+        assert!(!empty.matches(&Labels::new(), "n1"));
+    }
+
+    #[test]
+    fn not_in_and_lt_follow_upstream_semantics() {
+        let s = node_selector(json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "tier", "operator": "NotIn", "values": ["db"]},
+            {"key": "load", "operator": "Lt", "values": ["5"]}
+        ]}]}));
+        assert!(s.matches(&labels(json!({"load": "3"})), "n"));
+        assert!(!s.matches(&labels(json!({"tier": "db", "load": "3"})), "n"));
+        assert!(!s.matches(&labels(json!({"load": "7"})), "n"));
+    }
+
+    #[test]
+    fn label_selectors_treat_absent_as_nothing_and_empty_as_everything() {
+        assert!(!LabelSelector::parse(None).matches(&Labels::new()));
+        let empty: meta::LabelSelector = serde_json::from_value(json!({})).unwrap();
+        assert!(LabelSelector::parse(Some(&empty)).matches(&Labels::new()));
+        let s: meta::LabelSelector = serde_json::from_value(json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "track", "operator": "NotIn", "values": ["canary"]}]
+        }))
+        .unwrap();
+        let s = LabelSelector::parse(Some(&s));
+        assert!(s.matches(&labels(json!({"app": "web"}))));
+        assert!(!s.matches(&labels(json!({"app": "web", "track": "canary"}))));
+        let bad: meta::LabelSelector = serde_json::from_value(
+            json!({"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["1"]}]}),
+        )
+        .unwrap();
+        assert!(!LabelSelector::parse(Some(&bad)).matches(&labels(json!({"k": "2"}))));
+    }
+}
