@@ -3,20 +3,16 @@
 
 mod support;
 
-use std::net::Ipv4Addr;
-
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
-use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
-};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::discovery::ApiResource;
 use node::net::Ipv4Cidr;
 use node::{NodeTemplate, VirtualNodes};
 use serde_json::json;
-use support::{Env, create, fast, in_phase, phase, pod, until, until_gone};
+use support::{Env, create, fast, in_phase, phase, pod, until};
 
 fn ready(n: Option<&Node>) -> bool {
     n.and_then(|n| n.status.as_ref()?.conditions.as_ref())
@@ -136,8 +132,20 @@ async fn leases_are_held_by_their_node_and_renewed() {
     vns.shutdown().await;
 }
 
+fn heartbeat(n: &Node) -> Option<String> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?
+        .last_heartbeat_time
+        .as_ref()
+        .map(|t| t.0.to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bound_pod_runs_with_an_ip_from_its_nodes_cidr() {
+async fn the_node_status_is_reported_again_with_a_new_heartbeat_time() {
     let env = Env::start().await;
     let vns = VirtualNodes::start(env.client.clone(), fast())
         .await
@@ -146,234 +154,15 @@ async fn a_bound_pod_runs_with_an_ip_from_its_nodes_cidr() {
         .add("vn-0", &NodeTemplate::default())
         .await
         .expect("node");
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-    create(&pods, &pod("web", Some("vn-0"))).await;
-    let p = until(&pods, "web", in_phase("Running")).await;
-    let s = p.status.expect("status");
-    let ip: Ipv4Addr = s
-        .pod_ip
-        .as_deref()
-        .expect("pod IP")
-        .parse()
-        .expect("an IPv4");
-    assert!(
-        vn.pod_cidr().contains(ip),
-        "{ip} is outside {}",
-        vn.pod_cidr()
-    );
-    assert_eq!(s.pod_ips.expect("podIPs")[0].ip, ip.to_string());
-    assert_eq!(
-        s.host_ip.as_deref(),
-        Some(vn.internal_ip().to_string().as_str())
-    );
-    assert!(s.start_time.is_some());
-    assert_eq!(s.qos_class.as_deref(), Some("BestEffort"));
-    let c = &s.container_statuses.expect("container statuses")[0];
-    assert!(c.ready);
-    assert_eq!(c.restart_count, 0);
-    assert!(
-        c.container_id
-            .as_deref()
-            .is_some_and(|id| id.starts_with("virtual://"))
-    );
-    assert!(c.image_id.contains("@sha256:"));
-    assert!(
-        c.state
-            .as_ref()
-            .and_then(|st| st.running.as_ref())
-            .and_then(|r| r.started_at.as_ref())
-            .is_some()
-    );
-    let conds = s.conditions.expect("conditions");
-    for ty in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
-        assert!(
-            conds.iter().any(|c| c.type_ == ty && c.status == "True"),
-            "{ty}"
-        );
-    }
-    // The status was written by the virtual kubelet's field manager.
-    let managers: Vec<String> = p
-        .metadata
-        .managed_fields
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|m| m.manager)
-        .collect();
-    assert!(
-        managers.iter().any(|m| m == "virtual-kubelet"),
-        "{managers:?}"
-    );
-    vns.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pods_bound_through_the_binding_subresource_run_and_get_distinct_ips() {
-    let env = Env::start().await;
-    let vns = VirtualNodes::start(env.client.clone(), fast())
-        .await
-        .expect("start");
-    vns.add_many("vn-", 2, &NodeTemplate::default())
-        .await
-        .expect("nodes");
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-    let mut ips = Vec::new();
-    for (name, node) in [("a", "vn-0"), ("b", "vn-0"), ("c", "vn-1")] {
-        create(&pods, &pod(name, None)).await;
-        let binding = Binding {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            target: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(node.into()),
-                ..Default::default()
-            },
-        };
-        let _: serde_json::Value = env
-            .client
-            .request(
-                http::Request::post(format!("/api/v1/namespaces/default/pods/{name}/binding"))
-                    .header("content-type", "application/json")
-                    .body(serde_json::to_vec(&binding).expect("json"))
-                    .expect("request"),
-            )
-            .await
-            .expect("bound");
-        let p = until(&pods, name, in_phase("Running")).await;
-        ips.push(p.status.and_then(|s| s.pod_ip).expect("pod IP"));
-    }
-    assert_eq!(ips, vec!["10.244.0.2", "10.244.0.3", "10.244.1.2"]);
-    vns.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_that_never_restarts_succeeds_and_the_fail_annotation_fails_it() {
-    let env = Env::start().await;
-    let vns = VirtualNodes::start(env.client.clone(), fast())
-        .await
-        .expect("start");
-    let vn = vns
-        .add("vn-0", &NodeTemplate::default())
-        .await
-        .expect("node");
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-    let mut ok = pod("job-ok", Some("vn-0"));
-    let mut bad = pod("job-bad", Some("vn-0"));
-    for p in [&mut ok, &mut bad] {
-        p.spec.as_mut().expect("spec").restart_policy = Some("Never".into());
-    }
-    bad.metadata.annotations = Some(
-        [(
-            "virtual.matryoshka.dev/fail".to_string(),
-            "true".to_string(),
-        )]
-        .into(),
-    );
-    create(&pods, &ok).await;
-    create(&pods, &bad).await;
-
-    let done = until(&pods, "job-ok", in_phase("Succeeded")).await;
-    let c = &done
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .expect("statuses")[0];
-    let t = c
-        .state
-        .as_ref()
-        .and_then(|s| s.terminated.clone())
-        .expect("terminated");
-    assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
-    assert!(t.started_at.is_some() && t.finished_at.is_some());
-
-    let failed = until(&pods, "job-bad", in_phase("Failed")).await;
-    let c = &failed
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .expect("statuses")[0];
-    let t = c
-        .state
-        .as_ref()
-        .and_then(|s| s.terminated.clone())
-        .expect("terminated");
-    assert_eq!((t.exit_code, t.reason.as_deref()), (1, Some("Error")));
-    // Finished pods give their IPs back.
-    assert_eq!(vn.pod_ips_in_use(), 0);
-    vns.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_pod_goes_away() {
-    let env = Env::start().await;
-    let vns = VirtualNodes::start(env.client.clone(), fast())
-        .await
-        .expect("start");
-    let vn = vns
-        .add("vn-0", &NodeTemplate::default())
-        .await
-        .expect("node");
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-    create(&pods, &pod("web", Some("vn-0"))).await;
-    until(&pods, "web", in_phase("Running")).await;
-    let first_ip = pods
-        .get("web")
-        .await
-        .expect("pod")
-        .status
-        .and_then(|s| s.pod_ip);
-    pods.delete("web", &DeleteParams::default())
-        .await
-        .expect("deleted");
-    until_gone(&pods, "web").await;
-    // Its IP is free again: the next pod gets it.
-    create(&pods, &pod("next", Some("vn-0"))).await;
-    let next = until(&pods, "next", in_phase("Running")).await;
-    assert_eq!(next.status.and_then(|s| s.pod_ip), first_ip);
-    assert_eq!(vn.pod_ips_in_use(), 1);
-    vns.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_marked_for_deletion_is_stopped_then_deleted_with_grace_zero() {
-    let env = Env::start().await;
-    let vns = VirtualNodes::start(env.client.clone(), fast())
-        .await
-        .expect("start");
-    vns.add("vn-0", &NodeTemplate::default())
-        .await
-        .expect("node");
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-    // A finalizer holds the pod, so the API server marks it instead of removing it, as it does
-    // with a bound pod's grace period upstream.
-    let mut held = pod("held", Some("vn-0"));
-    held.metadata.finalizers = Some(vec!["test.matryoshka.dev/hold".into()]);
-    create(&pods, &held).await;
-    until(&pods, "held", in_phase("Running")).await;
-    pods.delete("held", &DeleteParams::default().grace_period(30))
-        .await
-        .expect("marked");
-    let stopped = until(&pods, "held", in_phase("Succeeded")).await;
-    assert!(stopped.metadata.deletion_timestamp.is_some());
-    let c = &stopped
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .expect("statuses")[0];
-    assert!(
-        c.state.as_ref().is_some_and(|s| s.terminated.is_some()),
-        "{c:?}"
-    );
-    pods.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .expect("finalizer removed");
-    until_gone(&pods, "held").await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let first = heartbeat(&until(&nodes, "vn-0", ready).await);
+    // Heartbeat times have second precision: a later report shows a later second.
+    let later = until(&nodes, "vn-0", move |n: Option<&Node>| {
+        n.is_some_and(|n| heartbeat(n) != first && ready(Some(n)))
+    })
+    .await;
+    assert!(heartbeat(&later).is_some());
+    assert!(vn.status_reports() >= 2);
     vns.shutdown().await;
 }
 

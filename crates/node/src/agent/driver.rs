@@ -10,6 +10,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::future::Future;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -349,7 +350,7 @@ impl Driver {
                 return;
             }
             Action::Create => status::creating(&pod, &at(None), &ts),
-            Action::Start => {
+            Action::Initialize | Action::Start => {
                 let ip = if host_network(&pod) {
                     Some(host_ip)
                 } else {
@@ -361,7 +362,11 @@ impl Driver {
                     self.wake(key, retry);
                     return;
                 };
-                status::started(&pod, &at(Some(ip)), &ts)
+                if action == Action::Start {
+                    status::started(&pod, &at(Some(ip)), &ts)
+                } else {
+                    status::initialized(&pod, &at(Some(ip)), &ts)
+                }
             }
             Action::Exit(exit) => status::exited(&pod, &at(current_ip), exit, &ts),
             Action::Crash => status::crashing(&pod, &at(current_ip), &ts),
@@ -379,7 +384,13 @@ impl Driver {
         );
     }
 
-    fn patch(&mut self, key: &str, pod: &Pod, action: Action, body: serde_json::Value) {
+    /// Runs one write for a pod (`write` gets the pod's namespaced API, its name and UID),
+    /// reporting its result back to the driver.
+    fn spawn<F, Fut>(&mut self, key: &str, pod: &Pod, action: Action, write: F)
+    where
+        F: FnOnce(Api<Pod>, String, String) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Option<Pod>, kube::Error>> + Send + 'static,
+    {
         let Some(r) = self.records.get_mut(key) else {
             return;
         };
@@ -397,14 +408,7 @@ impl Driver {
         );
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let pp = PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..PatchParams::default()
-            };
-            let result = api
-                .patch_status(&name, &pp, &Patch::Merge(&body))
-                .await
-                .map(Some);
+            let result = write(api, name, uid.clone()).await;
             let _ = tx.send(Done {
                 key,
                 uid,
@@ -414,39 +418,32 @@ impl Driver {
         });
     }
 
+    /// Writes the pod's status (the UID in the patch is a precondition: a new pod of the
+    /// same name is not touched).
+    fn patch(&mut self, key: &str, pod: &Pod, action: Action, body: serde_json::Value) {
+        self.spawn(key, pod, action, |api, name, _| async move {
+            let pp = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..PatchParams::default()
+            };
+            api.patch_status(&name, &pp, &Patch::Merge(&body))
+                .await
+                .map(Some)
+        });
+    }
+
+    /// Deletes the stopped pod with grace period 0, as the kubelet does.
     fn delete(&mut self, key: &str, pod: &Pod, action: Action) {
-        let Some(r) = self.records.get_mut(key) else {
-            return;
-        };
-        r.in_flight = true;
-        let api: Api<Pod> = Api::namespaced(
-            self.inner.client.clone(),
-            pod.metadata.namespace.as_deref().unwrap_or(""),
-        );
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let (tx, permits, key, uid) = (
-            self.done_tx.clone(),
-            self.permits.clone(),
-            key.to_string(),
-            uid_of(pod),
-        );
-        tokio::spawn(async move {
-            let _permit = permits.acquire_owned().await;
+        self.spawn(key, pod, action, |api, name, uid| async move {
             let dp = DeleteParams {
                 grace_period_seconds: Some(0),
                 preconditions: Some(Preconditions {
-                    uid: Some(uid.clone()),
+                    uid: Some(uid),
                     resource_version: None,
                 }),
                 ..DeleteParams::default()
             };
-            let result = api.delete(&name, &dp).await.map(|r| r.left());
-            let _ = tx.send(Done {
-                key,
-                uid,
-                action,
-                result,
-            });
+            api.delete(&name, &dp).await.map(|r| r.left())
         });
     }
 

@@ -1,7 +1,8 @@
 //! The pod state machine of a virtual kubelet: from a pod as the API server has it and the
 //! time, what to do next.
 //!
-//! A bound pod goes new → containers creating → running, and, unless it restarts forever
+//! A bound pod goes new → containers creating → init containers completed (if it has any)
+//! → running, and, unless it restarts forever
 //! (`restartPolicy: Always`), exits after a short simulated run: Succeeded, or Failed when the
 //! pod asks to fail (`virtual.matryoshka.dev/fail: "true"`; pods that restart on failure
 //! crash-loop instead). `virtual.matryoshka.dev/run-seconds: "N"` lengthens the run. A pod
@@ -27,7 +28,9 @@ pub enum Action {
     Idle,
     /// Report its containers as being created.
     Create,
-    /// Start them (init containers first), ready, with a pod IP.
+    /// Run the init containers to completion (pods that have some), with a pod IP.
+    Initialize,
+    /// Start the containers, ready, with a pod IP.
     Start,
     /// Every container exits.
     Exit(Exit),
@@ -78,6 +81,28 @@ pub enum Stage {
 
 fn all_match(list: &[ContainerStatus], f: impl Fn(&ContainerStatus) -> bool) -> bool {
     list.iter().all(f)
+}
+
+/// Whether every init container completed (or, for a sidecar, runs); true without any.
+pub fn initialized(pod: &Pod) -> bool {
+    let inits = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .map_or(0, Vec::len);
+    if inits == 0 {
+        return true;
+    }
+    let list = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.clone())
+        .unwrap_or_default();
+    list.len() == inits
+        && list.iter().all(|c| {
+            let st = c.state.clone().unwrap_or_default();
+            st.running.is_some() || st.terminated.is_some_and(|t| t.exit_code == 0)
+        })
 }
 
 /// The stage of `pod`.
@@ -156,10 +181,12 @@ pub fn next(pod: &Pod, t: &Timeline, pacing: &Pacing) -> Action {
         Stage::New => Action::Create,
         Stage::Creating => {
             let at = t.created.map_or(t.now, |c| c + pacing.start_delay);
-            if t.now >= at {
+            if t.now < at {
+                Action::WaitUntil(at)
+            } else if initialized(pod) {
                 Action::Start
             } else {
-                Action::WaitUntil(at)
+                Action::Initialize
             }
         }
         Stage::Running => {

@@ -237,3 +237,21 @@ fn a_status_without_every_container_is_new() {
     }
     assert_eq!(stage(&p), Stage::New);
 }
+
+#[test]
+fn init_containers_complete_before_the_containers_start() {
+    let mut p = pod(None, &[]);
+    p.spec.as_mut().expect("spec").init_containers = Some(vec![Container {
+        name: "setup".into(),
+        image: Some("busybox".into()),
+        ..Container::default()
+    }]);
+    let p = creating(&p);
+    assert!(!initialized(&p));
+    assert_eq!(next(&p, &timeline(base()), &PACING), Action::Initialize);
+    let mut done = p.clone();
+    done.status = Some(status::initialized(&p, &at(), &time(base())));
+    assert!(initialized(&done));
+    assert_eq!(stage(&done), Stage::Creating);
+    assert_eq!(next(&done, &timeline(base()), &PACING), Action::Start);
+}

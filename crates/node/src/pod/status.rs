@@ -8,13 +8,13 @@
 
 use std::net::Ipv4Addr;
 
-use apimachinery::quantity::Quantity;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use sha2::{Digest, Sha256};
+
+use super::runtime::{container_id, image_id};
 
 /// Where a pod runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,83 +55,6 @@ fn spec(pod: &Pod) -> PodSpec {
 
 fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or("")
-}
-
-/// A stable container ID for a container of a pod (`virtual://<64 hex>`).
-pub fn container_id(pod_uid: &str, container: &str, restarts: i32) -> String {
-    let mut h = Sha256::new();
-    h.update(pod_uid.as_bytes());
-    h.update(b"/");
-    h.update(container.as_bytes());
-    h.update(b"/");
-    h.update(restarts.to_le_bytes());
-    format!("virtual://{}", hex(&h.finalize()))
-}
-
-/// An image ID for an image reference: its digest if it names one, else a digest made from
-/// the reference (`docker.io/library/nginx@sha256:...`).
-pub fn image_id(image: &str) -> String {
-    if image.contains("@sha256:") {
-        return image.to_string();
-    }
-    // Strip a tag (a `:` after the last `/`), keep a registry port.
-    let repo = match image.rfind(':') {
-        Some(i) if !image[i..].contains('/') => &image[..i],
-        _ => image,
-    };
-    let first = repo.split('/').next().unwrap_or("");
-    let has_registry =
-        repo.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
-    let full = if has_registry {
-        repo.to_string()
-    } else if repo.contains('/') {
-        format!("docker.io/{repo}")
-    } else {
-        format!("docker.io/library/{repo}")
-    };
-    format!("{full}@sha256:{}", hex(&Sha256::digest(image.as_bytes())))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The pod's QoS class from its containers' requests and limits (upstream's rules: no
-/// requests or limits anywhere → BestEffort; CPU and memory limits on every container, equal
-/// to any requests → Guaranteed; else Burstable).
-pub fn qos_class(spec: &PodSpec) -> &'static str {
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter());
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in containers {
-        let res = c.resources.clone().unwrap_or_default();
-        let req = res.requests.unwrap_or_default();
-        let lim = res.limits.unwrap_or_default();
-        let nonzero = |q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
-            q.and_then(|q| Quantity::parse(&q.0).ok())
-                .filter(|q| !q.is_zero())
-        };
-        for r in ["cpu", "memory"] {
-            let (rq, lq) = (nonzero(req.get(r)), nonzero(lim.get(r)));
-            if rq.is_some() || lq.is_some() {
-                any = true;
-            }
-            match (rq, lq) {
-                (_, None) => guaranteed = false,
-                (Some(rq), Some(lq)) if rq != lq => guaranteed = false,
-                _ => {}
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
 }
 
 fn condition(
@@ -191,7 +114,7 @@ fn base_status(pod: &Pod, at: &Placement, phase: &str, now: &Time) -> PodStatus 
             .or_else(|| Some(now.clone())),
         qos_class: old
             .and_then(|s| s.qos_class.clone())
-            .or_else(|| Some(qos_class(&spec(pod)).to_string())),
+            .or_else(|| Some(super::runtime::qos_class(&spec(pod)).to_string())),
         ..PodStatus::default()
     };
     if let Some(ip) = at.pod_ip {
@@ -295,10 +218,24 @@ fn init_done(pod: &Pod, now: &Time) -> Option<Vec<ContainerStatus>> {
     if inits.is_empty() {
         return None;
     }
+    let old: Vec<ContainerStatus> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.clone())
+        .unwrap_or_default();
     Some(
         inits
             .iter()
             .map(|c| {
+                // What already ran keeps its record.
+                let st = old.iter().find(|o| o.name == c.name);
+                if let Some(st) = st
+                    && st.state.as_ref().is_some_and(|x| {
+                        x.terminated.is_some() || (sidecar(c) && x.running.is_some())
+                    })
+                {
+                    return st.clone();
+                }
                 if sidecar(c) {
                     running(pod, c, now, true)
                 } else {
@@ -398,6 +335,48 @@ pub fn creating(pod: &Pod, at: &Placement, now: &Time) -> PodStatus {
                 now,
             )
         },
+        condition(
+            "Ready",
+            false,
+            Some("ContainersNotReady"),
+            Some(unready.clone()),
+            now,
+        ),
+        condition(
+            "ContainersReady",
+            false,
+            Some("ContainersNotReady"),
+            Some(unready),
+            now,
+        ),
+        condition("PodScheduled", true, None, None, now),
+    ];
+    s.conditions = Some(with_foreign(
+        pod,
+        keep_transitions(pod.status.as_ref(), conds),
+    ));
+    s
+}
+
+/// Init containers completed (sidecars running), the main containers about to be created
+/// (`PodInitializing`). Phase Pending, with the pod IP.
+pub fn initialized(pod: &Pod, at: &Placement, now: &Time) -> PodStatus {
+    let spec = spec(pod);
+    let mut s = base_status(pod, at, "Pending", now);
+    s.init_container_statuses = init_done(pod, now);
+    s.container_statuses = Some(
+        spec.containers
+            .iter()
+            .map(|c| waiting(c, "PodInitializing"))
+            .collect(),
+    );
+    let unready = format!(
+        "containers with unready status: [{}]",
+        names(&spec.containers)
+    );
+    let conds = vec![
+        condition("PodReadyToStartContainers", true, None, None, now),
+        condition("Initialized", true, None, None, now),
         condition(
             "Ready",
             false,
