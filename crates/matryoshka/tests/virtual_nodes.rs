@@ -41,7 +41,12 @@ const WAIT: Duration = Duration::from_secs(60);
 
 fn ready_nodes(k: &Kubectl, want: usize) {
     k.eventually(&["get", "nodes", "--no-headers"], WAIT, |r| {
-        r.code == 0 && r.stdout.lines().filter(|l| l.split_whitespace().nth(1) == Some("Ready")).count() == want
+        r.code == 0
+            && r.stdout
+                .lines()
+                .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+                .count()
+                == want
     });
 }
 
@@ -52,7 +57,16 @@ fn kubectl_sees_virtual_nodes_run_pods() {
     let log = server.dir.join("node.log");
     let _agent = Agent::start(
         &server.kubeconfig(),
-        &["--count", "3", "--name-prefix", "vn-", "--instance-type", "u1.large", "--roles", "worker"],
+        &[
+            "--count",
+            "3",
+            "--name-prefix",
+            "vn-",
+            "--instance-type",
+            "u1.large",
+            "--roles",
+            "worker",
+        ],
         &log,
     );
     ready_nodes(&k, 3);
@@ -70,9 +84,17 @@ fn kubectl_sees_virtual_nodes_run_pods() {
     k.run(&["get", "node", "vn-2", "-o", "jsonpath={.spec.podCIDR}"])
         .ok()
         .out("10.244.2.0/24");
-    k.run(&["get", "lease", "-n", "kube-node-lease", "vn-1", "-o", "jsonpath={.spec.holderIdentity}"])
-        .ok()
-        .out("vn-1");
+    k.run(&[
+        "get",
+        "lease",
+        "-n",
+        "kube-node-lease",
+        "vn-1",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ])
+    .ok()
+    .out("vn-1");
 
     let pod = manifest(
         &server.dir,
@@ -80,7 +102,8 @@ fn kubectl_sees_virtual_nodes_run_pods() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  nodeName: vn-1\n  containers:\n  - name: web\n    image: nginx:1.27\n",
     );
     k.run(&["apply", "-f", pod.to_str().expect("path")]).ok();
-    k.run(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]).ok();
+    k.run(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"])
+        .ok();
     k.run(&["get", "pod", "web", "-o", "wide"])
         .ok()
         .out("Running")
@@ -94,7 +117,9 @@ fn kubectl_sees_virtual_nodes_run_pods() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: once\nspec:\n  nodeName: vn-0\n  restartPolicy: Never\n  containers:\n  - name: once\n    image: busybox\n",
     );
     k.run(&["apply", "-f", job.to_str().expect("path")]).ok();
-    k.eventually(&["get", "pod", "once", "--no-headers"], WAIT, |r| r.stdout.contains("Completed"));
+    k.eventually(&["get", "pod", "once", "--no-headers"], WAIT, |r| {
+        r.stdout.contains("Completed")
+    });
 
     k.run(&["delete", "pod", "web", "--timeout=60s"]).ok();
     k.run(&["get", "pod", "web"]).fails(1).err("NotFound");
@@ -109,8 +134,13 @@ fn a_logical_clusters_kubeconfig_puts_virtual_nodes_in_that_cluster() {
         Some("apiVersion: core.matryoshka.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: team-a\n"),
     )
     .ok();
-    root.run(&["wait", "--for=jsonpath={.status.phase}=Ready", "logicalcluster/team-a", "--timeout=30s"])
-        .ok();
+    root.run(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Ready",
+        "logicalcluster/team-a",
+        "--timeout=30s",
+    ])
+    .ok();
     let conf = root.run(&[
         "get",
         "secret",
@@ -124,12 +154,24 @@ fn a_logical_clusters_kubeconfig_puts_virtual_nodes_in_that_cluster() {
     let path = server.dir.join("team-a.conf");
     std::fs::write(&path, &conf.stdout).expect("write kubeconfig");
     let log = server.dir.join("team-a-node.log");
-    let _agent = Agent::start(&path, &["--count", "2", "--instance-type", "gn1.xlarge"], &log);
+    let _agent = Agent::start(
+        &path,
+        &["--count", "2", "--instance-type", "gn1.xlarge"],
+        &log,
+    );
 
     let team = Kubectl::new("1.33", &path);
     ready_nodes(&team, 2);
-    team.run(&["get", "node", "virtual-node-0", "-o", "jsonpath={.status.allocatable.nvidia\\.com/gpu} {.metadata.labels.gpu}"])
+    team.run(&[
+        "get",
+        "node",
+        "virtual-node-0",
+        "-o",
+        "jsonpath={.status.allocatable.nvidia\\.com/gpu} {.metadata.labels.gpu}",
+    ])
+    .ok()
+    .out("1 on");
+    root.run(&["get", "nodes", "--no-headers"])
         .ok()
-        .out("1 on");
-    root.run(&["get", "nodes", "--no-headers"]).ok().not_out("virtual-node-0");
+        .not_out("virtual-node-0");
 }
