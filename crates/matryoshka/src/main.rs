@@ -5,6 +5,7 @@
 //! components. On first start it creates a CA and a serving certificate in the data directory;
 //! once it serves it writes `<data-dir>/admin.conf`.
 
+mod node_agent;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Runs the control plane in the foreground.
     Up(up::UpArgs),
+    /// Runs node agents that join a cluster (`--virtual`: virtual nodes).
+    Node(node_agent::NodeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,5 +43,6 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Up(args) => rt.block_on(up::run(args)),
+        Command::Node(args) => rt.block_on(node_agent::run(args)),
     }
 }

@@ -32,6 +32,12 @@ pub struct UpArgs {
     /// Lifetime of the serving certificate; it is re-issued when a third of it is left.
     #[arg(long, default_value_t = 365 * 24 * 3600, hide = true)]
     pub serving_cert_validity_seconds: u64,
+    /// Virtual nodes (no containers) to run in the root cluster, named `virtual-node-<i>`.
+    #[arg(long, default_value_t = 0)]
+    pub virtual_nodes: usize,
+    /// The instance type of those virtual nodes (capacity and kubelet reservations).
+    #[arg(long, default_value = "u1.large")]
+    pub virtual_node_instance_type: String,
 }
 
 fn hostname() -> Option<String> {
@@ -166,12 +172,40 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     let controllers = tokio::spawn(controllers::run_all(
         server.clone(),
-        controllers::Options::default().with_leader_election(identity),
-        stopped.wait(),
+        controllers::Options::default().with_leader_election(identity.clone()),
+        stopped.clone().wait(),
     ));
+    let scheduler = tokio::spawn(scheduler::run_all(
+        server.clone(),
+        scheduler::Options::default().with_leader_election(identity.clone()),
+        stopped.clone().wait(),
+    ));
+    let nodes = (args.virtual_nodes > 0).then(|| {
+        let group = node::NodeGroup::new(
+            node::run::DEFAULT_NAME_PREFIX,
+            args.virtual_nodes,
+            &args.virtual_node_instance_type,
+            &["worker"],
+        );
+        let client = node::cluster_client(
+            apiserver::local::LocalService::system(server.clone()),
+            apiserver::route::ROOT_CLUSTER,
+        );
+        tokio::spawn(async move {
+            let run =
+                node::run_virtual_nodes(client, &group, node::Options::default(), stopped.wait());
+            if let Err(e) = run.await {
+                tracing::error!(error = %e, "virtual nodes failed");
+            }
+        })
+    });
     apiserver::serve::serve(server, listener, tls, shutdown_signal()).await;
     stop.trigger();
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), scheduler).await;
+    if let Some(nodes) = nodes {
+        let _ = tokio::time::timeout(Duration::from_secs(5), nodes).await;
+    }
     rotation.abort();
     tracing::info!("stopped");
     Ok(())

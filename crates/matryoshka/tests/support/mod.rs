@@ -19,7 +19,7 @@ pub fn free_port() -> u16 {
 
 /// Starts a process that kills `pid` when this test process goes away, even without
 /// destructors running.
-fn watchdog(pid: u32) {
+pub fn watchdog(pid: u32) {
     let _ = Command::new("sh")
         .arg("-c")
         .arg(format!(

@@ -1,0 +1,177 @@
+//! Virtual nodes out of process: `matryoshka node --virtual` joins a real `matryoshka up`
+//! (the root cluster, and a logical cluster through its kubeconfig) and kubectl sees Ready
+//! nodes with the allocatable of their instance type and pods that run, log and go away.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use support::{Backend, Kubectl, Server, manifest};
+
+/// A running `matryoshka node`, killed when dropped.
+struct Agent(Child);
+
+impl Agent {
+    fn start(kubeconfig: &Path, extra: &[&str], log: &Path) -> Agent {
+        let child = Command::new(env!("CARGO_BIN_EXE_matryoshka"))
+            .arg("node")
+            .arg("--virtual")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).expect("log file"))
+            .spawn()
+            .expect("matryoshka node starts");
+        support::watchdog(child.id());
+        Agent(child)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn ready_nodes(k: &Kubectl, want: usize) {
+    k.eventually(&["get", "nodes", "--no-headers"], WAIT, |r| {
+        r.code == 0
+            && r.stdout
+                .lines()
+                .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+                .count()
+                == want
+    });
+}
+
+#[test]
+fn kubectl_sees_virtual_nodes_run_pods() {
+    let server = Server::start(Backend::Embedded);
+    let k = server.kubectl("1.33");
+    let log = server.dir.join("node.log");
+    let _agent = Agent::start(
+        &server.kubeconfig(),
+        &[
+            "--count",
+            "3",
+            "--name-prefix",
+            "vn-",
+            "--instance-type",
+            "u1.large",
+            "--roles",
+            "worker",
+        ],
+        &log,
+    );
+    ready_nodes(&k, 3);
+    let rows = k.run(&["get", "nodes"]).ok().rows();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row[0], format!("vn-{i}"));
+        assert_eq!(row[1], "Ready");
+        assert_eq!(row[2], "worker");
+        assert_eq!(row[4], "v1.33.0");
+    }
+    k.run(&["get", "node", "vn-0", "-o", "jsonpath={.status.allocatable.memory} {.status.allocatable.cpu} {.status.allocatable.pods}"])
+        .ok()
+        .out("6800Mi 1800m 110");
+    k.run(&["get", "node", "vn-2", "-o", "jsonpath={.spec.podCIDR}"])
+        .ok()
+        .out("10.244.2.0/24");
+    k.run(&[
+        "get",
+        "lease",
+        "-n",
+        "kube-node-lease",
+        "vn-1",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ])
+    .ok()
+    .out("vn-1");
+
+    let pod = manifest(
+        &server.dir,
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  nodeName: vn-1\n  containers:\n  - name: web\n    image: nginx:1.27\n",
+    );
+    k.run(&["apply", "-f", pod.to_str().expect("path")]).ok();
+    k.run(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"])
+        .ok();
+    k.run(&["get", "pod", "web", "-o", "wide"])
+        .ok()
+        .out("Running")
+        .out("10.244.1.2")
+        .out("vn-1");
+    k.run(&["logs", "web"]).ok().out("virtual node vn-1");
+
+    let job = manifest(
+        &server.dir,
+        "once.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: once\nspec:\n  nodeName: vn-0\n  restartPolicy: Never\n  containers:\n  - name: once\n    image: busybox\n",
+    );
+    k.run(&["apply", "-f", job.to_str().expect("path")]).ok();
+    k.eventually(&["get", "pod", "once", "--no-headers"], WAIT, |r| {
+        r.stdout.contains("Completed")
+    });
+
+    k.run(&["delete", "pod", "web", "--timeout=60s"]).ok();
+    k.run(&["get", "pod", "web"]).fails(1).err("NotFound");
+}
+
+#[test]
+fn a_logical_clusters_kubeconfig_puts_virtual_nodes_in_that_cluster() {
+    let server = Server::start(Backend::Embedded);
+    let root = server.kubectl("1.33");
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: core.matryoshka.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: team-a\n"),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Ready",
+        "logicalcluster/team-a",
+        "--timeout=30s",
+    ])
+    .ok();
+    let conf = root.run(&[
+        "get",
+        "secret",
+        "-n",
+        "matryoshka-system",
+        "team-a-admin-kubeconfig",
+        "-o",
+        "go-template={{ printf \"%s\\n\" (index .data \"admin.conf\" | base64decode) }}",
+    ]);
+    conf.ok().out("/clusters/team-a");
+    let path = server.dir.join("team-a.conf");
+    std::fs::write(&path, &conf.stdout).expect("write kubeconfig");
+    let log = server.dir.join("team-a-node.log");
+    let _agent = Agent::start(
+        &path,
+        &["--count", "2", "--instance-type", "gn1.xlarge"],
+        &log,
+    );
+
+    let team = Kubectl::new("1.33", &path);
+    ready_nodes(&team, 2);
+    team.run(&[
+        "get",
+        "node",
+        "virtual-node-0",
+        "-o",
+        "jsonpath={.status.allocatable.nvidia\\.com/gpu} {.metadata.labels.gpu}",
+    ])
+    .ok()
+    .out("1 on");
+    root.run(&["get", "nodes", "--no-headers"])
+        .ok()
+        .not_out("virtual-node-0");
+}
