@@ -4,38 +4,9 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use support::{Backend, Kubectl, Server, manifest};
-
-/// A running `matryoshka node`, killed when dropped.
-struct Agent(Child);
-
-impl Agent {
-    fn start(kubeconfig: &Path, extra: &[&str], log: &Path) -> Agent {
-        let child = Command::new(env!("CARGO_BIN_EXE_matryoshka"))
-            .arg("node")
-            .arg("--virtual")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).expect("log file"))
-            .spawn()
-            .expect("matryoshka node starts");
-        support::watchdog(child.id());
-        Agent(child)
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::{Agent, Backend, Kubectl, Server, manifest};
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -44,11 +44,18 @@ pub struct Server {
     pub dir: PathBuf,
     pub port: u16,
     backend: Backend,
+    /// More `matryoshka up` flags.
+    args: Vec<String>,
     _tmp: Option<tempfile::TempDir>,
 }
 
 impl Server {
     pub fn start(backend: Backend) -> Server {
+        Server::start_with(backend, &[])
+    }
+
+    /// Starts `matryoshka up` with more flags (e.g. `--virtual-nodes 3`).
+    pub fn start_with(backend: Backend, args: &[&str]) -> Server {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().to_path_buf();
         let mut s = Server {
@@ -56,6 +63,7 @@ impl Server {
             dir,
             port: free_port(),
             backend,
+            args: args.iter().map(|a| a.to_string()).collect(),
             _tmp: Some(tmp),
         };
         s.launch();
@@ -77,6 +85,7 @@ impl Server {
                 .arg("--etcd-prefix")
                 .arg(format!("/m{}", self.port));
         }
+        cmd.args(&self.args);
         let log = std::fs::File::create(self.dir.join("server.log")).expect("log file");
         cmd.stdout(Stdio::null())
             .stderr(log)
@@ -350,4 +359,63 @@ pub fn manifest(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, yaml).expect("write manifest");
     p
+}
+
+/// A running `matryoshka node`, killed when dropped.
+pub struct Agent(Child);
+
+impl Agent {
+    pub fn start(kubeconfig: &Path, extra: &[&str], log: &Path) -> Agent {
+        let child = Command::new(env!("CARGO_BIN_EXE_matryoshka"))
+            .arg("node")
+            .arg("--virtual")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).expect("log file"))
+            .spawn()
+            .expect("matryoshka node starts");
+        watchdog(child.id());
+        Agent(child)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Creates the logical cluster `name` through `root`, waits until it is Ready and writes its
+/// admin kubeconfig (from `matryoshka-system/<name>-admin-kubeconfig`) into `dir`.
+pub fn logical_cluster(root: &Kubectl, dir: &Path, name: &str) -> PathBuf {
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: core.matryoshka.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: {name}\n"
+        )),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Ready",
+        &format!("logicalcluster/{name}"),
+        "--timeout=30s",
+    ])
+    .ok();
+    let conf = root.run(&[
+        "get",
+        "secret",
+        "-n",
+        "matryoshka-system",
+        &format!("{name}-admin-kubeconfig"),
+        "-o",
+        "go-template={{ printf \"%s\\n\" (index .data \"admin.conf\" | base64decode) }}",
+    ]);
+    conf.ok().out(&format!("/clusters/{name}"));
+    let path = dir.join(format!("{name}.conf"));
+    std::fs::write(&path, &conf.stdout).expect("write kubeconfig");
+    path
 }
