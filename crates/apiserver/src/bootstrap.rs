@@ -54,17 +54,32 @@ async fn ensure(
 
 /// Creates what a cluster must have; existing objects are left alone.
 pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    seed_namespaces(server, cluster).await?;
+    seed_contents(server, cluster).await
+}
+
+/// The namespaces of [`seed`], written concurrently (they share fsyncs).
+pub async fn seed_namespaces(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    let mut writes = Vec::new();
     for ns in NAMESPACES {
-        ensure(
+        writes.push(ensure_owned(
             server,
             cluster,
             "",
             "namespaces",
-            "",
+            String::new(),
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-        )
-        .await?;
+        ));
     }
+    for r in futures::future::join_all(writes).await {
+        r?;
+    }
+    Ok(())
+}
+
+/// What [`seed`] puts in the namespaces, written concurrently (they share fsyncs).
+pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    let mut writes = Vec::new();
     let svc = json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -80,11 +95,16 @@ pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
             "internalTrafficPolicy": "Cluster",
         },
     });
-    ensure(server, cluster, "", "services", "default", svc).await?;
+    writes.push(ensure_owned(
+        server,
+        cluster,
+        "",
+        "services",
+        "default".to_string(),
+        svc,
+    ));
     // The default service accounts (the serviceaccount controller keeps them; seeding them here
-    // makes a new cluster usable at once) and the bootstrap RBAC policy, written concurrently
-    // so they share fsyncs.
-    let mut writes = Vec::new();
+    // makes a new cluster usable at once) and the bootstrap RBAC policy.
     for ns in NAMESPACES {
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
         writes.push(ensure_owned(
