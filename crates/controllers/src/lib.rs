@@ -11,10 +11,12 @@
 //!   [`queue`] (work queue and reconcile loop), [`leader`] (Lease leader election),
 //!   [`manager`] (starting everything: [`manager::run_all`]).
 //! - controllers: [`namespace`], [`gc`], [`serviceaccount`], [`rootca`], [`replicaset`],
-//!   [`deployment`].
+//!   [`deployment`], and the cluster-policy ones ([`policy`]): [`resourcequota`],
+//!   [`nodelifecycle`], [`disruption`], [`volumebinding`].
 
 pub mod client;
 pub mod deployment;
+pub mod disruption;
 pub mod error;
 pub mod expectations;
 pub mod gc;
@@ -22,12 +24,16 @@ pub mod informer;
 pub mod leader;
 pub mod manager;
 pub mod namespace;
+pub mod nodelifecycle;
 pub mod podutil;
+pub mod policy;
 pub mod queue;
 pub mod replicaset;
+pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;
 pub mod shared;
+pub mod volumebinding;
 
 pub use error::{Error, Result};
 

@@ -38,6 +38,8 @@ pub struct Options {
     pub leader_election: Option<LeaderConfig>,
     /// Per-cluster clients kept (each holds one task); see [`ClusterClients`].
     pub client_cache: usize,
+    /// Durations of the cluster-policy controllers (quota resync, node grace periods).
+    pub policy: crate::policy::PolicyOptions,
 }
 
 impl Default for Options {
@@ -47,6 +49,7 @@ impl Default for Options {
             workers: 5,
             leader_election: None,
             client_cache: crate::client::DEFAULT_CLIENT_CACHE,
+            policy: Default::default(),
         }
     }
 }
@@ -136,6 +139,7 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     let accounts = ServiceAccountController::new(&informers)?;
     let sets = ReplicaSetController::new(&informers)?;
     let deployments = DeploymentController::new(&informers)?;
+    let policy = crate::policy::Controllers::new(&informers, &options.policy)?;
     let root_ca = match &options.ca {
         Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
         None => None,
@@ -171,6 +175,10 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     start!("replicaset", sets, w);
     start!("deployment", deployments, w);
     start!("garbagecollector", gc, w * 4);
+    start!("resourcequota", policy.quota, w);
+    start!("node-lifecycle", policy.nodes, w);
+    start!("disruption", policy.disruption, w);
+    start!("persistentvolume-binder", policy.volumes, w);
     if let Some(p) = &root_ca {
         start!("root-ca-cert-publisher", p, w);
     }
