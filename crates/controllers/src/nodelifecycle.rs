@@ -9,10 +9,13 @@
 //! `NoSchedule` and `NoExecute`, removed again when it is Ready. Pods on a node with a
 //! `NoExecute` taint are deleted at once unless they tolerate it, or after the smallest
 //! `tolerationSeconds` of the tolerations that match (counted from the taint's `timeAdded`).
-//! Pods bound to a node that no longer exists are deleted at once.
+//! Pods bound to a node that has been missing for the grace period are deleted.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint, Toleration};
@@ -45,6 +48,8 @@ pub struct NodeLifecycleController {
     pods: Store<Pod>,
     queue: Arc<Queue<ObjectKey>>,
     grace: Duration,
+    /// When each missing node with pods was first found missing (upstream podgc's quarantine).
+    missing: Mutex<HashMap<ObjectKey, Instant>>,
 }
 
 fn node_key(cluster: &str, name: &str) -> ObjectKey {
@@ -148,6 +153,7 @@ impl NodeLifecycleController {
             pods: pods.store(),
             queue,
             grace,
+            missing: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -195,16 +201,9 @@ impl NodeLifecycleController {
     pub async fn reconcile(&self, key: ObjectKey) -> Result<Action> {
         let client = self.clients.cluster(&key.cluster)?;
         let Some(node) = self.nodes.get(&key) else {
-            // Orphaned pods (upstream podgc) are deleted at once.
-            for (pk, _) in self.pods_on(&key) {
-                let api: Api<Pod> = Api::namespaced(client.clone(), &pk.namespace);
-                ignore_gone(
-                    api.delete(&pk.name, &DeleteParams::default().grace_period(0))
-                        .await,
-                )?;
-            }
-            return Ok(Action::AwaitChange);
+            return self.collect_orphans(&client, &key).await;
         };
+        self.missing.lock().remove(&key);
         let now = Timestamp::now();
         let silent = now.as_second() - self.last_heard(&key, &node);
         let grace = self.grace.as_secs() as i64;
@@ -259,6 +258,41 @@ impl NodeLifecycleController {
             next_check = next_check.min(d);
         }
         Ok(Action::RequeueAfter(next_check))
+    }
+
+    /// Deletes the pods of a node that is gone (upstream podgc's orphans): once the API
+    /// confirms it missing for the grace period, so pods bound just before their node
+    /// registers are left alone.
+    async fn collect_orphans(&self, client: &kube::Client, key: &ObjectKey) -> Result<Action> {
+        let orphans = self.pods_on(key);
+        if orphans.is_empty() {
+            self.missing.lock().remove(key);
+            return Ok(Action::AwaitChange);
+        }
+        let nodes: Api<Node> = Api::all(client.clone());
+        if crate::error::ignore_not_found(nodes.get(&key.name).await)?.is_some() {
+            // The informer has not seen it yet.
+            return Ok(Action::AwaitChange);
+        }
+        let since = *self
+            .missing
+            .lock()
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
+        let waited = since.elapsed();
+        if waited < self.grace {
+            return Ok(Action::RequeueAfter(self.grace - waited));
+        }
+        for (pk, _) in orphans {
+            tracing::info!(pod = %pk, node = %key.name, "deleting a pod of a missing node");
+            let api: Api<Pod> = Api::namespaced(client.clone(), &pk.namespace);
+            ignore_gone(
+                api.delete(&pk.name, &DeleteParams::default().grace_period(0))
+                    .await,
+            )?;
+        }
+        self.missing.lock().remove(key);
+        Ok(Action::AwaitChange)
     }
 
     /// Deletes the pods the node's `NoExecute` taints no longer allow; returns when the next
