@@ -286,3 +286,31 @@ impl DisruptionController {
         Ok(next_check.map_or(Action::AwaitChange, Action::RequeueAfter))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_of_the_scale_round_up() {
+        assert_eq!(scaled(&IntOrString::String("50%".into()), 5), Ok(3));
+        assert_eq!(scaled(&IntOrString::String("10%".into()), 10), Ok(1));
+        assert_eq!(scaled(&IntOrString::Int(2), 10), Ok(2));
+    }
+
+    #[test]
+    fn a_malformed_percentage_is_an_error() {
+        assert!(scaled(&IntOrString::String("half".into()), 4).is_err());
+    }
+
+    #[test]
+    fn an_empty_selector_selects_every_pod_and_none_selects_none() {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"labels": {"a": "b"}}})).unwrap();
+        let pdb = |sel: Value| -> PodDisruptionBudget {
+            serde_json::from_value(json!({"spec": {"selector": sel}})).unwrap()
+        };
+        assert!(matches(&pdb(json!({})), &pod));
+        assert!(!matches(&pdb(Value::Null), &pod));
+        assert!(!matches(&pdb(json!({"matchLabels": {"a": "c"}})), &pod));
+    }
+}

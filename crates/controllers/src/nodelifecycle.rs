@@ -374,3 +374,61 @@ fn ignore_gone<T>(r: kube::Result<T>) -> Result<()> {
         Err(e) => Err(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taint(key: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        }
+    }
+
+    fn pod(tolerations: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"spec": {"containers": [], "tolerations": tolerations}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn an_untolerated_taint_evicts_at_once() {
+        let t = taint(UNREACHABLE);
+        let p = pod(
+            json!([{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]),
+        );
+        assert_eq!(toleration_time(&p, &[&t]), Some(0));
+    }
+
+    #[test]
+    fn the_smallest_matching_toleration_counts() {
+        let t = taint(UNREACHABLE);
+        let p = pod(json!([
+            {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"operator": "Exists", "tolerationSeconds": 60},
+        ]));
+        assert_eq!(toleration_time(&p, &[&t]), Some(60));
+    }
+
+    #[test]
+    fn a_toleration_without_seconds_tolerates_forever() {
+        let t = taint(UNREACHABLE);
+        let p = pod(json!([{"key": UNREACHABLE, "operator": "Exists"}]));
+        assert_eq!(toleration_time(&p, &[&t]), None);
+    }
+
+    #[test]
+    fn equal_tolerations_need_the_same_value() {
+        let mut t = taint("dedicated");
+        t.value = Some("gpu".into());
+        let tol = |v: &str| Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Equal".into()),
+            value: Some(v.into()),
+            ..Default::default()
+        };
+        assert!(tolerates(&tol("gpu"), &t));
+        assert!(!tolerates(&tol("cpu"), &t));
+    }
+}
