@@ -1,6 +1,7 @@
-//! Objects every cluster has from its first moment: the system namespaces and the
+//! Objects every cluster has from its first moment: the system namespaces, the
 //! `default/kubernetes` Service (upstream's bootstrap controllers do the same in
-//! kube-apiserver).
+//! kube-apiserver) and the default StorageClass `local`, whose volumes the controllers'
+//! built-in provisioner creates.
 
 use apimachinery::status::{ApiError, Reason};
 use registry::store::{Location, WriteOptions};
@@ -103,6 +104,14 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
         "default".to_string(),
         svc,
     ));
+    writes.push(ensure_owned(
+        server,
+        cluster,
+        "storage.k8s.io",
+        "storageclasses",
+        String::new(),
+        local_storage_class(),
+    ));
     // The default service accounts (the serviceaccount controller keeps them; seeding them here
     // makes a new cluster usable at once) and the bootstrap RBAC policy.
     for ns in NAMESPACES {
@@ -134,4 +143,24 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
         r?;
     }
     Ok(())
+}
+
+/// The name of the default StorageClass every cluster has.
+pub const LOCAL_STORAGE_CLASS: &str = "local";
+/// Its provisioner (the PersistentVolume controller provisions for it).
+pub const LOCAL_PROVISIONER: &str = "matryoshka.dev/local";
+
+/// The default StorageClass: volumes are provisioned once a pod using the claim is placed.
+fn local_storage_class() -> Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": LOCAL_STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": LOCAL_PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    })
 }

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod negotiate;
 pub mod openapi;
 pub mod patching;
+pub mod quota;
 pub mod response;
 pub mod reviews;
 pub mod route;

@@ -46,6 +46,8 @@ pub struct Options {
     pub client_cache: usize,
     /// The wall clock of time-dependent controllers (Job, CronJob, TTL after finished).
     pub clock: SharedClock,
+    /// Durations of the cluster-policy controllers (quota resync, node grace periods).
+    pub policy: crate::policy::PolicyOptions,
 }
 
 impl Default for Options {
@@ -56,6 +58,7 @@ impl Default for Options {
             leader_election: None,
             client_cache: crate::client::DEFAULT_CLIENT_CACHE,
             clock: crate::clock::system(),
+            policy: Default::default(),
         }
     }
 }
@@ -156,6 +159,7 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     let cronjobs = CronJobController::new(&informers, options.clock.clone())?;
     let statefulsets = StatefulSetController::new(&informers)?;
     let daemonsets = DaemonSetController::new(&informers)?;
+    let policy = crate::policy::Controllers::new(&informers, &options.policy)?;
     let root_ca = match &options.ca {
         Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
         None => None,
@@ -196,6 +200,10 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     start!("statefulset", statefulsets, w);
     start!("daemonset", daemonsets, w);
     start!("garbagecollector", gc, w * 4);
+    start!("resourcequota", policy.quota, w);
+    start!("node-lifecycle", policy.nodes, w);
+    start!("disruption", policy.disruption, w);
+    start!("persistentvolume-binder", policy.volumes, w);
     if let Some(p) = &root_ca {
         start!("root-ca-cert-publisher", p, w);
     }
