@@ -80,7 +80,25 @@ pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
             "internalTrafficPolicy": "Cluster",
         },
     });
-    ensure(server, cluster, "", "services", "default", svc).await?;
+    // The first address of the service range, reserved like any requested cluster IP. A
+    // service that exists already holds it: creating it again would be refused as
+    // "already allocated" before "already exists", so it is looked up first.
+    let services = server
+        .catalog
+        .builtin("", "services")
+        .ok_or_else(|| ApiError::internal("services are not served"))?;
+    let at = Location {
+        cluster,
+        namespace: "default",
+        name: "kubernetes",
+    };
+    match server.store.get(&services, &at).await {
+        Ok(_) => {}
+        Err(e) if e.reason == Reason::NotFound => {
+            ensure(server, cluster, "", "services", "default", svc).await?;
+        }
+        Err(e) => return Err(e),
+    }
     // The default service accounts (the serviceaccount controller keeps them; seeding them here
     // makes a new cluster usable at once) and the bootstrap RBAC policy, written concurrently
     // so they share fsyncs.
