@@ -99,19 +99,32 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
     writes.push(ensure_owned(
         server,
         cluster,
-        "",
-        "services",
-        "default".to_string(),
-        svc,
-    ));
-    writes.push(ensure_owned(
-        server,
-        cluster,
         "storage.k8s.io",
         "storageclasses",
         String::new(),
         local_storage_class(),
     ));
+    // The first address of the service range, reserved like any requested cluster IP. A
+    // service that exists already holds it: creating it again would be refused as
+    // "already allocated" before "already exists", so it is looked up first.
+    writes.push(Box::pin(async move {
+        let services = server
+            .catalog
+            .builtin("", "services")
+            .ok_or_else(|| ApiError::internal("services are not served"))?;
+        let at = Location {
+            cluster,
+            namespace: "default",
+            name: "kubernetes",
+        };
+        match server.store.get(&services, &at).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.reason == Reason::NotFound => {
+                ensure(server, cluster, "", "services", "default", svc).await
+            }
+            Err(e) => Err(e),
+        }
+    }));
     // The default service accounts (the serviceaccount controller keeps them; seeding them here
     // makes a new cluster usable at once) and the bootstrap RBAC policy.
     for ns in NAMESPACES {

@@ -30,6 +30,7 @@ pub mod reviews;
 pub mod route;
 pub mod serve;
 pub mod server;
+pub mod services;
 pub mod table;
 pub mod tenancy;
 pub mod tokens;
