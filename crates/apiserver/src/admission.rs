@@ -74,10 +74,13 @@ pub trait Validator: Send + Sync {
     fn validate(&self, req: &Request<'_>, objects: &dyn Objects) -> Result<(), ApiError>;
 }
 
+/// Validators keyed by (group, plural).
+type ByResource = HashMap<(String, String), Vec<Arc<dyn Validator>>>;
+
 /// The registered validators, by (group, plural).
 #[derive(Default)]
 pub struct Validators {
-    map: RwLock<HashMap<(String, String), Vec<Arc<dyn Validator>>>>,
+    map: RwLock<ByResource>,
 }
 
 impl Validators {

@@ -130,9 +130,11 @@ pub fn node_groups(spec: &Value) -> Vec<NodeGroup> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let mut template = NodeTemplate::default();
-            template.sizing = sizing_input(g);
-            template.roles = roles;
+            let mut template = NodeTemplate {
+                sizing: sizing_input(g),
+                roles,
+                ..NodeTemplate::default()
+            };
             template
                 .labels
                 .insert(NODE_GROUP_LABEL.to_string(), name.clone());

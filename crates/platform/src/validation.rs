@@ -130,7 +130,7 @@ pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
         errs.push(FieldError::invalid(
             "metadata.name",
             json!(name),
-            &format!(
+            format!(
                 "must be a DNS-1035 label of at most {MAX_CLUSTER_NAME} characters (lowercase letters, digits and '-', starting with a letter)"
             ),
         ));
@@ -155,7 +155,7 @@ pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
             errs.push(FieldError::invalid(
                 p.child("version").as_str(),
                 v.clone(),
-                &format!(
+                format!(
                     "Kubernetes version {shown} is not supported, allowed versions are {}",
                     spec::allowed_versions()
                 ),
@@ -197,9 +197,9 @@ pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
                 && !allowed.iter().any(|a| a == v)
             {
                 errs.push(FieldError::invalid(
-                    &format!("{cpp}.{comp}.resourcesPreset"),
+                    format!("{cpp}.{comp}.resourcesPreset"),
                     json!(v),
-                    &format!(
+                    format!(
                         "Preset key '{v}' invalid. Allowed values are {}",
                         allowed.join(", ")
                     ),
@@ -228,7 +228,7 @@ pub fn tenant(obj: &Value, ns: &str) -> ErrorList {
         errs.push(FieldError::invalid(
             "metadata.name",
             json!(name),
-            &format!(
+            format!(
                 "must match {} (lowercase letters and digits, starting with a letter, no dashes)",
                 naming::TENANT_NAME_PATTERN
             ),
@@ -245,7 +245,7 @@ pub fn tenant(obj: &Value, ns: &str) -> ErrorList {
             errs.push(FieldError::invalid(
                 "metadata.name",
                 json!(name),
-                &format!(
+                format!(
                     "the tenant's namespace {child} would be longer than {} characters",
                     naming::MAX_NAMESPACE_LEN
                 ),
