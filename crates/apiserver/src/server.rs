@@ -371,3 +371,18 @@ pub async fn start_with(
     server.set_ready(true);
     Ok(server)
 }
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn a_release_gives_its_major_and_minor() {
+        assert_eq!(parse_release("v1.35.6"), Some(("1".into(), "35".into())));
+        assert_eq!(parse_release("1.35.6"), None);
+        assert_eq!(parse_release("v1.x"), None);
+        let doc = version_document("1", "33", "v1.33.13");
+        assert_eq!(doc["gitVersion"], "v1.33.13");
+        assert_eq!(doc["minor"], "33");
+    }
+}

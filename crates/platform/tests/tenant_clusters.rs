@@ -302,3 +302,61 @@ async fn every_validation_rule_is_refused_with_its_field_and_message() {
     assert!(s.message.contains("^[a-z][a-z0-9]*$"), "{}", s.message);
     h.stop().await;
 }
+
+async fn get_text(client: &kube::Client, path: &str, accept: &str) -> String {
+    let req = http::Request::get(path)
+        .header("accept", accept)
+        .body(Vec::new())
+        .expect("a request");
+    client.request_text(req).await.expect(path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_crds_publish_descriptions_and_print_ready_version_nodes_and_age() {
+    let h = Harness::start().await;
+    // kubectl explain reads the OpenAPI v3 document of the group.
+    let doc = get_text(
+        &h.root,
+        "/openapi/v3/apis/platform.matryoshka.dev/v1alpha1",
+        "application/json",
+    )
+    .await;
+    let doc: Value = serde_json::from_str(&doc).expect("json");
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    let tc = schemas
+        .iter()
+        .find(|(k, _)| k.ends_with("TenantCluster"))
+        .map(|(_, v)| v)
+        .expect("the TenantCluster schema");
+    let version = &tc["properties"]["spec"]["properties"]["version"];
+    assert!(
+        version["description"]
+            .as_str()
+            .unwrap_or("")
+            .contains("v1.31"),
+        "{version}"
+    );
+    // kubectl get prints the CRD's columns.
+    tenant_clusters(&h.root, "tenant-root")
+        .create(
+            &Default::default(),
+            &object("TenantCluster", "t", json!({})),
+        )
+        .await
+        .expect("create");
+    let table = get_text(
+        &h.root,
+        "/apis/platform.matryoshka.dev/v1alpha1/namespaces/tenant-root/tenantclusters",
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+    )
+    .await;
+    let table: Value = serde_json::from_str(&table).expect("json");
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["Name", "Ready", "Version", "Nodes", "Age"]);
+    h.stop().await;
+}
