@@ -52,6 +52,8 @@ pub struct ApiServer {
     pub openapi: crate::openapi::ClusterDocuments,
     pub authn: crate::authn::Authenticator,
     pub config: Config,
+    /// In-process validating admission hooks, by resource.
+    pub admission: crate::admission::Validators,
     ready: AtomicBool,
     draining: AtomicBool,
     pub started: Instant,
@@ -138,6 +140,7 @@ impl ApiServer {
             openapi: Default::default(),
             authn: crate::authn::Authenticator::new(root_trust, config.external_url.clone()),
             config,
+            admission: Default::default(),
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             started: Instant::now(),
@@ -240,7 +243,10 @@ impl ApiServer {
         crate::authz::check(self, &ctx.cluster, &ctx.user, &attrs)?;
         let get = ctx.method == Method::GET || ctx.method == Method::HEAD;
         match route {
-            Route::Version if get => Ok(response::json(StatusCode::OK, &version_info())),
+            Route::Version if get => Ok(response::json(
+                StatusCode::OK,
+                &version_info_for(self, &ctx.cluster),
+            )),
             Route::Health { kind, check } if get => {
                 Ok(health::answer(self, kind, check.as_deref(), &ctx.query))
             }
@@ -263,9 +269,52 @@ impl ApiServer {
     }
 }
 
+/// The annotation on a LogicalCluster naming the Kubernetes release its `/version` reports
+/// (`v1.35.6`); tenant clusters of the platform choose theirs.
+pub const VERSION_ANNOTATION: &str = "core.matryoshka.dev/kubernetes-version";
+
+/// The `/version` document of `cluster`: the release its LogicalCluster's
+/// [`VERSION_ANNOTATION`] names, else the server's own.
+pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value {
+    if cluster != route::ROOT_CLUSTER
+        && let Some(lc) = server.store.cache.get(
+            crate::tenancy::GROUP,
+            crate::tenancy::PLURAL,
+            route::ROOT_CLUSTER,
+            "",
+            cluster,
+        )
+        && let Some(v) = lc
+            .value
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(VERSION_ANNOTATION))
+            .and_then(serde_json::Value::as_str)
+        && let Some((major, minor)) = parse_release(v)
+    {
+        return version_document(&major, &minor, v);
+    }
+    version_info()
+}
+
+/// `v1.35.6` → ("1", "35").
+fn parse_release(v: &str) -> Option<(String, String)> {
+    let mut parts = v.strip_prefix('v')?.split('.');
+    let major = parts
+        .next()
+        .filter(|p| p.chars().all(|c| c.is_ascii_digit()))?;
+    let minor = parts
+        .next()
+        .filter(|p| p.chars().all(|c| c.is_ascii_digit()))?;
+    (!major.is_empty() && !minor.is_empty()).then(|| (major.to_string(), minor.to_string()))
+}
+
 /// The `/version` document.
 pub fn version_info() -> serde_json::Value {
     let (major, minor, git) = KUBE_VERSION;
+    version_document(major, minor, git)
+}
+
+fn version_document(major: &str, minor: &str, git: &str) -> serde_json::Value {
     json!({
         "major": major,
         "minor": minor,
@@ -326,4 +375,19 @@ pub async fn start_with(
     crate::crds::start(&server)?;
     server.set_ready(true);
     Ok(server)
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn a_release_gives_its_major_and_minor() {
+        assert_eq!(parse_release("v1.35.6"), Some(("1".into(), "35".into())));
+        assert_eq!(parse_release("1.35.6"), None);
+        assert_eq!(parse_release("v1.x"), None);
+        let doc = version_document("1", "33", "v1.33.13");
+        assert_eq!(doc["gitVersion"], "v1.33.13");
+        assert_eq!(doc["minor"], "33");
+    }
 }

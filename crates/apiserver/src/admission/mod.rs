@@ -11,6 +11,7 @@
 mod eviction;
 mod limits;
 mod quota;
+mod validators;
 
 use apimachinery::meta;
 use apimachinery::status::ApiError;
@@ -22,6 +23,7 @@ use serde_json::Value;
 use crate::server::ApiServer;
 
 pub use eviction::check_eviction;
+pub use validators::{Objects, Operation, Request, Validator, Validators, validate};
 
 /// The name admission errors use (upstream `extractResourceName`): the object's name, else
 /// its generateName, else `Unknown`.

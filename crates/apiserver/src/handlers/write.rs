@@ -145,6 +145,7 @@ pub async fn create(
         crate::tokens::fill_legacy_token(server, &ctx.cluster, &mut obj)?;
     }
     rbac_guard(server, ctx, res, loc.namespace, &obj, None)?;
+    crate::admission::validate(server, ctx, res, loc, None, &obj, None, w.opts.dry_run)?;
     crate::admission::admit_create(server, &ctx.cluster, res, loc, &mut obj, w.opts.dry_run)
         .await?;
     patching::track_update(res, None, &mut obj, &w.manager, None);
@@ -190,6 +191,16 @@ pub async fn update(
                 None => Err(ApiError::not_found(&res.plural, &res.group, loc.name)),
                 Some(cur) => {
                     rbac_guard(server, ctx, res, loc.namespace, &new, Some(cur))?;
+                    crate::admission::validate(
+                        server,
+                        ctx,
+                        res,
+                        loc,
+                        subresource,
+                        &new,
+                        Some(cur),
+                        w.opts.dry_run,
+                    )?;
                     patching::track_update(res, Some(cur), &mut new, &manager, subresource);
                     Ok(new)
                 }
@@ -254,6 +265,16 @@ pub async fn patch(
         .update_with(res, loc, &w.opts, |cur| {
             let new = patching::apply(res, kind, cur, &body, &manager, subresource, force, loc)?;
             rbac_guard(server, ctx, res, loc.namespace, &new, cur)?;
+            crate::admission::validate(
+                server,
+                ctx,
+                res,
+                loc,
+                subresource,
+                &new,
+                cur,
+                w.opts.dry_run,
+            )?;
             Ok(new)
         })
         .await?;

@@ -1,0 +1,122 @@
+//! The platform's validating admission hooks, registered on the API server for its two
+//! resources: a TenantCluster or Tenant that breaks a rule is refused with `422 Invalid` and a
+//! cause per field (the rules are [`crate::validation`]'s); a Tenant claiming more quota than
+//! its parent has left is refused with `403 Forbidden` (the check is [`crate::quota`]'s).
+//!
+//! Updates that leave the spec alone (status, finalizers, labels) are not re-validated, so an
+//! object admitted under older rules can still be deleted and have its status written.
+
+use std::sync::Arc;
+
+use apimachinery::status::ApiError;
+use apiserver::admission::{Objects, Request, Validator};
+use serde_json::{Map, Value};
+
+use crate::crds::{GROUP, TENANT_CLUSTERS, TENANTS};
+use crate::{naming, quota, validation};
+
+fn name(obj: &Value) -> &str {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn spec_unchanged(req: &Request<'_>) -> bool {
+    req.old
+        .is_some_and(|old| old.get("spec") == req.object.get("spec"))
+}
+
+/// Admits TenantClusters.
+pub struct TenantClusterValidator;
+
+impl Validator for TenantClusterValidator {
+    fn validate(&self, req: &Request<'_>, _objects: &dyn Objects) -> Result<(), ApiError> {
+        if spec_unchanged(req) {
+            return Ok(());
+        }
+        let errs = validation::tenant_cluster(req.object, req.namespace);
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                "TenantCluster",
+                GROUP,
+                name(req.object),
+                &errs,
+            ))
+        }
+    }
+}
+
+/// Admits Tenants.
+pub struct TenantValidator;
+
+fn quotas(obj: &Value) -> Map<String, Value> {
+    obj.pointer("/spec/resourceQuotas")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+impl Validator for TenantValidator {
+    fn validate(&self, req: &Request<'_>, objects: &dyn Objects) -> Result<(), ApiError> {
+        if spec_unchanged(req) {
+            return Ok(());
+        }
+        let n = name(req.object);
+        if req.old.is_none() {
+            let errs = validation::tenant(req.object, req.namespace);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid("Tenant", GROUP, n, &errs));
+            }
+        }
+        let mine = quotas(req.object);
+        if mine.is_empty() || req.old.is_some_and(|o| quotas(o) == mine) {
+            return Ok(());
+        }
+        // The parent is the Tenant owning the namespace this one is created in.
+        let Some((pns, pname)) = naming::tenant_of_namespace(req.namespace) else {
+            return Ok(());
+        };
+        let Some(parent) = objects.get(GROUP, TENANTS, req.cluster, &pns, &pname) else {
+            return Ok(());
+        };
+        let parent_q = quotas(&parent);
+        if parent_q.is_empty() {
+            return Ok(());
+        }
+        let siblings: Vec<Map<String, Value>> = objects
+            .list(GROUP, TENANTS, req.cluster, req.namespace)
+            .iter()
+            .filter(|s| name(s) != n)
+            .map(quotas)
+            .collect();
+        let sibling_refs: Vec<&Map<String, Value>> = siblings.iter().collect();
+        let used = objects
+            .get(
+                "",
+                "resourcequotas",
+                req.cluster,
+                req.namespace,
+                quota::QUOTA_NAME,
+            )
+            .and_then(|q| {
+                q.pointer("/status/used")
+                    .and_then(Value::as_object)
+                    .cloned()
+            })
+            .unwrap_or_default();
+        quota::check(&mine, &parent_q, &sibling_refs, &used)
+            .map_err(|why| ApiError::forbidden(TENANTS, GROUP, n, &why))
+    }
+}
+
+/// Registers the platform's validators on `server`.
+pub fn register(server: &apiserver::ApiServer) {
+    server
+        .admission
+        .register(GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator));
+    server
+        .admission
+        .register(GROUP, TENANTS, Arc::new(TenantValidator));
+}

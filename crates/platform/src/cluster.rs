@@ -1,0 +1,358 @@
+//! The TenantCluster controller: a TenantCluster becomes a logical cluster of the API server
+//! (a `LogicalCluster` in the root cluster, annotated with the Kubernetes release its
+//! `/version` reports), the kubeconfig Secret ([`crate::kubeconfig`]), and its node groups'
+//! virtual nodes ([`crate::nodes`]). Status: `ControlPlaneReady`, `NodesReady`, `Ready`,
+//! version, endpoint, node counts.
+//!
+//! Deletion runs through a finalizer: nodes stop, the Secret and the LogicalCluster are
+//! deleted (the API server then deletes every key under the cluster's prefix and its
+//! credentials), and the finalizer is released once the LogicalCluster is gone.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use controllers::client::{ClusterClients, ROOT};
+use controllers::error::{Result, ignore_not_found};
+use controllers::informer::{Change, Informer, ObjectKey, Store};
+use controllers::queue::{Action, Queue};
+
+use crate::conditions::{self, Cond};
+use crate::install::FIELD_MANAGER;
+use crate::kubeconfig::{self, Target};
+use crate::nodes::NodePools;
+use crate::resource::{LogicalCluster, TenantCluster};
+use crate::{naming, spec};
+
+/// Holds a TenantCluster until its logical cluster and Secret are gone.
+pub const FINALIZER: &str = "platform.matryoshka.dev/tenant-cluster";
+/// Labels on the LogicalCluster naming its TenantCluster.
+pub const OWNER_NAMESPACE_LABEL: &str = "platform.matryoshka.dev/namespace";
+pub const OWNER_NAME_LABEL: &str = "platform.matryoshka.dev/name";
+
+/// The TenantCluster controller.
+pub struct TenantClusterController {
+    clients: ClusterClients,
+    clusters: Store<TenantCluster>,
+    logical: Store<LogicalCluster>,
+    nodes: Arc<NodePools>,
+    queue: Arc<Queue<ObjectKey>>,
+}
+
+impl TenantClusterController {
+    pub fn new(
+        clients: ClusterClients,
+        clusters: &Informer<TenantCluster>,
+        logical: &Informer<LogicalCluster>,
+        nodes: Arc<NodePools>,
+    ) -> Arc<Self> {
+        let queue = Queue::new();
+        let q = queue.clone();
+        clusters.on_change(move |c| {
+            if !matches!(c, Change::Deleted(..)) {
+                q.add(c.key().clone());
+            }
+        });
+        let q = queue.clone();
+        logical.on_change(move |c| {
+            let labels = c.object().metadata.labels.as_ref();
+            let get = |k: &str| labels.and_then(|l| l.get(k)).cloned();
+            if let (Some(ns), Some(name)) = (get(OWNER_NAMESPACE_LABEL), get(OWNER_NAME_LABEL)) {
+                q.add(ObjectKey::new(ROOT, &ns, &name));
+            }
+        });
+        Arc::new(TenantClusterController {
+            clients,
+            clusters: clusters.store(),
+            logical: logical.store(),
+            nodes,
+            queue,
+        })
+    }
+
+    pub fn queue(&self) -> Arc<Queue<ObjectKey>> {
+        self.queue.clone()
+    }
+
+    pub fn nodes(&self) -> &Arc<NodePools> {
+        &self.nodes
+    }
+
+    fn lc_api(&self) -> Result<Api<LogicalCluster>> {
+        Ok(Api::all(self.clients.cluster(ROOT)?))
+    }
+
+    pub async fn reconcile(&self, key: ObjectKey) -> Result<Action> {
+        let Some(tc) = self.clusters.get(&key) else {
+            return Ok(Action::AwaitChange);
+        };
+        let lc_name = naming::logical_cluster(&key.namespace, &key.name);
+        let root = self.clients.cluster(ROOT)?;
+        let api: Api<TenantCluster> = Api::namespaced(root.clone(), &key.namespace);
+        let finalizers = tc.metadata.finalizers.clone().unwrap_or_default();
+        if tc.metadata.deletion_timestamp.is_some() {
+            if !finalizers.iter().any(|f| f == FINALIZER) {
+                return Ok(Action::AwaitChange);
+            }
+            return self.delete(&key, &tc, &lc_name, &api, finalizers).await;
+        }
+        if !finalizers.iter().any(|f| f == FINALIZER) {
+            let mut f = finalizers;
+            f.push(FINALIZER.into());
+            let patch = json!({"metadata": {"finalizers": f, "resourceVersion": tc.metadata.resource_version}});
+            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            return Ok(Action::AwaitChange);
+        }
+        let minor = spec::version(&tc.spec);
+        let Some(release) = spec::release_of(minor) else {
+            // Admission refuses unknown versions; one written around it waits for a fix.
+            return self
+                .status(
+                    &api,
+                    &tc,
+                    &[Cond {
+                        type_: "Ready",
+                        ok: false,
+                        reason: "UnsupportedVersion",
+                        message: "the version is not supported",
+                    }],
+                    json!({}),
+                )
+                .await;
+        };
+        // 1. The control plane: a logical cluster announcing the chosen release.
+        let lc = self.ensure_logical_cluster(&key, &lc_name, release).await?;
+        let ready = lc
+            .as_ref()
+            .and_then(|l| l.status_field("/phase"))
+            .and_then(Value::as_str)
+            == Some("Ready");
+        let Some(lc) = lc.filter(|_| ready) else {
+            return self
+                .status(
+                    &api,
+                    &tc,
+                    &[
+                        Cond {
+                            type_: "ControlPlaneReady",
+                            ok: false,
+                            reason: "Provisioning",
+                            message: "the control plane is being provisioned",
+                        },
+                        Cond {
+                            type_: "NodesReady",
+                            ok: false,
+                            reason: "WaitingForControlPlane",
+                            message: "nodes join once the control plane is ready",
+                        },
+                        Cond {
+                            type_: "Ready",
+                            ok: false,
+                            reason: "Provisioning",
+                            message: "the control plane is being provisioned",
+                        },
+                    ],
+                    json!({"logicalCluster": lc_name}),
+                )
+                .await;
+        };
+        let url = lc
+            .status_field("/url")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let serving_ca = lc
+            .status_field("/caBundle")
+            .and_then(Value::as_str)
+            .and_then(kubeconfig::serving_ca)
+            .unwrap_or_default();
+        // 2. The kubeconfigs.
+        let tenant = self.clients.cluster(&lc_name)?;
+        let target = Target {
+            namespace: &key.namespace,
+            name: &key.name,
+            logical_cluster: &lc_name,
+            url: &url,
+            serving_ca: &serving_ca,
+            owner: owner(&tc),
+        };
+        kubeconfig::ensure(&root, &tenant, &target).await?;
+        // 3. The nodes.
+        let groups = spec::node_groups(&tc.spec);
+        let counts = self
+            .nodes
+            .ensure(&lc_name, &naming::release(&key.name), &groups)
+            .await?;
+        let nodes_ready = counts.running == counts.desired;
+        let nodes_msg = format!("{}/{} nodes ready", counts.running, counts.desired);
+        self.status(
+            &api,
+            &tc,
+            &[
+                Cond {
+                    type_: "ControlPlaneReady",
+                    ok: true,
+                    reason: "Ready",
+                    message: "the control plane is serving",
+                },
+                Cond {
+                    type_: "NodesReady",
+                    ok: nodes_ready,
+                    reason: if nodes_ready { "Ready" } else { "Joining" },
+                    message: &nodes_msg,
+                },
+                Cond {
+                    type_: "Ready",
+                    ok: nodes_ready,
+                    reason: if nodes_ready {
+                        "Ready"
+                    } else {
+                        "NodesNotReady"
+                    },
+                    message: if nodes_ready {
+                        "the cluster is ready"
+                    } else {
+                        &nodes_msg
+                    },
+                },
+            ],
+            json!({
+                "version": release,
+                "endpoint": url,
+                "logicalCluster": lc_name,
+                "kubeconfigSecret": naming::kubeconfig_secret(&key.name),
+                "desiredNodes": counts.desired,
+                "readyNodes": counts.running,
+                "nodes": format!("{}/{}", counts.running, counts.desired),
+            }),
+        )
+        .await
+    }
+
+    /// The LogicalCluster (created, or its release annotation brought up to date).
+    async fn ensure_logical_cluster(
+        &self,
+        key: &ObjectKey,
+        lc_name: &str,
+        release: &str,
+    ) -> Result<Option<Arc<LogicalCluster>>> {
+        let annotation = apiserver::server::VERSION_ANNOTATION;
+        let cached = self.logical.get(&ObjectKey::new(ROOT, "", lc_name));
+        let api = self.lc_api()?;
+        match cached {
+            Some(lc) if lc.metadata.deletion_timestamp.is_some() => {
+                // A previous cluster of this name is still going away.
+                Ok(None)
+            }
+            Some(lc) => {
+                let current = lc
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(annotation));
+                if current.map(String::as_str) != Some(release) {
+                    let patch = json!({"metadata": {"annotations": {annotation: release}}});
+                    api.patch(lc_name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
+                }
+                Ok(Some(lc))
+            }
+            None => {
+                let lc: LogicalCluster = serde_json::from_value(json!({
+                    "metadata": {
+                        "name": lc_name,
+                        "labels": {OWNER_NAMESPACE_LABEL: key.namespace, OWNER_NAME_LABEL: key.name},
+                        "annotations": {annotation: release},
+                    },
+                }))?;
+                match api.create(&PostParams::default(), &lc).await {
+                    Ok(_) => Ok(None),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    async fn delete(
+        &self,
+        key: &ObjectKey,
+        tc: &TenantCluster,
+        lc_name: &str,
+        api: &Api<TenantCluster>,
+        finalizers: Vec<String>,
+    ) -> Result<Action> {
+        self.nodes.stop(lc_name).await;
+        let root = self.clients.cluster(ROOT)?;
+        let secrets: Api<Secret> = Api::namespaced(root, &key.namespace);
+        ignore_not_found(
+            secrets
+                .delete(
+                    &naming::kubeconfig_secret(&key.name),
+                    &DeleteParams::default(),
+                )
+                .await,
+        )?;
+        let lcs = self.lc_api()?;
+        if ignore_not_found(lcs.get(lc_name).await)?.is_some() {
+            ignore_not_found(lcs.delete(lc_name, &DeleteParams::default()).await)?;
+            // The LogicalCluster's deletion event brings this key back.
+            return Ok(Action::AwaitChange);
+        }
+        let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
+        let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": tc.metadata.resource_version}});
+        ignore_not_found(
+            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await,
+        )?;
+        Ok(Action::AwaitChange)
+    }
+
+    /// Writes the status when it changed.
+    async fn status(
+        &self,
+        api: &Api<TenantCluster>,
+        tc: &TenantCluster,
+        conds: &[Cond<'_>],
+        fields: Value,
+    ) -> Result<Action> {
+        let old = tc.status.clone().unwrap_or_else(|| json!({}));
+        let mut status = old.clone();
+        if let (Some(s), Some(f)) = (status.as_object_mut(), fields.as_object()) {
+            for (k, v) in f {
+                s.insert(k.clone(), v.clone());
+            }
+            s.insert(
+                "conditions".into(),
+                conditions::merge(old.get("conditions"), conds, &conditions::now()),
+            );
+            s.insert("observedGeneration".into(), json!(tc.metadata.generation));
+        }
+        if status != old {
+            let name = tc.metadata.name.as_deref().unwrap_or("");
+            api.patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
+        }
+        Ok(Action::AwaitChange)
+    }
+}
+
+fn owner(tc: &TenantCluster) -> OwnerReference {
+    OwnerReference {
+        api_version: crate::crds::API_VERSION.into(),
+        kind: "TenantCluster".into(),
+        name: tc.metadata.name.clone().unwrap_or_default(),
+        uid: tc.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}

@@ -1,0 +1,171 @@
+//! The platform: tenant Kubernetes clusters on demand, inside a tree of tenants with inherited
+//! access rights (spec: cozystack.md §1–§4).
+//!
+//! An operator applies a `Tenant` or a `TenantCluster` (`platform.matryoshka.dev/v1alpha1`)
+//! to the root cluster; the platform's controllers turn a Tenant into a namespace with its
+//! ancestry, RBAC and quotas, and a TenantCluster into a logical cluster with a kubeconfig
+//! Secret, worker nodes and the Kubernetes version of the user's choice.
+//!
+//! - schema and admission: [`crds`] (the CRDs), [`validation`] and [`quota`] (the rules),
+//!   [`admission`] (the API server's validating hooks for the two resources);
+//! - controllers: [`tenant`] (with [`rbac`], [`naming`]) and [`cluster`] (with
+//!   [`kubeconfig`], [`nodes`], [`spec`]);
+//! - [`install`] (CRDs, roles, `tenant-root`) and [`run`], what `matryoshka up` calls.
+//!
+//! **Architecture Invariant:** the controllers reach clusters only through the Kubernetes API
+//! (the in-memory transport in process); the only things the platform hands the API server
+//! directly are its admission hooks.
+
+pub mod admission;
+pub mod cluster;
+pub mod conditions;
+pub mod crds;
+pub mod install;
+pub mod kubeconfig;
+pub mod naming;
+pub mod nodes;
+pub mod quota;
+pub mod rbac;
+pub mod resource;
+pub mod spec;
+pub mod tenant;
+pub mod validation;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use apiserver::ApiServer;
+use controllers::client::{ClusterClients, ROOT};
+use controllers::error::Result;
+use controllers::informer::Informer;
+use controllers::queue::run_workers;
+use controllers::shared::Shutdown;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::cluster::TenantClusterController;
+use crate::nodes::NodePools;
+use crate::resource::{LogicalCluster, Tenant, TenantCluster};
+use crate::tenant::TenantController;
+
+/// How the platform runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Workers per controller.
+    pub workers: usize,
+    /// Options of the tenant clusters' virtual nodes.
+    pub nodes: node::Options,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            workers: 8,
+            nodes: node::Options::default(),
+        }
+    }
+}
+
+/// An informer of a root-cluster resource.
+fn root_informer<K>(clients: &ClusterClients) -> Result<Arc<Informer<K>>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = Api::all(clients.cluster(ROOT)?);
+    Ok(Informer::from_stream(
+        K::plural(&()).to_string(),
+        watcher::watcher(api, watcher::Config::default()).default_backoff(),
+    ))
+}
+
+/// Registers the admission hooks and installs the CRDs, roles and `tenant-root` into the root
+/// cluster of `server`. [`run`] does this first; call it alone to serve the resources without
+/// running the controllers.
+pub async fn install(server: &Arc<ApiServer>) -> Result<()> {
+    admission::register(server);
+    let clients = ClusterClients::in_memory(server.clone());
+    install::install(&clients.cluster(ROOT)?).await
+}
+
+/// Installs the platform into `server` and runs its controllers in process until `shutdown`.
+pub async fn run(
+    server: Arc<ApiServer>,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    install(&server).await?;
+    let clients = ClusterClients::in_memory(server);
+    run_controllers(clients, options, shutdown).await
+}
+
+/// Runs the platform's controllers through `clients` (the platform must be installed).
+pub async fn run_controllers(
+    clients: ClusterClients,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let tenants = root_informer::<Tenant>(&clients)?;
+    let clusters = root_informer::<TenantCluster>(&clients)?;
+    let logical = root_informer::<LogicalCluster>(&clients)?;
+    let pools = NodePools::new(clients.clone(), options.nodes.clone());
+    let tenant_ctl = TenantController::new(clients.clone(), &tenants);
+    let cluster_ctl =
+        TenantClusterController::new(clients.clone(), &clusters, &logical, pools.clone());
+    let (stop, stopped) = Shutdown::new();
+    let mut tasks = vec![
+        tokio::spawn(tenants.clone().run(stopped.clone().wait())),
+        tokio::spawn(clusters.clone().run(stopped.clone().wait())),
+        tokio::spawn(logical.clone().run(stopped.clone().wait())),
+    ];
+    let synced = async {
+        tenants.wait_synced().await;
+        clusters.wait_synced().await;
+        logical.wait_synced().await;
+    };
+    tokio::pin!(shutdown);
+    tokio::select! {
+        () = synced => {}
+        () = &mut shutdown => {}
+    }
+    let w = options.workers.max(1);
+    let tq = tenant_ctl.queue();
+    let cq = cluster_ctl.queue();
+    {
+        let ctl = tenant_ctl.clone();
+        tasks.push(tokio::spawn(run_workers(
+            "tenant",
+            tq.clone(),
+            w,
+            move |k| {
+                let ctl = ctl.clone();
+                async move { ctl.reconcile(k).await }
+            },
+        )));
+        let ctl = cluster_ctl.clone();
+        tasks.push(tokio::spawn(run_workers(
+            "tenantcluster",
+            cq.clone(),
+            w,
+            move |k| {
+                let ctl = ctl.clone();
+                async move { ctl.reconcile(k).await }
+            },
+        )));
+    }
+    tracing::info!("platform controllers are running");
+    shutdown.await;
+    stop.trigger();
+    tq.shut_down();
+    cq.shut_down();
+    for t in tasks {
+        let _ = t.await;
+    }
+    pools.stop_all().await;
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! The test harness: a real API server over a temporary embedded store, served over HTTPS on
+//! a local port (so the kubeconfigs the platform writes can be used as they are), with the
+//! built-in controllers and the platform running in process; clients as the system or as any
+//! user; waiting by polling the API against a deadline (no sleeps as synchronisation).
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::ApiServer;
+use apiserver::auth::UserInfo;
+use controllers::client::ClusterClients;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// How long a test waits for the controllers.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub struct Harness {
+    pub server: Arc<ApiServer>,
+    pub root: kube::Client,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+fn stopped(rx: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = rx.subscribe();
+    async move {
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+impl Harness {
+    pub async fn start() -> Harness {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let ca = apiserver::certs::Ca::generate("platform-test-ca").expect("ca");
+        let sa = apiserver::jwt::SigningKey::generate_pkcs8().expect("sa key");
+        let config = apiserver::server::Config {
+            external_url: format!("https://127.0.0.1:{}", addr.port()),
+            root_ca: ca.pair.clone(),
+            root_sa_key: sa,
+        };
+        let server = apiserver::server::start_with(Arc::new(store), config)
+            .await
+            .expect("server");
+        let serving = ca
+            .issue_server("127.0.0.1", &["127.0.0.1".to_string()])
+            .expect("serving cert");
+        let tls = apiserver::serve::tls_config(
+            apiserver::serve::ServingCert::new(&serving.cert_pem, &serving.key_pem).expect("cert"),
+        )
+        .expect("tls");
+        let (stop, _) = watch::channel(false);
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(apiserver::serve::serve(
+            server.clone(),
+            listener,
+            tls,
+            stopped(&stop),
+        )));
+        let s = server.clone();
+        let shut = stopped(&stop);
+        tasks.push(tokio::spawn(async move {
+            let _ = controllers::run_all(s, controllers::Options::default(), shut).await;
+        }));
+        // The platform installs before the test goes on (CRDs established, tenant-root).
+        platform::install(&server)
+            .await
+            .expect("install the platform");
+        let clients = ClusterClients::in_memory(server.clone());
+        let shut = stopped(&stop);
+        tasks.push(tokio::spawn(async move {
+            let _ = platform::run_controllers(clients, platform::Options::default(), shut).await;
+        }));
+        let root = ClusterClients::in_memory(server.clone())
+            .cluster("root")
+            .expect("root client");
+        Harness {
+            server,
+            root,
+            stop,
+            tasks,
+            _dir: dir,
+        }
+    }
+
+    /// A root-cluster client acting as `user` in `groups`.
+    pub fn as_user(&self, user: &str, groups: &[&str]) -> kube::Client {
+        let mut groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        groups.push("system:authenticated".into());
+        let info = UserInfo {
+            name: user.into(),
+            uid: String::new(),
+            groups,
+            extra: Vec::new(),
+        };
+        let svc = apiserver::local::LocalService::as_user(self.server.clone(), info);
+        kube::Client::new(svc, "default")
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
+        }
+    }
+
+    /// How many keys the store holds under a logical cluster's prefix.
+    pub async fn keys_of(&self, cluster: &str) -> usize {
+        let prefix = registry::key::cluster(cluster);
+        self.server
+            .store
+            .storage
+            .list(prefix.as_bytes(), storage::ListOptions::default())
+            .await
+            .expect("list")
+            .items
+            .len()
+    }
+}
+
+pub fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "platform.matryoshka.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "platform.matryoshka.dev/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+pub fn tenants(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &resource("Tenant", "tenants"))
+}
+
+pub fn tenant_clusters(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &resource("TenantCluster", "tenantclusters"),
+    )
+}
+
+pub fn object(kind: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .expect("object")
+}
+
+pub async fn create_tenant(client: &kube::Client, ns: &str, name: &str, spec: Value) {
+    tenants(client, ns)
+        .create(&PostParams::default(), &object("Tenant", name, spec))
+        .await
+        .expect("create the tenant");
+}
+
+/// Polls `f` until it gives `Some`, failing the test after [`PATIENCE`].
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Waits until the object's condition `ty` is True.
+pub async fn await_condition(api: &Api<DynamicObject>, name: &str, ty: &str) -> DynamicObject {
+    eventually(&format!("{name} to be {ty}"), || async {
+        let o = api.get_opt(name).await.ok().flatten()?;
+        let ok = o
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)?
+            .iter()
+            .any(|c| c["type"] == ty && c["status"] == "True");
+        ok.then_some(o)
+    })
+    .await
+}
+
+/// The API error of a failed request (panics on success or another error).
+pub fn api_error<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::Status {
+    match r {
+        Err(kube::Error::Api(s)) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

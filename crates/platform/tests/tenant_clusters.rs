@@ -1,0 +1,362 @@
+//! TenantClusters end to end in process: a cluster of two u1.medium workers becomes Ready, its
+//! Secret's `admin.conf` works over HTTPS (two Ready nodes with the reserved allocatable, the
+//! chosen version), spec changes reconcile, and deletion leaves nothing behind.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+async fn kubeconfig_client_config(yaml: &str) -> kube::Config {
+    let kc = kube::config::Kubeconfig::from_yaml(yaml).expect("a kubeconfig");
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("a client config")
+}
+
+async fn ready_nodes(client: &kube::Client) -> Vec<Node> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .list(&ListParams::default())
+        .await
+        .expect("list nodes")
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cluster_with_two_medium_workers_is_ready_and_its_kubeconfig_works() {
+    let h = Harness::start().await;
+    create_tenant(&h.root, "tenant-root", "foo", json!({})).await;
+    await_condition(&tenants(&h.root, "tenant-root"), "foo", "Ready").await;
+    let tcs = tenant_clusters(&h.root, "tenant-foo");
+    tcs.create(
+        &Default::default(),
+        &object(
+            "TenantCluster",
+            "team-x",
+            json!({"version": "v1.33", "nodeGroups": {"md0": {"minReplicas": 2, "maxReplicas": 4, "instanceType": "u1.medium", "roles": ["ingress-nginx"]}}}),
+        ),
+    )
+    .await
+    .expect("create the TenantCluster");
+    let tc = await_condition(&tcs, "team-x", "Ready").await;
+    assert_eq!(tc.data["status"]["version"], "v1.33.13");
+    assert_eq!(tc.data["status"]["nodes"], "2/2");
+    for c in ["ControlPlaneReady", "NodesReady"] {
+        assert!(
+            tc.data["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["type"] == c && x["status"] == "True"),
+            "{c}"
+        );
+    }
+    // Defaults from the schema are stored.
+    assert_eq!(tc.data["spec"]["storageClass"], "replicated");
+
+    // The seed's Secret, with the four keys.
+    let secrets: Api<Secret> = Api::namespaced(h.root.clone(), "tenant-foo");
+    let s = secrets
+        .get("kubernetes-team-x-admin-kubeconfig")
+        .await
+        .expect("the kubeconfig secret");
+    let data: BTreeMap<String, String> = s
+        .data
+        .unwrap()
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8(v.0).unwrap()))
+        .collect();
+    assert_eq!(
+        data.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "admin.conf",
+            "admin.svc",
+            "super-admin.conf",
+            "super-admin.svc"
+        ]
+    );
+    assert!(data["admin.svc"].contains("https://kubernetes-team-x.tenant-foo.svc:6443"));
+
+    // admin.conf over HTTPS: two Ready nodes sized by the reservation formulas.
+    let admin = kube::Client::try_from(kubeconfig_client_config(&data["admin.conf"]).await)
+        .expect("a client from admin.conf");
+    let nodes = ready_nodes(&admin).await;
+    assert_eq!(nodes.len(), 2, "two Ready nodes");
+    for n in &nodes {
+        let alloc = n.status.as_ref().unwrap().allocatable.as_ref().unwrap();
+        assert_eq!(alloc["memory"].0, "3297Mi");
+        assert_eq!(alloc["cpu"].0, "900m");
+        let labels = n.metadata.labels.as_ref().unwrap();
+        assert_eq!(
+            labels
+                .get("node.kubernetes.io/instance-type")
+                .map(String::as_str),
+            Some("u1.medium")
+        );
+        assert!(labels.contains_key("node-role.kubernetes.io/ingress-nginx"));
+    }
+    let v = admin.apiserver_version().await.expect("/version");
+    assert_eq!(v.git_version, "v1.33.13");
+    assert_eq!(v.minor, "33");
+    let super_admin =
+        kube::Client::try_from(kubeconfig_client_config(&data["super-admin.conf"]).await).unwrap();
+    assert_eq!(ready_nodes(&super_admin).await.len(), 2);
+
+    // Spec changes reconcile: a third node, then an upgrade.
+    tcs.patch(
+        "team-x",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"spec": {"version": "v1.35", "nodeGroups": {"md0": {"minReplicas": 3}}}}),
+        ),
+    )
+    .await
+    .expect("patch");
+    eventually("three nodes and v1.35.6", || async {
+        let o = tcs.get("team-x").await.ok()?;
+        (o.data["status"]["nodes"] == "3/3" && o.data["status"]["version"] == "v1.35.6")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(ready_nodes(&admin).await.len(), 3);
+    assert_eq!(
+        admin.apiserver_version().await.unwrap().git_version,
+        "v1.35.6"
+    );
+
+    // Delete: the cluster, its keys and the Secret are gone.
+    let lc = tc.data["status"]["logicalCluster"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(h.keys_of(&lc).await > 0);
+    tcs.delete("team-x", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the TenantCluster to go", || async {
+        tcs.get_opt("team-x").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        h.keys_of(&lc).await,
+        0,
+        "no keys under the cluster's prefix"
+    );
+    assert!(
+        secrets
+            .get_opt("kubernetes-team-x-admin-kubeconfig")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let lcs: Api<platform::resource::LogicalCluster> = Api::all(h.root.clone());
+    assert!(lcs.get_opt(&lc).await.unwrap().is_none());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_validation_rule_is_refused_with_its_field_and_message() {
+    let h = Harness::start().await;
+    let tcs = tenant_clusters(&h.root, "tenant-root");
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (
+            json!({"version": "v1.30"}),
+            "spec.version",
+            "Kubernetes version v1.30 is not supported, allowed versions are v1.35, v1.34, v1.33, v1.32, v1.31",
+        ),
+        (
+            json!({"maxNodeProvisionTime": "0s"}),
+            "spec.maxNodeProvisionTime",
+            "positive duration",
+        ),
+        (
+            json!({"nodeHealthCheck": {"readyFalseTimeout": "ten"}}),
+            "spec.nodeHealthCheck.readyFalseTimeout",
+            "positive duration",
+        ),
+        (
+            json!({"nodeHealthCheck": {"maxUnhealthy": "50 percent"}}),
+            "spec.nodeHealthCheck.maxUnhealthy",
+            "percentage",
+        ),
+        (
+            json!({"nodeGroups": {"md0": {"ephemeralStorage": "20Gi"}}}),
+            "spec.nodeGroups[md0].ephemeralStorage",
+            "diskSize",
+        ),
+        (
+            json!({"nodeGroups": {"md0": {"instanceType": "u9.giant"}}}),
+            "spec.nodeGroups[md0].instanceType",
+            "instance type not found",
+        ),
+        (
+            json!({"nodeGroups": {"md0": {"resources": {"cpu": "2"}}}}),
+            "spec.nodeGroups[md0].resources.memory",
+            "set both resources.cpu and resources.memory, or neither",
+        ),
+        (
+            json!({"nodeGroups": {"md0": {"kubelet": {"evictionHardMemory": "10%", "evictionSoftMemory": "5%"}}}}),
+            "spec.nodeGroups[md0].kubelet",
+            "",
+        ),
+        (
+            json!({"nodeGroups": {"md0": {"kubelet": {"evictionHardMemory": "7%", "evictionSoftMemory": "500Mi"}}}}),
+            "spec.nodeGroups[md0].kubelet",
+            "",
+        ),
+        (
+            json!({"nodeGroups": {"md0": {"kubelet": {"systemReservedMemory": "2Gi", "kubeReservedMemory": "2Gi"}}}}),
+            "spec.nodeGroups[md0].kubelet",
+            "",
+        ),
+        (
+            json!({"controlPlane": {"apiServer": {"resourcesPreset": "huge"}}}),
+            "spec.controlPlane.apiServer.resourcesPreset",
+            "Preset key 'huge' invalid",
+        ),
+        (
+            json!({"nodeGroups": {"md0": {"minReplicas": 5, "maxReplicas": 2}}}),
+            "spec.nodeGroups[md0].minReplicas",
+            "maxReplicas",
+        ),
+    ];
+    for (spec, field, message) in cases {
+        let r = tcs
+            .create(
+                &Default::default(),
+                &object("TenantCluster", "bad", spec.clone()),
+            )
+            .await;
+        let s = api_error(r);
+        assert_eq!(s.code, 422, "{spec}: {s:?}");
+        assert_eq!(s.reason, "Invalid");
+        let causes = s
+            .details
+            .as_ref()
+            .map(|d| d.causes.clone())
+            .unwrap_or_default();
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.field.starts_with(field) && c.message.contains(message)),
+            "{spec}: no cause at {field} with {message:?} in {causes:?}"
+        );
+    }
+    // Outside a tenant namespace.
+    let r = tenant_clusters(&h.root, "default")
+        .create(
+            &Default::default(),
+            &object("TenantCluster", "x", json!({})),
+        )
+        .await;
+    assert_eq!(api_error(r).code, 422);
+    // storageClass is immutable (the CRD's CEL transition rule).
+    tcs.create(
+        &kube::api::PostParams::default(),
+        &object("TenantCluster", "ok", json!({"storageClass": "fast"})),
+    )
+    .await
+    .expect("a valid cluster");
+    let r = tcs
+        .patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storageClass": "slow"}})),
+        )
+        .await;
+    let s = api_error(r);
+    assert_eq!(s.code, 422);
+    assert!(
+        s.message.contains("storageClass is immutable"),
+        "{}",
+        s.message
+    );
+    // Updates are validated too.
+    let r = tcs
+        .patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "v1.29"}})),
+        )
+        .await;
+    assert!(api_error(r).message.contains("allowed versions are"));
+    // Tenants: names without dashes.
+    let r = tenants(&h.root, "tenant-root")
+        .create(&Default::default(), &object("Tenant", "foo-bar", json!({})))
+        .await;
+    let s = api_error(r);
+    assert_eq!(s.code, 422);
+    assert!(s.message.contains("^[a-z][a-z0-9]*$"), "{}", s.message);
+    h.stop().await;
+}
+
+async fn get_text(client: &kube::Client, path: &str, accept: &str) -> String {
+    let req = http::Request::get(path)
+        .header("accept", accept)
+        .body(Vec::new())
+        .expect("a request");
+    client.request_text(req).await.expect(path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_crds_publish_descriptions_and_print_ready_version_nodes_and_age() {
+    let h = Harness::start().await;
+    // kubectl explain reads the OpenAPI v3 document of the group.
+    let doc = get_text(
+        &h.root,
+        "/openapi/v3/apis/platform.matryoshka.dev/v1alpha1",
+        "application/json",
+    )
+    .await;
+    let doc: Value = serde_json::from_str(&doc).expect("json");
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    let tc = schemas
+        .iter()
+        .find(|(k, _)| k.ends_with("TenantCluster"))
+        .map(|(_, v)| v)
+        .expect("the TenantCluster schema");
+    let version = &tc["properties"]["spec"]["properties"]["version"];
+    assert!(
+        version["description"]
+            .as_str()
+            .unwrap_or("")
+            .contains("v1.31"),
+        "{version}"
+    );
+    // kubectl get prints the CRD's columns.
+    tenant_clusters(&h.root, "tenant-root")
+        .create(
+            &Default::default(),
+            &object("TenantCluster", "t", json!({})),
+        )
+        .await
+        .expect("create");
+    let table = get_text(
+        &h.root,
+        "/apis/platform.matryoshka.dev/v1alpha1/namespaces/tenant-root/tenantclusters",
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+    )
+    .await;
+    let table: Value = serde_json::from_str(&table).expect("json");
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["Name", "Ready", "Version", "Nodes", "Age"]);
+    h.stop().await;
+}
