@@ -18,6 +18,7 @@
 pub mod pods;
 pub mod policy;
 mod sync;
+mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
