@@ -145,6 +145,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let tls = apiserver::serve::tls_config(serving_cert)?;
+    // The platform's CRDs, roles and `tenant-root` exist before the first client is told
+    // where to connect.
+    platform::install(&server)
+        .await
+        .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;
     let admin = ca.issue_client("kubernetes-admin", &["system:masters"])?;
     let kubeconfig = certs::kubeconfig(
         "matryoshka",
@@ -180,6 +185,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         scheduler::Options::default().with_leader_election(identity.clone()),
         stopped.clone().wait(),
     ));
+    let platform = tokio::spawn(platform::run_controllers(
+        controllers::client::ClusterClients::in_memory(server.clone()),
+        platform::Options::default(),
+        stopped.clone().wait(),
+    ));
     let nodes = (args.virtual_nodes > 0).then(|| {
         let group = node::NodeGroup::new(
             node::run::DEFAULT_NAME_PREFIX,
@@ -203,6 +213,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     stop.trigger();
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), scheduler).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), platform).await;
     if let Some(nodes) = nodes {
         let _ = tokio::time::timeout(Duration::from_secs(5), nodes).await;
     }

@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
 use support::{Agent, Backend, Kubectl, Server, logical_cluster};
@@ -168,6 +169,235 @@ fn a_pod_too_large_fails_scheduling(k: &Kubectl) {
     .out("Unschedulable");
 }
 
+/// A StatefulSet creates db-0, db-1, db-2 in order, each after the previous one is Ready.
+fn a_statefulset_starts_its_pods_in_order(k: &Kubectl) {
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: db\n  namespace: apps\nspec:\n  clusterIP: None\n  selector:\n    app: db\n  ports:\n  - port: 5432\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\n  namespace: apps\nspec:\n  serviceName: db\n  replicas: 3\n  selector:\n    matchLabels:\n      app: db\n  template:\n    metadata:\n      labels:\n        app: db\n    spec:\n      containers:\n      - name: db\n        image: postgres:16\n",
+        ),
+    )
+    .ok();
+    k.run(&["rollout", "status", "statefulset/db", "-n", "apps", WAIT])
+        .ok();
+    let names: Vec<String> = pods_of(k, "apps", "app=db")
+        .into_iter()
+        .filter(|p| p[2] == "Running")
+        .map(|p| p[0].clone())
+        .collect();
+    assert_eq!(names, ["db-0", "db-1", "db-2"]);
+    for i in 0..2 {
+        let ready = k
+            .run(&[
+                "get",
+                "pod",
+                &format!("db-{i}"),
+                "-n",
+                "apps",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].lastTransitionTime}",
+            ])
+            .ok()
+            .stdout
+            .clone();
+        let next_created = k
+            .run(&[
+                "get",
+                "pod",
+                &format!("db-{}", i + 1),
+                "-n",
+                "apps",
+                "-o",
+                "jsonpath={.metadata.creationTimestamp}",
+            ])
+            .ok()
+            .stdout
+            .clone();
+        assert!(
+            next_created.trim() >= ready.trim(),
+            "db-{} created at {next_created} before db-{i} was Ready at {ready}",
+            i + 1
+        );
+    }
+}
+
+/// A DaemonSet runs one pod on every node.
+fn a_daemonset_runs_on_every_node(k: &Kubectl, nodes: usize) {
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\n  namespace: apps\nspec:\n  selector:\n    matchLabels:\n      app: agent\n  template:\n    metadata:\n      labels:\n        app: agent\n    spec:\n      containers:\n      - name: agent\n        image: fluent-bit:3\n",
+        ),
+    )
+    .ok();
+    k.run(&["rollout", "status", "daemonset/agent", "-n", "apps", WAIT])
+        .ok();
+    let on: std::collections::BTreeSet<String> = k
+        .run(&[
+            "get",
+            "pods",
+            "-n",
+            "apps",
+            "-l",
+            "app=agent",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
+        ])
+        .ok()
+        .stdout
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(on.len(), nodes, "{on:?}");
+}
+
+/// A Job completes; a CronJob that fires every minute spawns a Job.
+fn jobs_complete_and_cronjobs_spawn_jobs(k: &Kubectl) {
+    k.run(&[
+        "create",
+        "cronjob",
+        "tick",
+        "-n",
+        "apps",
+        "--image=busybox",
+        "--schedule=* * * * *",
+        "--",
+        "true",
+    ])
+    .ok();
+    k.run(&[
+        "create",
+        "job",
+        "once",
+        "-n",
+        "apps",
+        "--image=busybox",
+        "--",
+        "true",
+    ])
+    .ok();
+    k.run(&[
+        "wait",
+        "--for=condition=complete",
+        "job/once",
+        "-n",
+        "apps",
+        WAIT,
+    ])
+    .ok();
+    k.run(&[
+        "get",
+        "job",
+        "once",
+        "-n",
+        "apps",
+        "-o",
+        "jsonpath={.status.succeeded}",
+    ])
+    .ok()
+    .out("1");
+    k.eventually(
+        &[
+            "get",
+            "jobs",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.ownerReferences[0].name}{\" \"}{end}",
+        ],
+        Duration::from_secs(90),
+        |r| r.stdout.contains("tick"),
+    );
+    k.run(&["delete", "cronjob", "tick", "-n", "apps"]).ok();
+}
+
+/// `kubectl expose` gives a ClusterIP and an EndpointSlice with the ready pods' IPs.
+fn expose_gives_a_cluster_ip_and_endpoints(k: &Kubectl) {
+    k.run(&[
+        "create",
+        "deployment",
+        "api",
+        "-n",
+        "apps",
+        "--image=nginx",
+        "--replicas=2",
+        "--port=80",
+    ])
+    .ok();
+    k.run(&["rollout", "status", "deployment/api", "-n", "apps", WAIT])
+        .ok();
+    k.run(&["expose", "deployment", "api", "-n", "apps", "--port=80"])
+        .ok();
+    let ip = k
+        .run(&[
+            "get",
+            "service",
+            "api",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    assert!(
+        ip.starts_with("10.9") || ip.starts_with("10.1"),
+        "cluster IP {ip}"
+    );
+    let mut pod_ips: Vec<String> = k
+        .run(&[
+            "get",
+            "pods",
+            "-n",
+            "apps",
+            "-l",
+            "app=api",
+            "-o",
+            "jsonpath={range .items[*]}{.status.podIP}{\"\\n\"}{end}",
+        ])
+        .ok()
+        .stdout
+        .lines()
+        .map(String::from)
+        .collect();
+    pod_ips.sort();
+    let slices = k.eventually(
+        &["get", "endpointslices", "-n", "apps", "-l", "kubernetes.io/service-name=api", "-o", "jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{\"\\n\"}{end}"],
+        Duration::from_secs(30),
+        |r| r.stdout.lines().count() == 2,
+    );
+    let mut slice_ips: Vec<String> = slices.stdout.lines().map(String::from).collect();
+    slice_ips.sort();
+    assert_eq!(slice_ips, pod_ips);
+}
+
+/// A ResourceQuota refuses a pod over it with upstream's message.
+fn a_quota_refuses_a_pod_over_it(k: &Kubectl) {
+    k.run(&["create", "namespace", "limited"]).ok();
+    k.run(&["create", "quota", "q", "-n", "limited", "--hard=pods=1"])
+        .ok();
+    k.eventually(
+        &[
+            "get",
+            "quota",
+            "q",
+            "-n",
+            "limited",
+            "-o",
+            "jsonpath={.status.hard.pods}",
+        ],
+        Duration::from_secs(30),
+        |r| r.stdout == "1",
+    );
+    k.run(&["run", "first", "-n", "limited", "--image=nginx"])
+        .ok();
+    k.run(&["run", "second", "-n", "limited", "--image=nginx"])
+        .fails(1)
+        .err("exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1");
+    k.run(&["delete", "namespace", "limited", WAIT]).ok();
+}
+
 /// Deleting a namespace deletes everything in it and then the namespace.
 fn deleting_a_namespace_empties_it(k: &Kubectl) {
     k.run(&[
@@ -191,17 +421,72 @@ fn deleting_a_namespace_empties_it(k: &Kubectl) {
         .not_out("left-");
 }
 
+/// A node whose agent dies goes NotReady; its pods are evicted after their toleration and
+/// recreated on the other nodes.
+fn a_stopped_node_goes_not_ready_and_its_pods_move(k: &Kubectl, conf: &Path, dir: &Path) {
+    let doomed = Agent::start(
+        conf,
+        &["--count", "1", "--name-prefix", "doomed-"],
+        &dir.join("doomed.log"),
+    );
+    ready_nodes(k, 4);
+    k.run(&["create", "namespace", "moving"]).ok();
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: mover\n  namespace: moving\nspec:\n  replicas: 4\n  selector:\n    matchLabels:\n      app: mover\n  template:\n    metadata:\n      labels:\n        app: mover\n    spec:\n      topologySpreadConstraints:\n      - maxSkew: 1\n        topologyKey: kubernetes.io/hostname\n        whenUnsatisfiable: ScheduleAnyway\n        labelSelector:\n          matchLabels:\n            app: mover\n      tolerations:\n      - key: node.kubernetes.io/unreachable\n        operator: Exists\n        effect: NoExecute\n        tolerationSeconds: 2\n      - key: node.kubernetes.io/not-ready\n        operator: Exists\n        effect: NoExecute\n        tolerationSeconds: 2\n      containers:\n      - name: c\n        image: nginx\n",
+        ),
+    )
+    .ok();
+    k.run(&[
+        "rollout",
+        "status",
+        "deployment/mover",
+        "-n",
+        "moving",
+        WAIT,
+    ])
+    .ok();
+    k.run(&["get", "pods", "-n", "moving", "-o", "wide"])
+        .ok()
+        .out("doomed-0");
+    drop(doomed);
+    k.eventually(&["get", "node", "doomed-0"], Duration::from_secs(90), |r| {
+        r.rows().first().is_some_and(|row| row[1] == "NotReady")
+    });
+    k.eventually(
+        &["get", "pods", "-n", "moving", "-o", "wide"],
+        Duration::from_secs(90),
+        |r| {
+            r.rows()
+                .iter()
+                .filter(|p| p[2] == "Running" && p[6] != "doomed-0")
+                .count()
+                == 4
+        },
+    );
+    k.run(&["delete", "namespace", "moving", "--wait=false"])
+        .ok();
+}
+
 fn scenario(k: &Kubectl) {
     ready_nodes(k, 3);
     deployments_roll_scale_and_go(k);
     a_pod_too_large_fails_scheduling(k);
+    a_statefulset_starts_its_pods_in_order(k);
+    a_daemonset_runs_on_every_node(k, 3);
+    jobs_complete_and_cronjobs_spawn_jobs(k);
+    expose_gives_a_cluster_ip_and_endpoints(k);
+    a_quota_refuses_a_pod_over_it(k);
     deleting_a_namespace_empties_it(k);
 }
 
 #[test]
 fn workloads_run_in_the_root_cluster_on_virtual_nodes() {
     let server = Server::start_with(Backend::Embedded, &["--virtual-nodes", "3"]);
-    scenario(&server.kubectl("1.33"));
+    let k = server.kubectl("1.33");
+    scenario(&k);
+    a_stopped_node_goes_not_ready_and_its_pods_move(&k, &server.kubeconfig(), &server.dir);
 }
 
 #[test]
@@ -212,6 +497,7 @@ fn workloads_run_in_a_logical_cluster_on_its_own_virtual_nodes() {
     let _nodes = Agent::start(&conf, &["--count", "3"], &server.dir.join("nodes.log"));
     let team = Kubectl::new("1.33", &conf);
     scenario(&team);
+    a_stopped_node_goes_not_ready_and_its_pods_move(&team, &conf, &server.dir);
     root.run(&["get", "pods", "-A", "--no-headers"])
         .ok()
         .not_out("web-");
