@@ -11,10 +11,11 @@
 //!   [`queue`] (work queue and reconcile loop), [`leader`] (Lease leader election),
 //!   [`manager`] (starting everything: [`manager::run_all`]).
 //! - controllers: [`namespace`], [`gc`], [`serviceaccount`], [`rootca`], [`replicaset`],
-//!   [`deployment`].
+//!   [`deployment`], [`endpoints`] (EndpointSlices and Endpoints of services).
 
 pub mod client;
 pub mod deployment;
+pub mod endpoints;
 pub mod error;
 pub mod expectations;
 pub mod gc;

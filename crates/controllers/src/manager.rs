@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::client::{ClusterClients, ROOT};
 use crate::deployment::DeploymentController;
+use crate::endpoints::{legacy::EndpointsController, slices::EndpointSliceController};
 use crate::error::Result;
 use crate::gc::GarbageCollector;
 use crate::leader::{LeaderConfig, LeaderElector};
@@ -136,6 +137,8 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     let accounts = ServiceAccountController::new(&informers)?;
     let sets = ReplicaSetController::new(&informers)?;
     let deployments = DeploymentController::new(&informers)?;
+    let slices = EndpointSliceController::new(&informers)?;
+    let endpoints = EndpointsController::new(&informers)?;
     let root_ca = match &options.ca {
         Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
         None => None,
@@ -170,6 +173,8 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     start!("serviceaccount", accounts, w);
     start!("replicaset", sets, w);
     start!("deployment", deployments, w);
+    start!("endpointslice", slices, w);
+    start!("endpoint", endpoints, w);
     start!("garbagecollector", gc, w * 4);
     if let Some(p) = &root_ca {
         start!("root-ca-cert-publisher", p, w);
