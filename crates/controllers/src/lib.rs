@@ -16,6 +16,7 @@
 //!   (ControllerRevisions), [`clock`] (injectable time);
 //!   cluster policy ([`policy`]): [`resourcequota`], [`nodelifecycle`], [`disruption`],
 //!   [`volumebinding`].
+//!   services: [`endpoints`] (EndpointSlices and Endpoints).
 
 pub mod claim;
 pub mod client;
@@ -24,6 +25,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpoints;
 pub mod error;
 pub mod expectations;
 pub mod gc;

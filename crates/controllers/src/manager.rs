@@ -17,6 +17,7 @@ use crate::clock::SharedClock;
 use crate::cronjob::CronJobController;
 use crate::daemonset::DaemonSetController;
 use crate::deployment::DeploymentController;
+use crate::endpoints::{legacy::EndpointsController, slices::EndpointSliceController};
 use crate::error::Result;
 use crate::gc::GarbageCollector;
 use crate::job::JobController;
@@ -160,6 +161,8 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     let statefulsets = StatefulSetController::new(&informers)?;
     let daemonsets = DaemonSetController::new(&informers)?;
     let policy = crate::policy::Controllers::new(&informers, &options.policy)?;
+    let slices = EndpointSliceController::new(&informers)?;
+    let endpoints = EndpointsController::new(&informers)?;
     let root_ca = match &options.ca {
         Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
         None => None,
@@ -199,6 +202,8 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     start!("cronjob", cronjobs, w);
     start!("statefulset", statefulsets, w);
     start!("daemonset", daemonsets, w);
+    start!("endpointslice", slices, w);
+    start!("endpoint", endpoints, w);
     start!("garbagecollector", gc, w * 4);
     start!("resourcequota", policy.quota, w);
     start!("node-lifecycle", policy.nodes, w);

@@ -531,10 +531,15 @@ impl Store {
             }
             res.strategy.prepare_for_create(&mut obj);
             res.strategy.default(&mut obj);
-            self.validate(res, &obj, None)?;
+            // Allocation comes before validation, as upstream's `BeginCreate` does: validation
+            // checks the allocated values too.
             let reserved = self
                 .hook_before(res, loc.cluster, None, &mut obj, opts.dry_run)
                 .await?;
+            if let Err(e) = self.validate(res, &obj, None) {
+                self.hook_abort(res, loc.cluster, reserved).await;
+                return Err(e);
+            }
             if opts.dry_run {
                 return Ok(obj);
             }
@@ -601,12 +606,19 @@ impl Store {
                 return Err(ApiError::modified(&res.plural, &res.group, loc.name));
             }
             let mut new = self.prepare_update(res, &old, new, opts)?;
+            let reserved = if new == old {
+                Default::default()
+            } else {
+                self.hook_before(res, loc.cluster, Some(&old), &mut new, opts.dry_run)
+                    .await?
+            };
+            if let Err(e) = self.validate(res, &new, Some(&old)) {
+                self.hook_abort(res, loc.cluster, reserved).await;
+                return Err(e);
+            }
             if new == old {
                 return Ok((old, false));
             }
-            let reserved = self
-                .hook_before(res, loc.cluster, Some(&old), &mut new, opts.dry_run)
-                .await?;
             if opts.dry_run {
                 return Ok((new, false));
             }
@@ -657,7 +669,8 @@ impl Store {
         ))
     }
 
-    /// Everything the server owns in an update, then validation.
+    /// Everything the server owns in an update (validation is the caller's, after the write
+    /// hook).
     fn prepare_update(
         &self,
         res: &ResourceDef,
@@ -757,8 +770,8 @@ impl Store {
             let g = meta::generation(old).max(1) + 1;
             meta::set(&mut new, "generation", g);
         }
-        self.validate(res, &new, Some(old))?;
-        // Compare without resourceVersion so a no-op write is recognised.
+        // Compare without resourceVersion so a no-op write is recognised; the caller
+        // validates.
         if new == old_cmp {
             return Ok(old.clone());
         }

@@ -257,8 +257,12 @@ impl ServiceAllocator {
                 ),
             )
         };
-        let ip = match requested.parse::<Ipv4Addr>() {
-            Ok(ip) if self.ips.contains(ip) => ip,
+        // Something that is no IP at all is for validation to report.
+        let Ok(parsed) = requested.parse::<std::net::IpAddr>() else {
+            return Ok(());
+        };
+        let ip = match parsed {
+            std::net::IpAddr::V4(ip) if self.ips.contains(ip) => ip,
             _ => {
                 return Err(fail(format!(
                     "the provided IP ({requested}) is not in the valid range. The range of valid IPs is {}",
@@ -303,6 +307,10 @@ impl ServiceAllocator {
                 };
                 svc["spec"]["ports"][i]["nodePort"] = json!(n);
                 by_port.push((port, n));
+                continue;
+            }
+            if !(1..=65535).contains(&requested) {
+                // Not a port: validation reports it.
                 continue;
             }
             let path = format!("spec.ports[{i}].nodePort");

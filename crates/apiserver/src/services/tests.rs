@@ -253,7 +253,14 @@ async fn node_ports_are_allocated_shared_per_port_number_and_refused_when_taken(
         "{err}"
     );
     // The refused creates gave back the cluster IPs they had reserved.
-    assert_eq!(super::reserve::known(&f.store, "a", false).len(), 1);
+    let prefix = registry::key::collection("a", "networking.k8s.io", "ipaddresses", "");
+    let held = f
+        .store
+        .storage
+        .list(prefix.as_bytes(), Default::default())
+        .await
+        .unwrap();
+    assert_eq!(held.items.len(), 1);
 }
 
 #[tokio::test]
