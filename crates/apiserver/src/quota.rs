@@ -108,9 +108,7 @@ pub fn charges(group: &str, plural: &str, name: &str) -> bool {
             POD_COMPUTE.contains(&name)
                 || name.starts_with("hugepages-")
                 || name.starts_with("requests.hugepages-")
-                || name
-                    .strip_prefix("requests.")
-                    .is_some_and(|r| is_extended(r))
+                || name.strip_prefix("requests.").is_some_and(is_extended)
         }
         "services" => matches!(name, "services.loadbalancers" | "services.nodeports"),
         "persistentvolumeclaims" => {

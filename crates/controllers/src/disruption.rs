@@ -64,7 +64,7 @@ fn scaled(v: &IntOrString, total: i64) -> std::result::Result<i64, String> {
                 .strip_suffix('%')
                 .and_then(|p| p.parse().ok())
                 .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
-            Ok((p * total + 99) / 100)
+            Ok(((p.max(0) as u64) * (total.max(0) as u64)).div_ceil(100) as i64)
         }
     }
 }

@@ -242,7 +242,7 @@ impl NodeLifecycleController {
                     next.push(Taint {
                         key: w.into(),
                         effect: effect.into(),
-                        time_added: (effect == "NoExecute").then(|| Time(now)),
+                        time_added: (effect == "NoExecute").then_some(Time(now)),
                         value: None,
                     });
                 }

@@ -259,11 +259,7 @@ impl VolumeBindingController {
                     .into_iter()
                     .filter(|v| available(v) && satisfies(v, &claim))
                     .collect();
-                candidates.sort_by(|a, b| {
-                    capacity(a)
-                        .and_then(|c| c.get("q").cloned())
-                        .cmp(&capacity(b).and_then(|c| c.get("q").cloned()))
-                });
+                candidates.sort_by_key(|v| capacity(v).and_then(|c| c.get("q").cloned()));
                 match candidates.into_iter().next() {
                     Some(v) => v,
                     None => return self.provision(key, &claim, &client).await,
