@@ -1,6 +1,7 @@
-//! Objects every cluster has from its first moment: the system namespaces and the
+//! Objects every cluster has from its first moment: the system namespaces, the
 //! `default/kubernetes` Service (upstream's bootstrap controllers do the same in
-//! kube-apiserver).
+//! kube-apiserver) and the default StorageClass `local`, whose volumes the controllers'
+//! built-in provisioner creates.
 
 use apimachinery::status::{ApiError, Reason};
 use registry::store::{Location, WriteOptions};
@@ -54,17 +55,32 @@ async fn ensure(
 
 /// Creates what a cluster must have; existing objects are left alone.
 pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    seed_namespaces(server, cluster).await?;
+    seed_contents(server, cluster).await
+}
+
+/// The namespaces of [`seed`], written concurrently (they share fsyncs).
+pub async fn seed_namespaces(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    let mut writes = Vec::new();
     for ns in NAMESPACES {
-        ensure(
+        writes.push(ensure_owned(
             server,
             cluster,
             "",
             "namespaces",
-            "",
+            String::new(),
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-        )
-        .await?;
+        ));
     }
+    for r in futures::future::join_all(writes).await {
+        r?;
+    }
+    Ok(())
+}
+
+/// What [`seed`] puts in the namespaces, written concurrently (they share fsyncs).
+pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    let mut writes = Vec::new();
     let svc = json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -80,11 +96,37 @@ pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
             "internalTrafficPolicy": "Cluster",
         },
     });
-    ensure(server, cluster, "", "services", "default", svc).await?;
+    writes.push(ensure_owned(
+        server,
+        cluster,
+        "storage.k8s.io",
+        "storageclasses",
+        String::new(),
+        local_storage_class(),
+    ));
+    // The first address of the service range, reserved like any requested cluster IP. A
+    // service that exists already holds it: creating it again would be refused as
+    // "already allocated" before "already exists", so it is looked up first.
+    writes.push(Box::pin(async move {
+        let services = server
+            .catalog
+            .builtin("", "services")
+            .ok_or_else(|| ApiError::internal("services are not served"))?;
+        let at = Location {
+            cluster,
+            namespace: "default",
+            name: "kubernetes",
+        };
+        match server.store.get(&services, &at).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.reason == Reason::NotFound => {
+                ensure(server, cluster, "", "services", "default", svc).await
+            }
+            Err(e) => Err(e),
+        }
+    }));
     // The default service accounts (the serviceaccount controller keeps them; seeding them here
-    // makes a new cluster usable at once) and the bootstrap RBAC policy, written concurrently
-    // so they share fsyncs.
-    let mut writes = Vec::new();
+    // makes a new cluster usable at once) and the bootstrap RBAC policy.
     for ns in NAMESPACES {
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
         writes.push(ensure_owned(
@@ -114,4 +156,24 @@ pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
         r?;
     }
     Ok(())
+}
+
+/// The name of the default StorageClass every cluster has.
+pub const LOCAL_STORAGE_CLASS: &str = "local";
+/// Its provisioner (the PersistentVolume controller provisions for it).
+pub const LOCAL_PROVISIONER: &str = "matryoshka.dev/local";
+
+/// The default StorageClass: volumes are provisioned once a pod using the claim is placed.
+fn local_storage_class() -> Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": LOCAL_STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": LOCAL_PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    })
 }

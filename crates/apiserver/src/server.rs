@@ -363,7 +363,12 @@ pub async fn start_with(
         crate::crds::PLURAL,
         Arc::new(crd::CrdStrategy),
     );
-    let server = ApiServer::new(Store::new(storage, cache), catalog, config)?;
+    let store = Store::new(storage, cache).with_hook(
+        "",
+        "services",
+        Arc::new(crate::services::ServiceAllocator::default()),
+    );
+    let server = ApiServer::new(store, catalog, config)?;
     crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
     crate::tenancy::start(server.clone()).await?;
     crate::aggregation::start(&server)?;

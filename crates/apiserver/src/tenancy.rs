@@ -147,8 +147,14 @@ pub fn cluster_url(server: &ApiServer, cluster: &str) -> String {
 /// Makes a LogicalCluster served: credentials, seeded objects, admin kubeconfig, Ready.
 pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let labels = json!({"core.matryoshka.dev/cluster": name});
-    // 1. Credentials (kept when they exist: re-provisioning must not rotate the CA).
-    if server.authn.trust(server, name).is_none() {
+    // 1. Credentials (kept when they exist: re-provisioning must not rotate the CA), the
+    // seeded objects and the admin kubeconfig, all written concurrently so they share fsyncs.
+    // The cluster is served once Ready, which is written last: the watch cache applies events
+    // in revision order, so by then its credentials are loaded.
+    let existing = server.authn.trust(server, name).is_some();
+    let (ca, pki) = if existing {
+        (ca_of(server, name)?, None)
+    } else {
         let ca = Ca::generate(&format!("{name}-ca")).map_err(ApiError::internal)?;
         let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
         let s = secret(
@@ -160,28 +166,11 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
             ],
             labels.clone(),
         );
-        create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, s).await?;
-        wait_for_cache(server).await;
-        if server.authn.trust(server, name).is_none() {
-            return Err(ApiError::internal(
-                "the new cluster's credentials did not load",
-            ));
-        }
-    }
+        (ca, Some(s))
+    };
     // Clients verify the server with the serving CA (one server serves every cluster); the
     // cluster's own CA only issues its client certificates.
     let serving_ca = server.config.root_ca.cert_pem.clone();
-    // 2. Seeded objects, written concurrently (they share fsyncs).
-    crate::bootstrap::seed(server, name).await?;
-    let ca_cm = |ns: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": ns}, "data": {"ca.crt": serving_ca}});
-    let writes = crate::bootstrap::NAMESPACES
-        .iter()
-        .map(|ns| create_or_keep(server, name, "", "configmaps", ns, ca_cm(ns)));
-    for r in futures::future::join_all(writes).await {
-        r?;
-    }
-    // 3. The admin kubeconfig.
-    let ca = ca_of(server, name)?;
     let admin = ca
         .issue_client("kubernetes-admin", &["system:masters"])
         .map_err(ApiError::internal)?;
@@ -197,7 +186,44 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         &[("admin.conf", kubeconfig.as_bytes())],
         labels,
     );
-    create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, kc).await?;
+    let pki_write = async {
+        match pki {
+            Some(s) => {
+                create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, s).await
+            }
+            None => Ok(()),
+        }
+    };
+    let (pki_done, namespaces, kc_done) = futures::join!(
+        pki_write,
+        crate::bootstrap::seed_namespaces(server, name),
+        create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, kc),
+    );
+    pki_done?;
+    namespaces?;
+    kc_done?;
+    let ca_cm = |ns: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": ns}, "data": {"ca.crt": serving_ca}});
+    let configmaps = futures::future::join_all(
+        crate::bootstrap::NAMESPACES
+            .iter()
+            .map(|ns| create_or_keep(server, name, "", "configmaps", ns, ca_cm(ns))),
+    );
+    let (seeded, cms) = futures::join!(crate::bootstrap::seed_contents(server, name), configmaps);
+    seeded?;
+    for r in cms {
+        r?;
+    }
+    // A racing provisioner may have stored other credentials first (kept by create_or_keep):
+    // the kubeconfig just written would then not authenticate, so start over.
+    wait_for_cache(server).await;
+    match server.authn.trust(server, name) {
+        Some(t) if t.ca_pem == ca.pair.cert_pem => {}
+        _ => {
+            return Err(ApiError::internal(
+                "the new cluster's credentials did not load",
+            ));
+        }
+    }
     // 4. Ready.
     let res = server
         .catalog

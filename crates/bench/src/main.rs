@@ -1,13 +1,14 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|crds|clusters [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]> [--quick]`.
 
 mod api_bench;
 mod clusters_bench;
 mod crds_bench;
 mod report;
 mod storage_bench;
+mod workloads_bench;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,6 +20,20 @@ fn main() -> anyhow::Result<()> {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
         Some("crds") => rt.block_on(crds_bench::run(quick)),
+        Some("workloads") => {
+            let num = |flag: &str, default: usize| {
+                args.iter()
+                    .position(|a| a == flag)
+                    .and_then(|i| args.get(i + 1))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(default)
+            };
+            rt.block_on(workloads_bench::run(workloads_bench::Args {
+                nodes: num("--nodes", if quick { 100 } else { 1000 }),
+                pods: num("--pods", if quick { 2000 } else { 100_000 }),
+                clusters: num("--clusters", if quick { 50 } else { 1000 }),
+            }))
+        }
         Some("clusters") => {
             let count = args
                 .iter()
@@ -35,7 +50,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|crds|clusters [--count N] [--parallel P]> [--quick]"
+                "usage: bench <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]> [--quick]"
             );
             std::process::exit(2);
         }

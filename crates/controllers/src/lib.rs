@@ -11,23 +11,40 @@
 //!   [`queue`] (work queue and reconcile loop), [`leader`] (Lease leader election),
 //!   [`manager`] (starting everything: [`manager::run_all`]).
 //! - controllers: [`namespace`], [`gc`], [`serviceaccount`], [`rootca`], [`replicaset`],
-//!   [`deployment`].
+//!   [`deployment`], [`job`], [`ttl`] (TTL after finished), [`cronjob`], [`statefulset`],
+//!   [`daemonset`]; shared by the workload controllers: [`claim`] (adoption), [`history`]
+//!   (ControllerRevisions), [`clock`] (injectable time);
+//!   cluster policy ([`policy`]): [`resourcequota`], [`nodelifecycle`], [`disruption`],
+//!   [`volumebinding`].
 
+pub mod claim;
 pub mod client;
+pub mod clock;
+pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod error;
 pub mod expectations;
 pub mod gc;
+pub mod history;
 pub mod informer;
+pub mod job;
 pub mod leader;
 pub mod manager;
 pub mod namespace;
+pub mod nodelifecycle;
 pub mod podutil;
+pub mod policy;
 pub mod queue;
 pub mod replicaset;
+pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;
 pub mod shared;
+pub mod statefulset;
+pub mod ttl;
+pub mod volumebinding;
 
 pub use error::{Error, Result};
 

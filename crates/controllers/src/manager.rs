@@ -13,9 +13,13 @@ use apiserver::ApiServer;
 use tokio::sync::watch;
 
 use crate::client::{ClusterClients, ROOT};
+use crate::clock::SharedClock;
+use crate::cronjob::CronJobController;
+use crate::daemonset::DaemonSetController;
 use crate::deployment::DeploymentController;
 use crate::error::Result;
 use crate::gc::GarbageCollector;
+use crate::job::JobController;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::namespace::NamespaceController;
 use crate::queue::run_workers;
@@ -23,6 +27,8 @@ use crate::replicaset::ReplicaSetController;
 use crate::rootca::{CaSource, RootCaPublisher};
 use crate::serviceaccount::ServiceAccountController;
 use crate::shared::{Informers, Shutdown};
+use crate::statefulset::StatefulSetController;
+use crate::ttl::TtlAfterFinishedController;
 
 /// How the controllers run.
 #[derive(Clone)]
@@ -38,6 +44,10 @@ pub struct Options {
     pub leader_election: Option<LeaderConfig>,
     /// Per-cluster clients kept (each holds one task); see [`ClusterClients`].
     pub client_cache: usize,
+    /// The wall clock of time-dependent controllers (Job, CronJob, TTL after finished).
+    pub clock: SharedClock,
+    /// Durations of the cluster-policy controllers (quota resync, node grace periods).
+    pub policy: crate::policy::PolicyOptions,
 }
 
 impl Default for Options {
@@ -47,6 +57,8 @@ impl Default for Options {
             workers: 5,
             leader_election: None,
             client_cache: crate::client::DEFAULT_CLIENT_CACHE,
+            clock: crate::clock::system(),
+            policy: Default::default(),
         }
     }
 }
@@ -55,6 +67,12 @@ impl Options {
     /// Leader election with a unique identity for this process.
     pub fn with_leader_election(mut self, identity: impl Into<String>) -> Self {
         self.leader_election = Some(LeaderConfig::new(identity));
+        self
+    }
+
+    /// Runs the time-dependent controllers on `clock` (tests use a [`crate::clock::FakeClock`]).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -136,6 +154,12 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     let accounts = ServiceAccountController::new(&informers)?;
     let sets = ReplicaSetController::new(&informers)?;
     let deployments = DeploymentController::new(&informers)?;
+    let jobs = JobController::new(&informers, options.clock.clone())?;
+    let ttl = TtlAfterFinishedController::new(&informers, options.clock.clone())?;
+    let cronjobs = CronJobController::new(&informers, options.clock.clone())?;
+    let statefulsets = StatefulSetController::new(&informers)?;
+    let daemonsets = DaemonSetController::new(&informers)?;
+    let policy = crate::policy::Controllers::new(&informers, &options.policy)?;
     let root_ca = match &options.ca {
         Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
         None => None,
@@ -170,7 +194,16 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     start!("serviceaccount", accounts, w);
     start!("replicaset", sets, w);
     start!("deployment", deployments, w);
+    start!("job", jobs, w);
+    start!("ttl-after-finished", ttl, w);
+    start!("cronjob", cronjobs, w);
+    start!("statefulset", statefulsets, w);
+    start!("daemonset", daemonsets, w);
     start!("garbagecollector", gc, w * 4);
+    start!("resourcequota", policy.quota, w);
+    start!("node-lifecycle", policy.nodes, w);
+    start!("disruption", policy.disruption, w);
+    start!("persistentvolume-binder", policy.volumes, w);
     if let Some(p) = &root_ca {
         start!("root-ca-cert-publisher", p, w);
     }

@@ -8,6 +8,7 @@
 pub mod builtins;
 pub mod cache;
 pub mod catalog;
+pub mod hooks;
 pub mod key;
 pub mod resource;
 pub mod store;

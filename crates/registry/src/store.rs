@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use storage::{ListOptions, Storage};
 
 use crate::cache::{CachedObject, Filter, WatchCache};
+use crate::hooks::WriteHook;
 use crate::key;
 use crate::resource::ResourceDef;
 use crate::validation;
@@ -86,6 +87,8 @@ pub struct ListResult {
 pub struct Store {
     pub storage: Arc<dyn Storage>,
     pub cache: Arc<WatchCache>,
+    /// Write hooks by group and plural (see [`crate::hooks`]).
+    pub(crate) hooks: Vec<(String, String, Arc<dyn WriteHook>)>,
 }
 
 /// The current time as RFC 3339 (seconds).
@@ -182,7 +185,17 @@ fn generation_relevant(obj: &Value, has_status: bool) -> Value {
 
 impl Store {
     pub fn new(storage: Arc<dyn Storage>, cache: Arc<WatchCache>) -> Self {
-        Store { storage, cache }
+        Store {
+            storage,
+            cache,
+            hooks: Vec::new(),
+        }
+    }
+
+    /// Adds the write hook of a built-in resource.
+    pub fn with_hook(mut self, group: &str, plural: &str, hook: Arc<dyn WriteHook>) -> Self {
+        self.hooks.push((group.into(), plural.into(), hook));
+        self
     }
 
     /// Reads the current object from storage.
@@ -519,6 +532,9 @@ impl Store {
             res.strategy.prepare_for_create(&mut obj);
             res.strategy.default(&mut obj);
             self.validate(res, &obj, None)?;
+            let reserved = self
+                .hook_before(res, loc.cluster, None, &mut obj, opts.dry_run)
+                .await?;
             if opts.dry_run {
                 return Ok(obj);
             }
@@ -530,7 +546,17 @@ impl Store {
                     ..*loc
                 },
             );
-            match self.storage.create(k.as_bytes(), encode(&obj)?).await {
+            let written = match encode(&obj) {
+                Ok(b) => self.storage.create(k.as_bytes(), b).await,
+                Err(e) => {
+                    self.hook_abort(res, loc.cluster, reserved).await;
+                    return Err(e);
+                }
+            };
+            if written.is_err() {
+                self.hook_abort(res, loc.cluster, reserved).await;
+            }
+            match written {
                 Ok(kv) => return Ok(with_rv(obj, kv.mod_revision)),
                 Err(storage::Error::AlreadyExists) if generate && attempt < 7 => continue,
                 Err(e) => return Err(storage_error(e, res, &name)),
@@ -574,10 +600,13 @@ impl Store {
             if !sent_rv.is_empty() && sent_rv != old_rev.to_string() {
                 return Err(ApiError::modified(&res.plural, &res.group, loc.name));
             }
-            let new = self.prepare_update(res, &old, new, opts)?;
+            let mut new = self.prepare_update(res, &old, new, opts)?;
             if new == old {
                 return Ok((old, false));
             }
+            let reserved = self
+                .hook_before(res, loc.cluster, Some(&old), &mut new, opts.dry_run)
+                .await?;
             if opts.dry_run {
                 return Ok((new, false));
             }
@@ -591,13 +620,27 @@ impl Store {
                     .await
                     .map(|kv| with_rv(new.clone(), kv.mod_revision))
             } else {
-                self.storage
-                    .update(k.as_bytes(), encode(&new)?, old_rev)
-                    .await
-                    .map(|kv| with_rv(new, kv.mod_revision))
+                match encode(&new) {
+                    Ok(b) => self
+                        .storage
+                        .update(k.as_bytes(), b, old_rev)
+                        .await
+                        .map(|kv| with_rv(new, kv.mod_revision)),
+                    Err(e) => {
+                        self.hook_abort(res, loc.cluster, reserved).await;
+                        return Err(e);
+                    }
+                }
             };
+            if result.is_err() {
+                self.hook_abort(res, loc.cluster, reserved).await;
+            }
             match result {
-                Ok(v) => return Ok((v, false)),
+                Ok(v) => {
+                    let kept = (!finished).then_some(&v);
+                    self.hook_after(res, loc.cluster, &old, kept).await;
+                    return Ok((v, false));
+                }
                 Err(storage::Error::Conflict { .. }) if sent_rv.is_empty() => continue,
                 Err(storage::Error::Conflict { .. }) => {
                     return Err(ApiError::modified(&res.plural, &res.group, loc.name));
@@ -779,7 +822,10 @@ impl Store {
                     return Ok(Deleted::Gone(cur));
                 }
                 match self.storage.delete(k.as_bytes(), Some(rev)).await {
-                    Ok(kv) => return Ok(Deleted::Gone(with_rv(cur, kv.mod_revision))),
+                    Ok(kv) => {
+                        self.hook_after(res, loc.cluster, &cur, None).await;
+                        return Ok(Deleted::Gone(with_rv(cur, kv.mod_revision)));
+                    }
                     Err(storage::Error::Conflict { .. } | storage::Error::NotFound) => continue,
                     Err(e) => return Err(storage_error(e, res, loc.name)),
                 }

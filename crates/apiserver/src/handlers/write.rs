@@ -145,6 +145,8 @@ pub async fn create(
         crate::tokens::fill_legacy_token(server, &ctx.cluster, &mut obj)?;
     }
     rbac_guard(server, ctx, res, loc.namespace, &obj, None)?;
+    crate::admission::admit_create(server, &ctx.cluster, res, loc, &mut obj, w.opts.dry_run)
+        .await?;
     crate::admission::validate(server, ctx, res, loc, None, &obj, None, w.opts.dry_run)?;
     patching::track_update(res, None, &mut obj, &w.manager, None);
     let created = server.store.create(res, loc, obj, &w.opts).await?;

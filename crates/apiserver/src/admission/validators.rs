@@ -1,5 +1,4 @@
-//! Admission checks that need more than one object (disruption budgets, quota), and the
-//! in-process validating admission hooks.
+//! In-process validating admission hooks.
 //!
 //! A [`Validator`] plays the part of a validating admission webhook for one resource: after a
 //! create, update or patch has been decoded and merged, and before it is stored, the server
@@ -21,15 +20,6 @@ use serde_json::Value;
 
 use crate::auth::UserInfo;
 use crate::server::{ApiServer, Ctx};
-
-/// Whether evicting a pod is allowed by the disruption budgets that cover it.
-pub async fn check_eviction(
-    _server: &ApiServer,
-    _ctx: &Ctx,
-    _loc: &Location<'_>,
-) -> Result<(), ApiError> {
-    Ok(())
-}
 
 /// The operation being admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

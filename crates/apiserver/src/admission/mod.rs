@@ -1,0 +1,172 @@
+//! Admission that needs more than the object itself: DefaultStorageClass (claims without a
+//! class get the cluster's default), LimitRanger (defaults and bounds from the namespace's
+//! LimitRanges), ResourceQuota (charging creates to the namespace's quotas) and the
+//! disruption-budget check of evictions.
+//!
+//! [`admit_create`] runs in the create handler in upstream's order: LimitRanger's defaults
+//! (mutating), then the object's own defaulting and validation (a dry run of the store's
+//! create), then LimitRanger's bounds and the quota charge (validating). Updates are not
+//! charged (upstream charges only pod resizes and claim expansions there).
+
+mod eviction;
+mod limits;
+mod quota;
+mod validators;
+
+use apimachinery::meta;
+use apimachinery::status::ApiError;
+use registry::ResourceDef;
+use registry::cache::Filter;
+use registry::store::{Location, WriteOptions};
+use serde_json::Value;
+
+use crate::server::ApiServer;
+
+pub use eviction::check_eviction;
+pub use validators::{Objects, Operation, Request, Validator, Validators, validate};
+
+/// The name admission errors use (upstream `extractResourceName`): the object's name, else
+/// its generateName, else `Unknown`.
+fn display_name(obj: &Value) -> String {
+    let n = meta::name(obj);
+    if !n.is_empty() {
+        return n.to_string();
+    }
+    let g = meta::generate_name(obj);
+    if !g.is_empty() {
+        return g.to_string();
+    }
+    "Unknown".into()
+}
+
+/// The objects of a core resource in one namespace, from the watch cache, in name order.
+fn namespace_objects(
+    server: &ApiServer,
+    cluster: &str,
+    namespace: &str,
+    plural: &str,
+) -> Vec<Value> {
+    let filter = Filter {
+        cluster: Some(cluster.to_string()),
+        namespace: Some(namespace.to_string()),
+        predicate: None,
+    };
+    server
+        .store
+        .cache
+        .list("", plural, &filter)
+        .0
+        .iter()
+        .map(|o| o.value.clone())
+        .collect()
+}
+
+/// Admits a create of `obj` into `loc`: may add LimitRange defaults to it, refuses it (403)
+/// when it breaks a LimitRange or exceeds a ResourceQuota, and charges it to the quotas
+/// (unless `dry_run`).
+pub async fn admit_create(
+    server: &ApiServer,
+    cluster: &str,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+    obj: &mut Value,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    if !res.namespaced || loc.namespace.is_empty() {
+        return Ok(());
+    }
+    let core = res.group.is_empty();
+    if core && res.plural == "persistentvolumeclaims" {
+        default_storage_class(server, cluster, obj);
+    }
+    let ranged = core && matches!(res.plural.as_str(), "pods" | "persistentvolumeclaims");
+    let ranges = if ranged {
+        namespace_objects(server, cluster, loc.namespace, "limitranges")
+    } else {
+        Vec::new()
+    };
+    let quotas = namespace_objects(server, cluster, loc.namespace, "resourcequotas");
+    if ranges.is_empty() && quotas.is_empty() {
+        return Ok(());
+    }
+    let name = display_name(obj);
+    if core && res.plural == "pods" && !ranges.is_empty() {
+        // Upstream decodes (and so defaults requests from limits) before LimitRanger runs.
+        res.strategy.default(obj);
+        limits::apply_defaults(&ranges, obj);
+    }
+    let validated = server
+        .store
+        .create(
+            res,
+            loc,
+            obj.clone(),
+            &WriteOptions {
+                dry_run: true,
+                subresource: None,
+            },
+        )
+        .await?;
+    let forbidden = |why: &str| ApiError::forbidden(&res.plural, &res.group, &name, why);
+    if !ranges.is_empty() {
+        limits::check(&ranges, &res.plural, &validated).map_err(|e| forbidden(&e))?;
+    }
+    if !quotas.is_empty() {
+        quota::charge(
+            server,
+            cluster,
+            res,
+            loc.namespace,
+            &quotas,
+            &validated,
+            dry_run,
+        )
+        .await
+        .map_err(|e| match e {
+            quota::Refused::Forbidden(why) => forbidden(&why),
+            quota::Refused::Api(e) => e,
+        })?;
+    }
+    Ok(())
+}
+
+/// Upstream's DefaultStorageClass plugin: a claim that names no class (the field absent, not
+/// `""`) gets the default one, the newest if several are marked default.
+fn default_storage_class(server: &ApiServer, cluster: &str, claim: &mut Value) {
+    if claim
+        .pointer("/spec/storageClassName")
+        .is_some_and(|c| !c.is_null())
+        || !claim.get("spec").is_some_and(Value::is_object)
+    {
+        return;
+    }
+    let filter = Filter {
+        cluster: Some(cluster.to_string()),
+        namespace: None,
+        predicate: None,
+    };
+    let default = server
+        .store
+        .cache
+        .list("storage.k8s.io", "storageclasses", &filter)
+        .0
+        .iter()
+        .filter(|c| {
+            meta::annotation(&c.value, "storageclass.kubernetes.io/is-default-class")
+                == Some("true")
+        })
+        .max_by_key(|c| {
+            let m = meta::metadata(&c.value);
+            (
+                m.get("creationTimestamp")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                meta::name(&c.value).to_string(),
+            )
+        })
+        .map(|c| meta::name(&c.value).to_string());
+    if let Some(name) = default {
+        claim["spec"]["storageClassName"] = Value::String(name);
+    }
+}

@@ -1,0 +1,359 @@
+//! The workloads benchmark: the whole control plane in one process — API server (embedded
+//! store), controllers, scheduler and virtual nodes over the in-memory transport.
+//!
+//! 1. One cluster with many virtual nodes (1,000) and Deployments of 100 replicas (100,000
+//!    pods): scheduling throughput (pods bound per second from the first create), the time
+//!    until every pod is Running, and the peak RSS. The peer figure is the 1,000 pods/s target
+//!    (NORTH-STAR §8; kube-scheduler manages about a hundred a second on such clusters).
+//! 2. Many logical clusters (1,000), each with 3 virtual nodes and a 3-replica Deployment:
+//!    RSS growth per cluster.
+//!
+//! Usage: `cargo run --release -p bench -- workloads [--nodes N] [--pods P] [--clusters C] [--quick]`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use apiserver::ApiServer;
+use apiserver::local::LocalService;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, PostParams};
+use registry::cache::{Filter, Start, WatchItem};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use crate::clusters_bench::rss_bytes;
+
+/// The scheduling-throughput target (pods/s).
+const TARGET_PODS_PER_S: f64 = 1000.0;
+
+pub struct Args {
+    pub nodes: usize,
+    pub pods: usize,
+    pub clusters: usize,
+}
+
+/// Peak resident set size of this process (`VmHWM`), in bytes.
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn client(server: &Arc<ApiServer>, cluster: &str) -> kube::Client {
+    node::cluster_client(LocalService::system(server.clone()), cluster)
+}
+
+fn deployment(name: &str, replicas: usize) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
+                    "resources": {"requests": {"cpu": "5m", "memory": "8Mi"}}}]},
+            },
+        },
+    }))
+    .expect("deployment")
+}
+
+/// Counts pods of every cluster as they are bound and as they run, from the watch cache.
+struct Progress {
+    bound: AtomicUsize,
+    running: AtomicUsize,
+    changed: Notify,
+}
+
+fn watch_pods(server: &Arc<ApiServer>) -> anyhow::Result<Arc<Progress>> {
+    let progress = Arc::new(Progress {
+        bound: AtomicUsize::new(0),
+        running: AtomicUsize::new(0),
+        changed: Notify::new(),
+    });
+    let mut handle = server
+        .store
+        .cache
+        .watch(
+            "",
+            "pods",
+            Filter::default(),
+            Start::After(server.store.cache.revision()),
+            false,
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let p = progress.clone();
+    tokio::spawn(async move {
+        // Per pod: (bound, running) already counted.
+        let mut seen: std::collections::HashMap<String, (bool, bool)> = Default::default();
+        while let Some(item) = handle.rx.recv().await {
+            match item {
+                WatchItem::Event(_, o) => {
+                    let v = &o.value;
+                    let key = format!(
+                        "{}/{}/{}",
+                        o.cluster,
+                        apimachinery::meta::namespace(v),
+                        apimachinery::meta::name(v)
+                    );
+                    let bound = v
+                        .pointer("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .is_some();
+                    let running =
+                        v.pointer("/status/phase").and_then(Value::as_str) == Some("Running");
+                    let e = seen.entry(key).or_default();
+                    if bound && !e.0 {
+                        e.0 = true;
+                        p.bound.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if running && !e.1 {
+                        e.1 = true;
+                        p.running.fetch_add(1, Ordering::Relaxed);
+                    }
+                    p.changed.notify_waiters();
+                }
+                WatchItem::Error(e) => {
+                    eprintln!("the benchmark's pod watch ended: {e}");
+                    return;
+                }
+                _ => {}
+            }
+        }
+    });
+    Ok(progress)
+}
+
+async fn until(progress: &Progress, what: impl Fn(&Progress) -> bool, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let notified = progress.changed.notified();
+        if what(progress) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+    }
+}
+
+fn node_options() -> node::Options {
+    let mut o = node::Options::default();
+    // Quiet heartbeats: the figures are about pods.
+    o.timing.status_report_interval = Duration::from_secs(600);
+    o
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let dir = std::env::current_dir()?.join("target/bench-data");
+    std::fs::create_dir_all(&dir)?;
+    let data = tempfile::tempdir_in(&dir)?;
+    let storage: Arc<dyn storage::Storage> =
+        Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
+    let server = apiserver::server::start(storage)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (stop, stopped) = controllers::shared::Shutdown::new();
+    let ctl = tokio::spawn(controllers::run_all(
+        server.clone(),
+        controllers::Options::default(),
+        stopped.clone().wait(),
+    ));
+    let sched = tokio::spawn(scheduler::run_all(
+        server.clone(),
+        scheduler::Options::default(),
+        stopped.clone().wait(),
+    ));
+    let progress = watch_pods(&server)?;
+    let rss_start = rss_bytes();
+
+    // Part 1: one cluster, many nodes and pods.
+    println!(
+        "workloads benchmark: {} virtual nodes, {} pods in Deployments of 100 (in process)",
+        args.nodes, args.pods
+    );
+    let root = client(&server, "root");
+    let nodes = node::VirtualNodes::start(root.clone(), node_options()).await?;
+    let t = Instant::now();
+    nodes
+        .add_many(
+            "vn-",
+            args.nodes,
+            &node::NodeTemplate::new("u1.2xlarge", &["worker"]),
+        )
+        .await?;
+    println!(
+        "{} nodes registered in {:.1} s",
+        args.nodes,
+        t.elapsed().as_secs_f64()
+    );
+    let deployments: Api<Deployment> = Api::namespaced(root.clone(), "default");
+    let count = args.pods.div_ceil(100);
+    let started = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = deployments.clone();
+            let replicas = (args.pods - i * 100).min(100);
+            async move {
+                api.create(
+                    &PostParams::default(),
+                    &deployment(&format!("d{i}"), replicas),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    let limit = Duration::from_secs(1800);
+    let pods = args.pods;
+    anyhow::ensure!(
+        until(
+            &progress,
+            |p| p.bound.load(Ordering::Relaxed) >= pods,
+            limit
+        )
+        .await,
+        "only {} of {pods} pods were bound",
+        progress.bound.load(Ordering::Relaxed)
+    );
+    let all_bound = started.elapsed();
+    anyhow::ensure!(
+        until(
+            &progress,
+            |p| p.running.load(Ordering::Relaxed) >= pods,
+            limit
+        )
+        .await,
+        "only {} of {pods} pods ran",
+        progress.running.load(Ordering::Relaxed)
+    );
+    let all_running = started.elapsed();
+    let peak = peak_rss_bytes();
+    let rate = pods as f64 / all_bound.as_secs_f64();
+    println!();
+    println!(
+        "scheduling throughput             {rate:.0} pods/s ({pods} pods bound {:.1} s after the first create); target {TARGET_PODS_PER_S:.0} ⇒ ours÷target {:.2}x",
+        all_bound.as_secs_f64(),
+        rate / TARGET_PODS_PER_S
+    );
+    println!(
+        "time until all pods Running       {:.1} s",
+        all_running.as_secs_f64()
+    );
+    println!(
+        "peak RSS                          {:.0} MiB (target < 8192 MiB ⇒ ours÷target {:.2}x)",
+        mib(peak),
+        mib(peak) / 8192.0
+    );
+    nodes.shutdown().await;
+
+    // Part 2: many logical clusters, each with 3 nodes and a 3-replica Deployment.
+    if args.clusters > 0 {
+        let rss_before = rss_bytes();
+        let base_running = progress.running.load(Ordering::Relaxed);
+        let started = Instant::now();
+        let agents: Vec<_> = futures::stream::iter(0..args.clusters)
+            .map(|i| {
+                let server = server.clone();
+                async move { small_cluster(&server, &format!("w-{i}")).await }
+            })
+            .buffer_unordered(8)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let want = base_running + 3 * args.clusters;
+        anyhow::ensure!(
+            until(
+                &progress,
+                |p| p.running.load(Ordering::Relaxed) >= want,
+                limit
+            )
+            .await,
+            "only {} of {} pods of the small clusters ran",
+            progress.running.load(Ordering::Relaxed) - base_running,
+            3 * args.clusters
+        );
+        let elapsed = started.elapsed();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rss_after = rss_bytes();
+        println!(
+            "{} logical clusters with 3 nodes and 3 running pods each, in {:.1} s",
+            args.clusters,
+            elapsed.as_secs_f64()
+        );
+        println!(
+            "RSS per such cluster              {:.2} MiB (RSS {:.0} → {:.0} MiB; start {:.0} MiB); vcluster ~450 MiB ⇒ ours÷vcluster {:.4}x",
+            mib(rss_after.saturating_sub(rss_before)) / args.clusters as f64,
+            mib(rss_before),
+            mib(rss_after),
+            mib(rss_start),
+            mib(rss_after.saturating_sub(rss_before)) / args.clusters as f64 / 450.0
+        );
+        for a in agents {
+            a.shutdown().await;
+        }
+    }
+    stop.trigger();
+    let _ = tokio::time::timeout(Duration::from_secs(5), ctl).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), sched).await;
+    Ok(())
+}
+
+/// A logical cluster with 3 virtual nodes and a 3-replica Deployment; returns its nodes.
+async fn small_cluster(server: &Arc<ApiServer>, name: &str) -> anyhow::Result<node::VirtualNodes> {
+    let root = client(server, "root");
+    let lcs: Api<kube::api::DynamicObject> = Api::all_with(
+        root,
+        &kube::api::ApiResource {
+            group: "core.matryoshka.dev".into(),
+            version: "v1alpha1".into(),
+            api_version: "core.matryoshka.dev/v1alpha1".into(),
+            kind: "LogicalCluster".into(),
+            plural: "logicalclusters".into(),
+        },
+    );
+    let lc: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster",
+        "metadata": {"name": name},
+    }))?;
+    lcs.create(&PostParams::default(), &lc).await?;
+    let ready =
+        kube::runtime::wait::await_condition(lcs, name, |o: Option<&kube::api::DynamicObject>| {
+            o.and_then(|o| o.data.pointer("/status/phase"))
+                .and_then(Value::as_str)
+                == Some("Ready")
+        });
+    tokio::time::timeout(Duration::from_secs(120), ready).await??;
+    let c = client(server, name);
+    let nodes = node::VirtualNodes::start(c.clone(), node_options()).await?;
+    nodes
+        .add_many(
+            "node-",
+            3,
+            &node::NodeTemplate::new("u1.medium", &["worker"]),
+        )
+        .await?;
+    let api: Api<Deployment> = Api::namespaced(c, "default");
+    api.create(&PostParams::default(), &deployment("app", 3))
+        .await?;
+    Ok(nodes)
+}
