@@ -1,11 +1,12 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
 
 mod api_bench;
 mod clusters_bench;
 mod crds_bench;
+mod platform_bench;
 mod report;
 mod storage_bench;
 mod workloads_bench;
@@ -20,6 +21,19 @@ fn main() -> anyhow::Result<()> {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
         Some("crds") => rt.block_on(crds_bench::run(quick)),
+        Some("platform") => {
+            let num = |flag: &str| {
+                args.iter()
+                    .position(|a| a == flag)
+                    .and_then(|i| args.get(i + 1))
+                    .and_then(|v| v.parse().ok())
+            };
+            rt.block_on(platform_bench::run(
+                quick,
+                num("--count"),
+                num("--parallel").unwrap_or(4),
+            ))
+        }
         Some("workloads") => {
             let num = |flag: &str, default: usize| {
                 args.iter()
@@ -50,7 +64,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]> [--quick]"
+                "usage: bench <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
             );
             std::process::exit(2);
         }

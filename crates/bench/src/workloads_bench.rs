@@ -19,9 +19,8 @@ use apiserver::local::LocalService;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, PostParams};
-use registry::cache::{Filter, Start, WatchItem};
+use registry::cache::Filter;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 use crate::clusters_bench::rss_bytes;
 
@@ -72,67 +71,36 @@ fn deployment(name: &str, replicas: usize) -> Deployment {
     .expect("deployment")
 }
 
-/// Counts pods of every cluster as they are bound and as they run, from the watch cache.
+/// Counts pods of every cluster that are bound and that run, polling the watch cache (a
+/// watch of 100,000 pods would itself fall behind and be ended).
 struct Progress {
     bound: AtomicUsize,
     running: AtomicUsize,
-    changed: Notify,
 }
 
 fn watch_pods(server: &Arc<ApiServer>) -> anyhow::Result<Arc<Progress>> {
     let progress = Arc::new(Progress {
         bound: AtomicUsize::new(0),
         running: AtomicUsize::new(0),
-        changed: Notify::new(),
     });
-    let mut handle = server
-        .store
-        .cache
-        .watch(
-            "",
-            "pods",
-            Filter::default(),
-            Start::After(server.store.cache.revision()),
-            false,
-        )
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let p = progress.clone();
+    let server = server.clone();
     tokio::spawn(async move {
-        // Per pod: (bound, running) already counted.
-        let mut seen: std::collections::HashMap<String, (bool, bool)> = Default::default();
-        while let Some(item) = handle.rx.recv().await {
-            match item {
-                WatchItem::Event(_, o) => {
-                    let v = &o.value;
-                    let key = format!(
-                        "{}/{}/{}",
-                        o.cluster,
-                        apimachinery::meta::namespace(v),
-                        apimachinery::meta::name(v)
-                    );
-                    let bound = v
-                        .pointer("/spec/nodeName")
-                        .and_then(Value::as_str)
-                        .is_some();
-                    let running =
-                        v.pointer("/status/phase").and_then(Value::as_str) == Some("Running");
-                    let e = seen.entry(key).or_default();
-                    if bound && !e.0 {
-                        e.0 = true;
-                        p.bound.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if running && !e.1 {
-                        e.1 = true;
-                        p.running.fetch_add(1, Ordering::Relaxed);
-                    }
-                    p.changed.notify_waiters();
-                }
-                WatchItem::Error(e) => {
-                    eprintln!("the benchmark's pod watch ended: {e}");
-                    return;
-                }
-                _ => {}
-            }
+        loop {
+            let (pods, _) = server.store.cache.list("", "pods", &Filter::default());
+            let bound = pods
+                .iter()
+                .filter(|o| o.value.pointer("/spec/nodeName").is_some())
+                .count();
+            let running = pods
+                .iter()
+                .filter(|o| {
+                    o.value.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+                })
+                .count();
+            p.bound.store(bound, Ordering::Relaxed);
+            p.running.store(running, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     });
     Ok(progress)
@@ -140,16 +108,13 @@ fn watch_pods(server: &Arc<ApiServer>) -> anyhow::Result<Arc<Progress>> {
 
 async fn until(progress: &Progress, what: impl Fn(&Progress) -> bool, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
-    loop {
-        let notified = progress.changed.notified();
-        if what(progress) {
-            return true;
-        }
+    while !what(progress) {
         if Instant::now() > deadline {
             return false;
         }
-        let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    true
 }
 
 fn node_options() -> node::Options {

@@ -216,13 +216,12 @@ impl NodeLifecycleController {
                 .replace_status(&key.name, &PostParams::default(), &node)
                 .await?;
         }
-        let status = ready(&node)
-            .map(|c| c.status.clone())
-            .unwrap_or_else(|| "Unknown".into());
-        let wanted = match status.as_str() {
-            "True" => None,
-            "False" => Some(NOT_READY),
-            _ => Some(UNREACHABLE),
+        // A node that has not posted a Ready condition yet is left alone until its grace
+        // period runs out and it is marked Unknown above (upstream's startup grace).
+        let wanted = match ready(&node).map(|c| c.status.as_str()) {
+            None | Some("True") => None,
+            Some("False") => Some(NOT_READY),
+            Some(_) => Some(UNREACHABLE),
         };
         let taints = node
             .spec

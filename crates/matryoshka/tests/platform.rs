@@ -1,0 +1,167 @@
+//! The platform end to end, as an operator uses it with kubectl from the root admin
+//! kubeconfig: a tree of tenants, a TenantCluster with a node group, its admin kubeconfig from
+//! the seed's own command, workloads inside it, access along the tenant tree, validation, and
+//! deletion that leaves nothing behind.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Backend, Kubectl, Server};
+
+const TENANT_FOO: &str = "apiVersion: platform.matryoshka.dev/v1alpha1\nkind: Tenant\nmetadata:\n  name: foo\n  namespace: tenant-root\nspec: {}\n";
+const TENANT_BAR: &str = "apiVersion: platform.matryoshka.dev/v1alpha1\nkind: Tenant\nmetadata:\n  name: bar\n  namespace: tenant-foo\nspec: {}\n";
+
+fn tenant_cluster(name: &str, ns: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: platform.matryoshka.dev/v1alpha1\nkind: TenantCluster\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
+    )
+}
+
+const TEAM_X: &str = "  version: v1.33\n  nodeGroups:\n    md0:\n      minReplicas: 2\n      maxReplicas: 3\n      instanceType: u1.medium\n";
+
+#[test]
+fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
+    let server = Server::start(Backend::Embedded);
+    let k = server.kubectl("1.33");
+    k.run(&["get", "namespace", "tenant-root"]).ok();
+    k.run(&["explain", "tenantclusters.spec.nodeGroups"])
+        .ok()
+        .out("minReplicas");
+
+    // The tenant tree.
+    k.run_stdin(&["apply", "-f", "-"], Some(TENANT_FOO)).ok();
+    k.eventually(
+        &["get", "namespace", "tenant-foo"],
+        Duration::from_secs(30),
+        |r| r.code == 0,
+    );
+    k.run_stdin(&["apply", "-f", "-"], Some(TENANT_BAR)).ok();
+    k.eventually(
+        &["get", "namespace", "tenant-foo-bar"],
+        Duration::from_secs(30),
+        |r| r.code == 0,
+    );
+
+    // A tenant cluster with two u1.medium workers.
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&tenant_cluster("team-x", "tenant-foo", TEAM_X)),
+    )
+    .ok();
+    k.run(&[
+        "wait",
+        "--for=condition=Ready",
+        "tenantcluster/team-x",
+        "-n",
+        "tenant-foo",
+        "--timeout=90s",
+    ])
+    .ok();
+    k.run(&["get", "tenantcluster", "team-x", "-n", "tenant-foo"])
+        .ok()
+        .out("v1.33")
+        .out("2/2");
+    let conf = k.run(&[
+        "get",
+        "secret",
+        "-n",
+        "tenant-foo",
+        "kubernetes-team-x-admin-kubeconfig",
+        "-o",
+        "go-template={{ printf \"%s\\n\" (index .data \"admin.conf\" | base64decode) }}",
+    ]);
+    conf.ok();
+    let path = server.dir.join("admin.conf.team-x");
+    std::fs::write(&path, &conf.stdout).expect("write kubeconfig");
+    let team = Kubectl::new("1.33", &path);
+    team.eventually(&["get", "nodes"], Duration::from_secs(60), |r| {
+        r.rows().iter().filter(|n| n[1] == "Ready").count() == 2
+    });
+    let alloc = team
+        .run(&["get", "nodes", "-o", "jsonpath={range .items[*]}{.status.allocatable.memory} {.status.allocatable.cpu}{\"\\n\"}{end}"])
+        .ok()
+        .stdout
+        .clone();
+    assert_eq!(
+        alloc.lines().collect::<Vec<_>>(),
+        ["3297Mi 900m", "3297Mi 900m"]
+    );
+    team.run(&["version", "-o", "json"])
+        .ok()
+        .out("\"gitVersion\": \"v1.33.");
+    team.run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=2",
+    ])
+    .ok();
+    team.run(&["rollout", "status", "deployment/web", "--timeout=90s"])
+        .ok();
+    // Tenant workloads never appear in the management cluster.
+    k.run(&["get", "deployments", "-A"]).ok().not_out("web");
+
+    // Access along the tree: foo's admins manage clusters in foo and below, nowhere else.
+    let as_admin = |ns: &str| {
+        k.run_stdin(
+            &[
+                "create",
+                "--as=alice",
+                "--as-group=tenant-foo-admin",
+                "--dry-run=server",
+                "-f",
+                "-",
+            ],
+            Some(&tenant_cluster("probe", ns, "  version: v1.33\n")),
+        )
+    };
+    as_admin("tenant-foo").ok();
+    as_admin("tenant-foo-bar").ok();
+    as_admin("tenant-root").fails(1).err("forbidden");
+
+    // Validation with the list of allowed versions.
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&tenant_cluster("old", "tenant-foo", "  version: v1.20\n")),
+    )
+    .fails(1)
+    .err("allowed versions are v1.35, v1.34, v1.33, v1.32, v1.31");
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&tenant_cluster(
+            "disk",
+            "tenant-foo",
+            "  nodeGroups:\n    md0:\n      ephemeralStorage: 20Gi\n",
+        )),
+    )
+    .fails(1)
+    .err("diskSize");
+
+    // Deleting leaves no Secret and no logical cluster.
+    k.run(&[
+        "delete",
+        "tenantcluster",
+        "team-x",
+        "-n",
+        "tenant-foo",
+        "--timeout=90s",
+    ])
+    .ok();
+    k.run(&[
+        "get",
+        "secret",
+        "-n",
+        "tenant-foo",
+        "kubernetes-team-x-admin-kubeconfig",
+    ])
+    .fails(1)
+    .err("NotFound");
+    k.eventually(
+        &["get", "logicalclusters", "-o", "name"],
+        Duration::from_secs(30),
+        |r| r.code == 0 && !r.stdout.contains("team-x"),
+    );
+    team.run(&["get", "nodes"]).fails(1);
+}
