@@ -23,20 +23,26 @@ use crate::report::Samples;
 /// kcp's published memory per logical cluster (workspace), the peer figure.
 const KCP_MIB_PER_WORKSPACE: f64 = 9.8;
 
-/// Resident set size of this process, in bytes.
-pub fn rss_bytes() -> u64 {
+/// A size line of `/proc/self/status` (`VmRSS`, `VmHWM`), in bytes.
+pub fn proc_status_bytes(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         })
         .map(|kb| kb * 1024)
         .unwrap_or(0)
 }
 
-async fn call(
+/// Resident set size of this process, in bytes.
+pub fn rss_bytes() -> u64 {
+    proc_status_bytes("VmRSS")
+}
+
+/// One request to the server in process, as the system identity.
+pub async fn call(
     server: &Arc<ApiServer>,
     method: &str,
     path: &str,

@@ -4,39 +4,11 @@
 //! JSON parse of the same bytes, the baseline ratio.
 
 use std::sync::Arc;
+
+use crate::clusters_bench::call;
 use std::time::{Duration, Instant};
 
-use apiserver::auth::{UserExt, UserInfo};
-use apiserver::server::{ApiServer, Caller};
-use bytes::Bytes;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-
-async fn call(
-    server: &Arc<ApiServer>,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Bytes) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(body.map(|b| Bytes::from(b.to_string())).unwrap_or_default())
-        .expect("request");
-    let resp = server
-        .handle(req, Caller::Internal(UserInfo::system()))
-        .await;
-    let code = resp.status().as_u16();
-    (
-        code,
-        resp.into_body()
-            .collect()
-            .await
-            .map(|c| c.to_bytes())
-            .unwrap_or_default(),
-    )
-}
 
 fn crd(i: usize) -> Value {
     json!({

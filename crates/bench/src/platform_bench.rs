@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver::ApiServer;
-use apiserver::local::LocalService;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use parking_lot::Mutex;
 use registry::cache::Filter;
@@ -100,7 +99,7 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
     println!(
         "platform benchmark: {count} TenantClusters with one u1.medium node each, {parallel} created at a time through the API (in process)"
     );
-    let root = node::cluster_client(LocalService::system(server.clone()), "root");
+    let root = controllers::client::ClusterClients::in_memory(server.clone()).cluster("root")?;
     let api: Api<DynamicObject> = Api::namespaced_with(root, NAMESPACE, &resource());
     let ready = ready_times(&server);
     let make = |name: &str| -> anyhow::Result<DynamicObject> {

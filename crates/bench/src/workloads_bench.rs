@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use apiserver::ApiServer;
-use apiserver::local::LocalService;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, PostParams};
@@ -35,15 +34,7 @@ pub struct Args {
 
 /// Peak resident set size of this process (`VmHWM`), in bytes.
 fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+    crate::clusters_bench::proc_status_bytes("VmHWM")
 }
 
 fn mib(b: u64) -> f64 {
@@ -51,7 +42,9 @@ fn mib(b: u64) -> f64 {
 }
 
 fn client(server: &Arc<ApiServer>, cluster: &str) -> kube::Client {
-    node::cluster_client(LocalService::system(server.clone()), cluster)
+    controllers::client::ClusterClients::in_memory(server.clone())
+        .cluster(cluster)
+        .expect("an in-process client")
 }
 
 fn deployment(name: &str, replicas: usize) -> Deployment {

@@ -190,25 +190,26 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         platform::Options::default(),
         stopped.clone().wait(),
     ));
-    let nodes = (args.virtual_nodes > 0).then(|| {
+    let nodes = if args.virtual_nodes > 0 {
         let group = node::NodeGroup::new(
             node::run::DEFAULT_NAME_PREFIX,
             args.virtual_nodes,
             &args.virtual_node_instance_type,
             &["worker"],
         );
-        let client = node::cluster_client(
-            apiserver::local::LocalService::system(server.clone()),
-            apiserver::route::ROOT_CLUSTER,
-        );
-        tokio::spawn(async move {
+        let client = controllers::client::ClusterClients::in_memory(server.clone())
+            .cluster(controllers::client::ROOT)
+            .map_err(|e| anyhow::anyhow!("a client for the virtual nodes: {e}"))?;
+        Some(tokio::spawn(async move {
             let run =
                 node::run_virtual_nodes(client, &group, node::Options::default(), stopped.wait());
             if let Err(e) = run.await {
                 tracing::error!(error = %e, "virtual nodes failed");
             }
-        })
-    });
+        }))
+    } else {
+        None
+    };
     apiserver::serve::serve(server, listener, tls, shutdown_signal()).await;
     stop.trigger();
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;

@@ -8,7 +8,6 @@
 //!   registration, Lease and status heartbeats, and one shared pod watch that drives every
 //!   pod bound to them through [`pod::lifecycle`].
 //! - [`run`]: entry points for `matryoshka up --virtual-nodes` and `matryoshka node --virtual`.
-//! - [`transport`]: a `kube::Client` for a logical cluster over an in-process service.
 //!
 //! **Architecture Invariant:** the agent reaches a cluster only through a `kube::Client`; it
 //! depends on nothing of the API server, so the same code runs in process or against any
@@ -22,10 +21,8 @@ pub mod object;
 pub mod pod;
 pub mod run;
 pub mod sizing;
-pub mod transport;
 
 pub use agent::{VirtualNode, VirtualNodes};
 pub use config::{FIELD_MANAGER, Network, NodeTemplate, Options, Timing};
 pub use error::{Error, Result};
 pub use run::{CliArgs, NodeGroup, run_cli, run_virtual_nodes};
-pub use transport::cluster_client;

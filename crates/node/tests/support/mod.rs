@@ -6,8 +6,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiserver::local::LocalService;
 use apiserver::server::ApiServer;
+use controllers::client::ClusterClients;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::Resource;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -31,7 +31,9 @@ impl Env {
         let server = apiserver::server::start(Arc::new(store))
             .await
             .expect("server");
-        let client = node::cluster_client(LocalService::system(server.clone()), "root");
+        let client = ClusterClients::in_memory(server.clone())
+            .cluster("root")
+            .expect("root client");
         Env {
             server,
             client,
@@ -41,7 +43,9 @@ impl Env {
 
     /// A client of logical cluster `name`.
     pub fn cluster(&self, name: &str) -> kube::Client {
-        node::cluster_client(LocalService::system(self.server.clone()), name)
+        ClusterClients::in_memory(self.server.clone())
+            .cluster(name)
+            .expect("cluster client")
     }
 }
 
