@@ -162,6 +162,12 @@ async fn the_node_status_is_reported_again_with_a_new_heartbeat_time() {
     })
     .await;
     assert!(heartbeat(&later).is_some());
+    // The agent counts a report once its write has returned, which can be after the watch
+    // has shown the new heartbeat: await the count.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while vn.status_reports() < 2 && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
     assert!(vn.status_reports() >= 2);
     vns.shutdown().await;
 }
