@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Harness, kubelet, wait_for, wait_list};
+use common::{Harness, kubelet, kubelet_for, wait_for, wait_list};
 use controllers::daemonset::placement::target_node;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -197,7 +197,16 @@ async fn a_surge_update_starts_the_new_pod_before_removing_the_old_one() {
     let nodes: Api<Node> = Api::all(h.client(CLUSTER));
     let sets: Api<DaemonSet> = h.api(CLUSTER, "default");
     let pods: Api<Pod> = h.api(CLUSTER, "default");
-    let k = kubelet(pods.clone());
+    // The new version's pod does not start until the test has seen it beside the old one
+    // (a kubelet that starts it at once can finish the surge before a watch begins).
+    let new_image = |p: &Pod| {
+        p.spec.as_ref().is_some_and(|s| {
+            s.containers
+                .iter()
+                .any(|c| c.image.as_deref() == Some("agent:2"))
+        })
+    };
+    let first = kubelet_for(pods.clone(), move |p| !new_image(p));
     add_node(&nodes, "only", json!({}), json!([])).await;
     let strategy = json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}});
     sets.create(
@@ -215,8 +224,10 @@ async fn a_surge_update_starts_the_new_pod_before_removing_the_old_one() {
     sets.patch("surge", &PatchParams::default(), &Patch::Strategic(&patch))
         .await
         .unwrap();
-    // Both run on the node at once before the old one goes.
+    // Both are on the node at once: the old one stays while the new one is not available.
     wait_list(&pods, "old and new side by side", |ps| live(ps).len() == 2).await;
+    first.abort();
+    let k = kubelet(pods.clone());
     wait_list(&pods, "only the new pod left", |ps| {
         let l = live(ps);
         l.len() == 1 && l[0].uid() != old.uid()

@@ -198,6 +198,11 @@ where
 /// A stand-in kubelet for one namespace: every pod that is not Ready becomes Running and
 /// Ready. Stopped by aborting the handle.
 pub fn kubelet(api: Api<Pod>) -> JoinHandle<()> {
+    kubelet_for(api, |_| true)
+}
+
+/// A stand-in kubelet that starts only the pods `runs` picks; the others stay pending.
+pub fn kubelet_for(api: Api<Pod>, runs: impl Fn(&Pod) -> bool + Send + 'static) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
         while let Some(ev) = stream.next().await {
@@ -205,7 +210,7 @@ pub fn kubelet(api: Api<Pod>) -> JoinHandle<()> {
                 Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
                 _ => continue,
             };
-            if pod.metadata.deletion_timestamp.is_some() || is_ready(&pod) {
+            if pod.metadata.deletion_timestamp.is_some() || is_ready(&pod) || !runs(&pod) {
                 continue;
             }
             let _ = mark_ready(&api, pod).await;
