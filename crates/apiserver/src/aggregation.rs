@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use apimachinery::meta;
 use apimachinery::status::ApiError;
-use registry::cache::{Filter, Start, WatchItem};
+use registry::cache::{Filter, Follow};
 use registry::store::{Location, WriteOptions};
 use serde_json::Value;
 
@@ -58,23 +58,15 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<(), ApiError
 
 /// Starts the aggregation loop.
 pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
-    let mut handle = server.store.cache.watch(
-        RBAC,
-        "clusterroles",
-        Filter::default(),
-        Start::Current { end_marker: false },
-        false,
-    )?;
+    let mut follow = Follow::new(&server.store.cache, RBAC, "clusterroles", Filter::default())?;
     let weak = Arc::downgrade(server);
     tokio::spawn(async move {
-        while let Some(item) = handle.rx.recv().await {
-            let WatchItem::Event(_, obj) = item else {
-                continue;
-            };
+        loop {
+            let (_, obj) = follow.recv().await;
             let Some(server) = weak.upgrade() else { return };
             // A burst of changes in one cluster is handled once.
             let mut clusters = vec![obj.cluster.to_string()];
-            while let Ok(WatchItem::Event(_, o)) = handle.rx.try_recv() {
+            while let Some((_, o)) = follow.try_recv() {
                 if !clusters.iter().any(|c| **c == *o.cluster) {
                     clusters.push(o.cluster.to_string());
                 }

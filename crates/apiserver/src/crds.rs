@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apimachinery::meta;
 use apimachinery::status::ApiError;
-use registry::cache::{Filter, Start, WatchItem};
+use registry::cache::{CachedObject, Filter, Follow};
 use registry::store::{DeleteOptions, ListRequest, Location, WriteOptions};
 use serde_json::Value;
 
@@ -240,39 +240,31 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<bool, ApiErr
 
 /// Starts the CRD loop.
 pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
-    let mut handle = server.store.cache.watch(
-        GROUP,
-        PLURAL,
-        Filter::default(),
-        Start::Current { end_marker: false },
-        false,
-    )?;
+    let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, Filter::default())?;
     let weak = Arc::downgrade(server);
     tokio::spawn(async move {
         let mut retry: Vec<String> = Vec::new();
         loop {
             let first = if retry.is_empty() {
-                handle.rx.recv().await
+                Some(follow.recv().await)
             } else {
-                match tokio::time::timeout(Duration::from_millis(200), handle.rx.recv()).await {
-                    Ok(item) => item,
-                    // Nothing new: a tick to retry what is pending.
-                    Err(_) => Some(WatchItem::Bookmark(0)),
-                }
+                // Nothing new within the tick: retry what is pending.
+                tokio::time::timeout(Duration::from_millis(200), follow.recv())
+                    .await
+                    .ok()
             };
-            let Some(first) = first else { return };
             let Some(server) = weak.upgrade() else { return };
             let mut clusters: Vec<String> = std::mem::take(&mut retry);
-            let mut add = |item: WatchItem| {
-                if let WatchItem::Event(_, o) = item
-                    && !clusters.iter().any(|c| **c == *o.cluster)
-                {
+            let mut add = |o: &CachedObject| {
+                if !clusters.iter().any(|c| **c == *o.cluster) {
                     clusters.push(o.cluster.to_string());
                 }
             };
-            add(first);
-            while let Ok(item) = handle.rx.try_recv() {
-                add(item);
+            if let Some((_, o)) = &first {
+                add(o);
+            }
+            while let Some((_, o)) = follow.try_recv() {
+                add(&o);
             }
             for c in clusters {
                 match reconcile(&server, &c).await {

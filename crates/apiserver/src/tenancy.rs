@@ -18,7 +18,7 @@ use apimachinery::meta;
 use apimachinery::status::{ApiError, Reason};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use registry::cache::{EventType, Filter, Start, WatchItem};
+use registry::cache::{EventType, Filter, Follow};
 use registry::store::{Location, WriteOptions};
 use registry::{ResourceDef, Strategy};
 use serde_json::{Value, json};
@@ -406,26 +406,15 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
         cluster: Some(ROOT_CLUSTER.into()),
         ..Filter::default()
     };
-    let mut handle = server.store.cache.watch(
-        GROUP,
-        PLURAL,
-        filter,
-        Start::Current { end_marker: false },
-        false,
-    )?;
+    let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, filter)?;
     let weak = Arc::downgrade(&server);
     // Clusters are provisioned concurrently (bounded), each by one task at a time: an event for
     // a cluster already being worked on marks it for another pass.
     let running: Arc<parking_lot::Mutex<std::collections::HashMap<String, bool>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(PARALLEL_PROVISIONING));
     tokio::spawn(async move {
-        while let Some(item) = handle.rx.recv().await {
-            let WatchItem::Event(ty, obj) = item else {
-                if let WatchItem::Error(e) = item {
-                    tracing::warn!(error = %e, "logical cluster provisioner: watch ended");
-                }
-                return;
-            };
+        loop {
+            let (ty, obj) = follow.recv().await;
             if ty == EventType::Deleted {
                 continue;
             }

@@ -12,6 +12,14 @@ mod storage_bench;
 mod workloads_bench;
 
 fn main() -> anyhow::Result<()> {
+    // Warnings (a dropped watch, a failing reconcile) explain a stalled run; RUST_LOG overrides.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -149,9 +149,24 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
             Ok::<_, anyhow::Error>(())
         }));
     }
+    let progress = {
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                eprintln!(
+                    "  {:>5.0} s: {} Ready, RSS {:.0} MiB",
+                    started.elapsed().as_secs_f64(),
+                    ready.lock().len(),
+                    rss_bytes() as f64 / 1048576.0
+                );
+            }
+        })
+    };
     for t in tasks {
         t.await??;
     }
+    progress.abort();
     let elapsed = started.elapsed();
     let mut lat = Samples::default();
     {
@@ -172,6 +187,7 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
         api.delete(n, &DeleteParams::default()).await?;
     }
     let deadline = Instant::now() + Duration::from_secs(600);
+    let mut report = Instant::now() + Duration::from_secs(10);
     loop {
         let left = server
             .store
@@ -190,6 +206,10 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
             Instant::now() < deadline,
             "{left} TenantClusters left after 600 s"
         );
+        if Instant::now() > report {
+            report += Duration::from_secs(10);
+            eprintln!("  deleting: {left} TenantClusters left");
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;

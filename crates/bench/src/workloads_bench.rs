@@ -99,11 +99,23 @@ fn watch_pods(server: &Arc<ApiServer>) -> anyhow::Result<Arc<Progress>> {
     Ok(progress)
 }
 
+/// Waits until `what` holds, printing progress every ten seconds.
 async fn until(progress: &Progress, what: impl Fn(&Progress) -> bool, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
+    let start = Instant::now();
+    let mut report = start + Duration::from_secs(10);
     while !what(progress) {
-        if Instant::now() > deadline {
+        if start.elapsed() > limit {
             return false;
+        }
+        if Instant::now() > report {
+            report += Duration::from_secs(10);
+            eprintln!(
+                "  {:>5.0} s: {} bound, {} running, RSS {:.0} MiB",
+                start.elapsed().as_secs_f64(),
+                progress.bound.load(Ordering::Relaxed),
+                progress.running.load(Ordering::Relaxed),
+                mib(rss_bytes())
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

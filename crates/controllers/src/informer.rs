@@ -299,6 +299,9 @@ where
                 () = &mut shutdown => None,
             };
             let Some(ev) = ev else { break };
+            // Nothing here reads managedFields, and they are most of a small object's
+            // decoded size (client-go's `TransformStripManagedFields`).
+            let ev = ev.map(|ev| ev.modify(|o| o.meta_mut().managed_fields = None));
             match ev {
                 Ok(Event::Apply(o)) => self.apply(o),
                 Ok(Event::Delete(o)) => self.delete(o),

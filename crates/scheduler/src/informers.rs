@@ -72,7 +72,8 @@ pub async fn run<K>(
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     while let Some(ev) = stream.next().await {
         let ev = match ev {
-            Ok(ev) => ev,
+            // The scheduler never reads managedFields; dropping them halves a pod's size.
+            Ok(ev) => ev.modify(|o| o.meta_mut().managed_fields = None),
             Err(e) => {
                 tracing::warn!(error = %e, "scheduler watch failed; retrying");
                 continue;

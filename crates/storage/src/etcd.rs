@@ -25,8 +25,9 @@ use crate::{
 /// below gRPC's 4 MiB message limit for ordinary objects.
 const LIST_CHUNK: i64 = 500;
 
-/// Events buffered per watch before the watcher is terminated as too slow.
-const WATCH_BUFFER: usize = 10_000;
+/// Events buffered per watch before the watcher is terminated as too slow (as the embedded
+/// store's: a burst must not drop the watch cache's feed; the channel allocates as it fills).
+const WATCH_BUFFER: usize = 1 << 20;
 
 /// A store on an etcd cluster.
 pub struct EtcdStore {

@@ -254,7 +254,9 @@ impl Driver {
     }
 
     /// Takes a pod seen in a watch event or a list.
-    fn apply(&mut self, pod: Pod) {
+    fn apply(&mut self, mut pod: Pod) {
+        // The agent never reads managedFields; they are most of a pod's decoded size.
+        pod.metadata.managed_fields = None;
         let key = key_of(&pod);
         let Some(node) = node_of(&pod).and_then(|n| self.node(n)) else {
             self.forget(&key);

@@ -15,8 +15,12 @@ use tokio::sync::mpsc;
 use crate::{Error, Event, Result, Revision, WatchStream};
 
 /// How many events a watcher may have undelivered before it is terminated. Large enough that a
-/// healthy consumer never hits it during a burst, small enough to bound memory per watcher.
-pub(super) const WATCH_BUFFER: usize = 10_000;
+/// healthy consumer never hits it during a burst (deleting a thousand clusters publishes
+/// hundreds of thousands of events at once, and the API server's watch cache, the main
+/// consumer, is rebuilt from scratch when dropped); still a bound on memory per watcher. The
+/// channel allocates as it fills, so an idle watcher costs nothing for it, and the events it
+/// holds are shared with the window.
+pub(super) const WATCH_BUFFER: usize = 1 << 20;
 
 struct Watcher {
     prefix: Bytes,
