@@ -131,6 +131,8 @@ struct HistEvent {
 struct Watcher {
     filter: Filter,
     bookmarks: bool,
+    /// Undelivered items allowed before the watcher is ended.
+    buffer: usize,
     tx: mpsc::Sender<WatchItem>,
 }
 
@@ -159,6 +161,10 @@ pub struct CacheOptions {
     pub history: usize,
     /// Undelivered items a watcher may have before it is terminated.
     pub watcher_buffer: usize,
+    /// The same for the in-process system watchers of every cluster (the controllers', the
+    /// scheduler's and node agents' informers): they see every cluster's bursts, and ending
+    /// one costs a re-list of every object of its resource. Only trusted code opens them.
+    pub system_watcher_buffer: usize,
     /// How often watchers that asked for bookmarks get one.
     pub bookmark_interval: Duration,
 }
@@ -170,6 +176,7 @@ impl Default for CacheOptions {
         CacheOptions {
             history: 10_000,
             watcher_buffer: 10_000,
+            system_watcher_buffer: 1 << 20,
             bookmark_interval: Duration::from_secs(60),
         }
     }
@@ -419,7 +426,12 @@ impl WatchCache {
                 }
             }
         }
-        let (tx, rx) = mpsc::channel(initial.len() + self.opts.watcher_buffer);
+        let buffer = if filter.cluster.is_none() {
+            self.opts.system_watcher_buffer
+        } else {
+            self.opts.watcher_buffer
+        };
+        let (tx, rx) = mpsc::channel(initial.len() + buffer);
         for item in initial {
             let _ = tx.try_send(item);
         }
@@ -430,6 +442,7 @@ impl WatchCache {
             Watcher {
                 filter,
                 bookmarks,
+                buffer,
                 tx,
             },
         );
@@ -464,7 +477,6 @@ impl WatchCache {
         let ck = cache_key(&p);
         let base = st.base;
         let history_cap = self.opts.history;
-        let buffer = self.opts.watcher_buffer;
         let rs = st
             .resources
             .entry((p.group.to_string(), p.resource.to_string()))
@@ -539,7 +551,7 @@ impl WatchCache {
                 let Some(item) = dispatch(&w.filter, &hist) else {
                     return true;
                 };
-                deliver(w, item, buffer)
+                deliver(w, item)
             });
             if ws.is_empty() {
                 rs.watchers.remove(&key);
@@ -552,23 +564,23 @@ impl WatchCache {
     fn send_bookmarks(&self) {
         let mut st = self.state.write();
         let rev = st.rev;
-        let buffer = self.opts.watcher_buffer;
         for rs in st.resources.values_mut() {
             for ws in rs.watchers.values_mut() {
-                ws.retain(|_, w| !w.bookmarks || deliver(w, WatchItem::Bookmark(rev), buffer));
+                ws.retain(|_, w| !w.bookmarks || deliver(w, WatchItem::Bookmark(rev)));
             }
         }
     }
 }
 
 /// Offers an item to a watcher; `false` when the watcher is gone or too slow (then removed).
-fn deliver(w: &Watcher, item: WatchItem, buffer: usize) -> bool {
+fn deliver(w: &Watcher, item: WatchItem) -> bool {
     if w.tx.is_closed() {
         return false;
     }
     if w.tx.capacity() <= 1 {
         let _ = w.tx.try_send(WatchItem::Error(ApiError::expired(format!(
-            "the watcher fell behind by more than {buffer} events; please re-list"
+            "the watcher fell behind by more than {} events; please re-list",
+            w.buffer
         ))));
         return false;
     }

@@ -16,6 +16,7 @@ async fn a_follower_that_falls_behind_starts_again_from_the_current_state() {
     let storage = Arc::new(storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
     let opts = CacheOptions {
         watcher_buffer: 3,
+        system_watcher_buffer: 3,
         ..CacheOptions::default()
     };
     let cache = WatchCache::start(storage.clone(), opts).await.unwrap();
@@ -55,7 +56,11 @@ async fn a_follower_that_falls_behind_starts_again_from_the_current_state() {
         assert_ne!(ty, EventType::Deleted);
         seen.insert(apimachinery::meta::name(&obj.value).to_string());
     }
-    assert_eq!(seen.len(), 10, "every object arrives, at the latest on the second start");
+    assert_eq!(
+        seen.len(),
+        10,
+        "every object arrives, at the latest on the second start"
+    );
     // And it keeps following.
     create("late".into()).await;
     loop {
