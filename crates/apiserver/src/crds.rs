@@ -191,6 +191,7 @@ async fn finish_deletion(server: &ApiServer, cluster: &str, crd: &Value) -> Resu
 pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<bool, ApiError> {
     let crds = crds_of(server, cluster);
     let mut pending = false;
+    let mut wrote = false;
     for c in &crds {
         let name = meta::name(c).to_string();
         if meta::deletion_timestamp(c).is_some() {
@@ -207,9 +208,18 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<bool, ApiErr
         let status = crd::established_status(c, &names_in_use);
         if c.get("status") != Some(&status) {
             write_status(server, cluster, &name, status).await?;
+            wrote = true;
         }
     }
-    // Serve what is established (reading the CRDs again: statuses may just have changed).
+    // Serve what is established, reading the CRDs again once the cache has the statuses just
+    // written (a client that sees Established must find the resource and its schema soon).
+    if wrote && let Ok(rev) = server.store.storage.current_revision().await {
+        server
+            .store
+            .cache
+            .wait_for(rev, std::time::Duration::from_secs(5))
+            .await;
+    }
     let crds = crds_of(server, cluster);
     let serving: Vec<Value> = crds
         .iter()

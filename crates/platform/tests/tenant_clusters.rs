@@ -315,19 +315,29 @@ async fn get_text(client: &kube::Client, path: &str, accept: &str) -> String {
 async fn the_crds_publish_descriptions_and_print_ready_version_nodes_and_age() {
     let h = Harness::start().await;
     // kubectl explain reads the OpenAPI v3 document of the group.
-    let doc = get_text(
-        &h.root,
-        "/openapi/v3/apis/platform.matryoshka.dev/v1alpha1",
-        "application/json",
-    )
-    .await;
-    let doc: Value = serde_json::from_str(&doc).expect("json");
-    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
-    let tc = schemas
-        .iter()
-        .find(|(k, _)| k.ends_with("TenantCluster"))
-        .map(|(_, v)| v)
-        .expect("the TenantCluster schema");
+    // The document follows the CRD's establishment (as upstream, asynchronously).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let tc = loop {
+        let doc = get_text(
+            &h.root,
+            "/openapi/v3/apis/platform.matryoshka.dev/v1alpha1",
+            "application/json",
+        )
+        .await;
+        let doc: Value = serde_json::from_str(&doc).expect("json");
+        let found = doc["components"]["schemas"]
+            .as_object()
+            .and_then(|s| s.iter().find(|(k, _)| k.ends_with("TenantCluster")))
+            .map(|(_, v)| v.clone());
+        match found {
+            Some(tc) => break tc,
+            None => assert!(
+                std::time::Instant::now() < deadline,
+                "the TenantCluster schema is published"
+            ),
+        }
+        tokio::task::yield_now().await;
+    };
     let version = &tc["properties"]["spec"]["properties"]["version"];
     assert!(
         version["description"]
