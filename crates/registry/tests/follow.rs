@@ -22,22 +22,22 @@ async fn a_follower_that_falls_behind_starts_again_from_the_current_state() {
     let cache = WatchCache::start(storage.clone(), opts).await.unwrap();
     let store = Store::new(storage, cache.clone());
     let catalog = Catalog::new(registry::builtins::resources());
-    let cms = catalog.builtin("", "configmaps").unwrap();
-    let mut follow = Follow::new(&cache, "", "configmaps", Filter::default()).unwrap();
+    let namespaces = catalog.builtin("", "namespaces").unwrap();
+    let mut follow = Follow::new(&cache, "", "namespaces", Filter::default()).unwrap();
     let create = |name: String| {
         let store = &store;
-        let cms = &cms;
+        let namespaces = &namespaces;
         async move {
             let loc = Location {
                 cluster: "root",
-                namespace: "default",
+                namespace: "",
                 name: &name,
             };
             store
                 .create(
-                    cms,
+                    namespaces,
                     &loc,
-                    json!({"metadata": {"name": name, "namespace": "default"}}),
+                    json!({"metadata": {"name": name}}),
                     &WriteOptions::default(),
                 )
                 .await
@@ -46,7 +46,7 @@ async fn a_follower_that_falls_behind_starts_again_from_the_current_state() {
     };
     // Ten writes nobody reads: the cache drops the watch after three.
     for i in 0..10 {
-        create(format!("cm{i}")).await;
+        create(format!("ns{i}")).await;
     }
     let mut seen = std::collections::BTreeSet::new();
     while seen.len() < 10 {
