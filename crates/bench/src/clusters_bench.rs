@@ -147,14 +147,7 @@ async fn request_latency(server: &Arc<ApiServer>, cluster: &str, n: usize) -> (D
 
 pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::Result<()> {
     let count = count.unwrap_or(if quick { 500 } else { 10_000 });
-    let dir = std::env::current_dir()?.join("target/bench-data");
-    std::fs::create_dir_all(&dir)?;
-    let data = tempfile::tempdir_in(&dir)?;
-    let storage: Arc<dyn storage::Storage> =
-        Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
-    let server = apiserver::server::start(storage)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (server, _data) = crate::setup::server().await?;
     let waiters = watch_ready(&server)?;
     println!(
         "logical-cluster benchmark: {count} clusters, created {parallel} at a time through the API (in process)"

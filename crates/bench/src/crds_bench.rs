@@ -3,8 +3,6 @@
 //! custom resource (~200 KiB against the Cluster API MachineDeployment schema) against a plain
 //! JSON parse of the same bytes, the baseline ratio.
 
-use std::sync::Arc;
-
 use crate::clusters_bench::call;
 use std::time::{Duration, Instant};
 
@@ -77,14 +75,7 @@ fn big_machine_deployment() -> Value {
 }
 
 pub async fn run(quick: bool) -> anyhow::Result<()> {
-    let dir = std::env::current_dir()?.join("target/bench-data");
-    std::fs::create_dir_all(&dir)?;
-    let data = tempfile::tempdir_in(&dir)?;
-    let storage: Arc<dyn storage::Storage> =
-        Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
-    let server = apiserver::server::start(storage)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (server, _data) = crate::setup::server().await?;
     let (count, per) = if quick { (20, 10) } else { (100, 10) };
     println!("CRD benchmark: {count} CRDs with {per} custom resources each (API in process)");
 

@@ -8,6 +8,7 @@ mod clusters_bench;
 mod crds_bench;
 mod platform_bench;
 mod report;
+mod setup;
 mod storage_bench;
 mod workloads_bench;
 

@@ -69,32 +69,15 @@ fn ready_times(server: &Arc<ApiServer>) -> Arc<Mutex<HashMap<String, Instant>>> 
 
 pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::Result<()> {
     let count = count.unwrap_or(if quick { 50 } else { 1000 });
-    let dir = std::env::current_dir()?.join("target/bench-data");
-    std::fs::create_dir_all(&dir)?;
-    let data = tempfile::tempdir_in(&dir)?;
-    let storage: Arc<dyn storage::Storage> =
-        Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
-    let server = apiserver::server::start(storage)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (stop, stopped) = controllers::shared::Shutdown::new();
-    let ctl = tokio::spawn(controllers::run_all(
-        server.clone(),
-        controllers::Options::default(),
-        stopped.clone().wait(),
-    ));
-    let sched = tokio::spawn(scheduler::run_all(
-        server.clone(),
-        scheduler::Options::default(),
-        stopped.clone().wait(),
-    ));
+    let (server, _data) = crate::setup::server().await?;
+    let mut background = crate::setup::Background::control_plane(&server);
     platform::install(&server)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let plat = tokio::spawn(platform::run_controllers(
+    background.spawn(platform::run_controllers(
         controllers::client::ClusterClients::in_memory(server.clone()),
         platform::Options::default(),
-        stopped.clone().wait(),
+        background.shutdown.clone().wait(),
     ));
     println!(
         "platform benchmark: {count} TenantClusters with one u1.medium node each, {parallel} created at a time through the API (in process)"
@@ -240,10 +223,7 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
         100.0 * rss_deleted.saturating_sub(rss_before) as f64
             / rss_after.saturating_sub(rss_before).max(1) as f64
     );
-    stop.trigger();
-    let _ = tokio::time::timeout(Duration::from_secs(5), ctl).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), sched).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), plat).await;
+    background.stop().await;
     Ok(())
 }
 

@@ -130,25 +130,8 @@ fn node_options() -> node::Options {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let dir = std::env::current_dir()?.join("target/bench-data");
-    std::fs::create_dir_all(&dir)?;
-    let data = tempfile::tempdir_in(&dir)?;
-    let storage: Arc<dyn storage::Storage> =
-        Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
-    let server = apiserver::server::start(storage)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (stop, stopped) = controllers::shared::Shutdown::new();
-    let ctl = tokio::spawn(controllers::run_all(
-        server.clone(),
-        controllers::Options::default(),
-        stopped.clone().wait(),
-    ));
-    let sched = tokio::spawn(scheduler::run_all(
-        server.clone(),
-        scheduler::Options::default(),
-        stopped.clone().wait(),
-    ));
+    let (server, _data) = crate::setup::server().await?;
+    let background = crate::setup::Background::control_plane(&server);
     let progress = watch_pods(&server)?;
     let rss_start = rss_bytes();
 
@@ -282,9 +265,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             a.shutdown().await;
         }
     }
-    stop.trigger();
-    let _ = tokio::time::timeout(Duration::from_secs(5), ctl).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), sched).await;
+    background.stop().await;
     Ok(())
 }
 

@@ -1,0 +1,73 @@
+//! What the in-process benchmarks start: an API server on a fresh embedded store, and the
+//! control plane (controllers, scheduler) beside it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::ApiServer;
+use controllers::shared::{Shutdown, ShutdownTrigger};
+use tokio::task::JoinHandle;
+
+/// An API server on a new embedded store under `target/bench-data` (removed with the guard).
+pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
+    let dir = std::env::current_dir()?.join("target/bench-data");
+    std::fs::create_dir_all(&dir)?;
+    let data = tempfile::tempdir_in(&dir)?;
+    let storage: Arc<dyn storage::Storage> =
+        Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
+    let server = apiserver::server::start(storage)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok((server, data))
+}
+
+/// Tasks running until [`Background::stop`]: the controllers and the scheduler, and whatever
+/// else a benchmark adds.
+pub struct Background {
+    trigger: ShutdownTrigger,
+    pub shutdown: Shutdown,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Background {
+    /// Starts the controllers and the scheduler over `server`.
+    pub fn control_plane(server: &Arc<ApiServer>) -> Self {
+        let (trigger, shutdown) = Shutdown::new();
+        let mut bg = Background {
+            trigger,
+            shutdown,
+            tasks: Vec::new(),
+        };
+        let s = bg.shutdown.clone();
+        bg.spawn(controllers::run_all(
+            server.clone(),
+            controllers::Options::default(),
+            s.clone().wait(),
+        ));
+        bg.spawn(scheduler::run_all(
+            server.clone(),
+            scheduler::Options::default(),
+            s.wait(),
+        ));
+        bg
+    }
+
+    /// Runs one more task until the stop (it should end on [`Background::shutdown`]).
+    pub fn spawn<T, E>(&mut self, f: impl Future<Output = Result<T, E>> + Send + 'static)
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        self.tasks.push(tokio::spawn(async move {
+            let _ = f.await;
+        }));
+    }
+
+    /// Triggers the shutdown and gives each task five seconds to end.
+    pub async fn stop(self) {
+        self.trigger.trigger();
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+    }
+}
