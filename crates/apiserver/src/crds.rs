@@ -213,12 +213,8 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<bool, ApiErr
     }
     // Serve what is established, reading the CRDs again once the cache has the statuses just
     // written (a client that sees Established must find the resource and its schema soon).
-    if wrote && let Ok(rev) = server.store.storage.current_revision().await {
-        server
-            .store
-            .cache
-            .wait_for(rev, std::time::Duration::from_secs(5))
-            .await;
+    if wrote {
+        server.store.wait_for_cache().await;
     }
     let crds = crds_of(server, cluster);
     let serving: Vec<Value> = crds

@@ -215,7 +215,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     }
     // A racing provisioner may have stored other credentials first (kept by create_or_keep):
     // the kubeconfig just written would then not authenticate, so start over.
-    wait_for_cache(server).await;
+    server.store.wait_for_cache().await;
     match server.authn.trust(server, name) {
         Some(t) if t.ca_pem == ca.pair.cert_pem => {}
         _ => {
@@ -290,16 +290,6 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
             key_pem: field("ca.key").ok_or_else(|| ApiError::internal("no ca.key"))?,
         },
     })
-}
-
-async fn wait_for_cache(server: &ApiServer) {
-    if let Ok(rev) = server.store.storage.current_revision().await {
-        server
-            .store
-            .cache
-            .wait_for(rev, std::time::Duration::from_secs(5))
-            .await;
-    }
 }
 
 /// Removes everything of a deleted cluster, then lets its LogicalCluster go.

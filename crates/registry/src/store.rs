@@ -184,6 +184,16 @@ fn generation_relevant(obj: &Value, has_status: bool) -> Value {
 }
 
 impl Store {
+    /// Waits (up to five seconds) until the cache has every write storage has committed, so
+    /// a read from it sees this task's own writes.
+    pub async fn wait_for_cache(&self) {
+        if let Ok(rev) = self.storage.current_revision().await {
+            self.cache
+                .wait_for(rev, std::time::Duration::from_secs(5))
+                .await;
+        }
+    }
+
     pub fn new(storage: Arc<dyn Storage>, cache: Arc<WatchCache>) -> Self {
         Store {
             storage,

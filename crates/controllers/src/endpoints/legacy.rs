@@ -18,7 +18,7 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use super::{HEADLESS_LABEL, ResolvedPort};
 use crate::client::ClusterClients;
 use crate::error::{Result, ignore_not_found};
-use crate::informer::{Change, ObjectKey, Store};
+use crate::informer::{ObjectKey, Store};
 use crate::queue::{Action, Queue};
 use crate::shared::Informers;
 
@@ -130,16 +130,7 @@ impl EndpointsController {
         let services = services_inf.store();
         let q = queue.clone();
         services_inf.on_change(move |c| q.add(c.key().clone()));
-        let (q, s) = (queue.clone(), services.clone());
-        pods_inf.on_change(move |c| {
-            let pods: Vec<&Pod> = match c {
-                Change::Updated { old, new, .. } => vec![&***old, &***new],
-                other => vec![&**other.object()],
-            };
-            for k in super::services_selecting(&s, c.key(), &pods) {
-                q.add(k);
-            }
-        });
+        super::on_pod_change(&pods_inf, &services, &queue);
         let (q, s) = (queue.clone(), services.clone());
         endpoints_inf.on_change(move |c| {
             if s.get(c.key()).is_some() {

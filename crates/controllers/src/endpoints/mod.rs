@@ -18,8 +18,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::informer::{ObjectKey, Store};
+use std::sync::Arc;
+
+use crate::informer::{Change, Informer, ObjectKey, Store};
 use crate::podutil;
+use crate::queue::Queue;
 
 /// The label naming the service of an EndpointSlice.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -165,6 +168,25 @@ pub fn hostname(svc: &Service, pod: &Pod) -> Option<String> {
 /// Whether the service is headless (`clusterIP: None`).
 pub fn headless(svc: &Service) -> bool {
     svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None")
+}
+
+/// Queues the services that select a pod, before or after its change (both endpoint
+/// controllers follow pods this way).
+pub fn on_pod_change(
+    pods: &Informer<Pod>,
+    services: &Store<Service>,
+    queue: &Arc<Queue<ObjectKey>>,
+) {
+    let (q, s) = (queue.clone(), services.clone());
+    pods.on_change(move |c| {
+        let pods: Vec<&Pod> = match c {
+            Change::Updated { old, new, .. } => vec![&***old, &***new],
+            other => vec![&**other.object()],
+        };
+        for k in services_selecting(&s, c.key(), &pods) {
+            q.add(k);
+        }
+    });
 }
 
 /// The managed services of the pod's namespace that select it (before or after a change).

@@ -179,16 +179,7 @@ impl EndpointSliceController {
         let services = services_inf.store();
         let q = queue.clone();
         services_inf.on_change(move |c| q.add(c.key().clone()));
-        let (q, s) = (queue.clone(), services.clone());
-        pods_inf.on_change(move |c| {
-            let pods: Vec<&Pod> = match c {
-                Change::Updated { old, new, .. } => vec![&***old, &***new],
-                other => vec![&**other.object()],
-            };
-            for k in super::services_selecting(&s, c.key(), &pods) {
-                q.add(k);
-            }
-        });
+        super::on_pod_change(&pods_inf, &services, &queue);
         let q = queue.clone();
         slices_inf.on_change(move |c| {
             if let Some(k) = service_of(c.key(), c.object()) {
