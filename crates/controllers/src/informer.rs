@@ -20,12 +20,13 @@ use futures::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::client::{CLUSTER_ANNOTATION, ClusterClients, ROOT};
 use crate::error::Result;
+pub use crate::store::Store;
 
 /// Where an object lives: its cluster, namespace (empty when cluster-scoped) and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -103,68 +104,6 @@ impl<K> Change<'_, K> {
 
 type Handler<K> = Arc<dyn Fn(&Change<'_, K>) + Send + Sync>;
 
-/// The objects an informer has seen, by key.
-pub struct Store<K> {
-    map: Arc<RwLock<BTreeMap<ObjectKey, Arc<K>>>>,
-}
-
-impl<K> Clone for Store<K> {
-    fn clone(&self) -> Self {
-        Store {
-            map: self.map.clone(),
-        }
-    }
-}
-
-impl<K> Default for Store<K> {
-    fn default() -> Self {
-        Store {
-            map: Arc::new(RwLock::new(BTreeMap::new())),
-        }
-    }
-}
-
-impl<K> Store<K> {
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
-        self.map.read().get(key).cloned()
-    }
-
-    /// Every object of one namespace of one cluster (a range scan).
-    pub fn list_namespace(&self, cluster: &str, namespace: &str) -> Vec<Arc<K>> {
-        let start = ObjectKey::new(cluster, namespace, "");
-        self.map
-            .read()
-            .range(start..)
-            .take_while(|(k, _)| k.cluster == cluster && k.namespace == namespace)
-            .map(|(_, v)| v.clone())
-            .collect()
-    }
-
-    /// Every object of one cluster.
-    pub fn list_cluster(&self, cluster: &str) -> Vec<(ObjectKey, Arc<K>)> {
-        let start = ObjectKey::new(cluster, "", "");
-        self.map
-            .read()
-            .range(start..)
-            .take_while(|(k, _)| k.cluster == cluster)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-
-    /// Every key.
-    pub fn keys(&self) -> Vec<ObjectKey> {
-        self.map.read().keys().cloned().collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.read().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// A cross-cluster informer of one resource.
 pub struct Informer<K> {
     name: String,
@@ -220,8 +159,8 @@ where
     pub fn on_change(&self, f: impl Fn(&Change<'_, K>) + Send + Sync + 'static) {
         let f: Handler<K> = Arc::new(f);
         let mut handlers = self.handlers.lock();
-        for (k, v) in self.store.map.read().iter() {
-            f(&Change::Added(k, v));
+        for (k, v) in self.store.entries() {
+            f(&Change::Added(&k, &v));
         }
         handlers.push(f);
     }
@@ -247,7 +186,7 @@ where
     fn apply(&self, mut obj: K) {
         let key = take_key(&mut obj);
         let new = Arc::new(obj);
-        let old = self.store.map.write().insert(key.clone(), new.clone());
+        let old = self.store.insert(key.clone(), new.clone());
         match old {
             Some(old) => self.emit(Change::Updated {
                 key: &key,
@@ -260,14 +199,14 @@ where
 
     fn delete(&self, mut obj: K) {
         let key = take_key(&mut obj);
-        let old = self.store.map.write().remove(&key);
+        let old = self.store.remove(&key);
         let last = Arc::new(obj);
         self.emit(Change::Deleted(&key, old.as_ref().unwrap_or(&last)));
     }
 
     /// Replaces the store with a complete list, emitting the differences.
     fn replace(&self, fresh: BTreeMap<ObjectKey, Arc<K>>) {
-        let old = std::mem::replace(&mut *self.store.map.write(), fresh.clone());
+        let old = self.store.replace(fresh.clone());
         for (k, v) in &old {
             if !fresh.contains_key(k) {
                 self.emit(Change::Deleted(k, v));

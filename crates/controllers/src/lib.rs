@@ -45,6 +45,7 @@ pub mod rootca;
 pub mod serviceaccount;
 pub mod shared;
 pub mod statefulset;
+pub mod store;
 pub mod ttl;
 pub mod volumebinding;
 

@@ -170,7 +170,10 @@ impl ReplicaSetController {
         let needs_sync = self.expectations.satisfied(&key);
         let client = self.clients.cluster(&key.cluster)?;
         let pods_api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
-        let all = self.pods.list_namespace(&key.cluster, &key.namespace);
+        let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+        let all = self
+            .pods
+            .claim_candidates(&key.cluster, &key.namespace, uid);
         let active: Vec<Arc<Pod>> = all.into_iter().filter(|p| podutil::is_active(p)).collect();
         let owned = self.claim(&rs, &pods_api, active).await?;
         let mut manage_err = None;
@@ -221,17 +224,17 @@ impl ReplicaSetController {
         let mut owned = Vec::new();
         let mut alive: Option<bool> = None;
         for pod in pods {
-            let matches = podutil::selector_matches(selector, &podutil::labels(&pod.metadata));
+            let matches = || podutil::selector_matches(selector, &podutil::labels(&pod.metadata));
             match podutil::controller_ref(&pod.metadata) {
                 Some(r) if r.uid == uid => {
-                    if matches || rs.metadata.deletion_timestamp.is_some() {
+                    if rs.metadata.deletion_timestamp.is_some() || matches() {
                         owned.push(pod);
                     } else {
                         release(api, &pod, &uid).await?;
                     }
                 }
                 Some(_) => {}
-                None if matches && rs.metadata.deletion_timestamp.is_none() => {
+                None if rs.metadata.deletion_timestamp.is_none() && matches() => {
                     if alive.is_none() {
                         alive = Some(self.recheck_alive(api, rs).await?);
                     }

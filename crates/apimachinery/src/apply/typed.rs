@@ -127,6 +127,12 @@ fn compare_node(
     path: &mut Vec<PathElement>,
     c: &mut Comparison,
 ) -> Result<(), String> {
+    if let (Some(a), Some(b)) = (l, r)
+        && a == b
+    {
+        // Nothing below an identical subtree changed (most of an object, in most writes).
+        return Ok(());
+    }
     match shape_of(schema, l, r) {
         Shape::Leaf => {
             compare_leaf(l, r, path, c);

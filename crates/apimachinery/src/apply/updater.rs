@@ -210,15 +210,24 @@ pub fn update_managed_fields(
     if old.is_some() && managers.is_empty() {
         return Vec::new();
     }
-    let new = without_managed_fields(new);
+    // The objects are compared as they are (no copies without their managedFields): the
+    // comparison skips equal subtrees, and whatever it finds under managedFields is dropped.
+    let zero;
     let old = match old {
-        Some(o) => without_managed_fields(o),
-        None => zero_object(Some(schema), &new),
+        Some(o) => o,
+        None => {
+            zero = zero_object(Some(schema), new);
+            &zero
+        }
     };
-    let Ok(mut cmp) = compare(schema, &old, &new) else {
+    let Ok(mut cmp) = compare(schema, old, new) else {
         return Vec::new();
     };
     cmp.exclude(reset);
+    cmp.exclude(&FieldSet::from_paths([FieldPath::fields(&[
+        "metadata",
+        "managedFields",
+    ])]));
     let touched = cmp.modified.union(&cmp.added);
     for owned in managers.values_mut() {
         owned.set = owned

@@ -68,7 +68,10 @@ impl DaemonSetController {
             selector: Some(&spec.selector),
             adopt_finalizer: None,
         };
-        let revs = self.revisions.list_namespace(&key.cluster, &key.namespace);
+        let uid = ds.metadata.uid.as_deref().unwrap_or_default();
+        let revs = self
+            .revisions
+            .claim_candidates(&key.cluster, &key.namespace, uid);
         let revs = claimer
             .claim(
                 &revs_api,
@@ -77,7 +80,9 @@ impl DaemonSetController {
                 async || recheck_alive(&ds_api, &ds.metadata).await,
             )
             .await?;
-        let pods = self.pods.list_namespace(&key.cluster, &key.namespace);
+        let pods = self
+            .pods
+            .claim_candidates(&key.cluster, &key.namespace, uid);
         let pods = claimer
             .claim(
                 &pods_api,

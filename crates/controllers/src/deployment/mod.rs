@@ -153,7 +153,10 @@ impl DeploymentController {
             }
             return Ok(Action::AwaitChange);
         }
-        let candidates = self.sets.list_namespace(&key.cluster, &key.namespace);
+        let uid = s.d.metadata.uid.as_deref().unwrap_or_default();
+        let candidates = self
+            .sets
+            .claim_candidates(&key.cluster, &key.namespace, uid);
         let rs_list = s.claim(candidates).await?;
         if s.d.metadata.deletion_timestamp.is_some() {
             let (new_rs, old) = s.find_sets(&rs_list);

@@ -64,7 +64,11 @@ impl JobController {
         if spec.managed_by.as_deref().is_some_and(|m| m != MANAGED_BY) {
             return Ok(Action::AwaitChange);
         }
-        let candidates = self.pods.list_namespace(&key.cluster, &key.namespace);
+        let candidates = self.pods.claim_candidates(
+            &key.cluster,
+            &key.namespace,
+            job.metadata.uid.as_deref().unwrap_or_default(),
+        );
         let claimer = Claimer {
             owner: &job.metadata,
             api_version: "batch/v1",

@@ -61,7 +61,10 @@ impl StatefulSetController {
             selector: Some(&spec.selector),
             adopt_finalizer: None,
         };
-        let revs = self.revisions.list_namespace(&key.cluster, &key.namespace);
+        let uid = set.metadata.uid.as_deref().unwrap_or_default();
+        let revs = self
+            .revisions
+            .claim_candidates(&key.cluster, &key.namespace, uid);
         let revs = claimer
             .claim(
                 &revs_api,
@@ -70,7 +73,9 @@ impl StatefulSetController {
                 async || recheck_alive(&sets_api, &set.metadata).await,
             )
             .await?;
-        let pods = self.pods.list_namespace(&key.cluster, &key.namespace);
+        let pods = self
+            .pods
+            .claim_candidates(&key.cluster, &key.namespace, uid);
         let member = |p: &Pod| ordinal(&set_name, name(&p.metadata)).is_some();
         let pods = claimer
             .claim(&pods_api, pods, member, async || {
