@@ -170,17 +170,35 @@ fn object_key(res: &ResourceDef, loc: &Location<'_>) -> String {
     )
 }
 
-/// The parts of an object that count for `metadata.generation`: everything but metadata, and
-/// but status when status has its own endpoint.
-fn generation_relevant(obj: &Value, has_status: bool) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        if has_status {
-            m.remove("status");
-        }
+/// Whether two versions of an object differ in what counts for `metadata.generation`:
+/// everything but metadata, and but status when status has its own endpoint.
+fn generation_changed(a: &Value, b: &Value, has_status: bool) -> bool {
+    let counts = |(k, _): &(&String, &Value)| {
+        k.as_str() != "metadata" && !(has_status && k.as_str() == "status")
+    };
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => !a.iter().filter(counts).eq(b.iter().filter(counts)),
+        _ => a != b,
     }
-    v
+}
+
+/// Whether two versions of an object are equal but for `metadata.resourceVersion` (a no-op
+/// write), compared in place.
+fn same_but_resource_version(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let not_meta = |(k, _): &(&String, &Value)| k.as_str() != "metadata";
+    if !a.iter().filter(not_meta).eq(b.iter().filter(not_meta)) {
+        return false;
+    }
+    let not_rv = |(k, _): &(&String, &Value)| k.as_str() != "resourceVersion";
+    match (a.get("metadata"), b.get("metadata")) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            x.iter().filter(not_rv).eq(y.iter().filter(not_rv))
+        }
+        (x, y) => x == y,
+    }
 }
 
 impl Store {
@@ -703,16 +721,20 @@ impl Store {
         }
         if opts.subresource.as_deref() == Some("status") {
             // The status endpoint changes only the status (and who manages it).
-            let status = new.get("status").cloned();
+            let status = new.get_mut("status").map(Value::take);
             let managed = meta::metadata(&new).get("managedFields").cloned();
-            let mut merged = old.clone();
-            match status {
-                Some(s) => merged["status"] = s,
-                None => {
-                    if let Some(m) = merged.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
+            // The old object but its status (which is replaced, so not copied).
+            let mut merged = match old.as_object() {
+                Some(m) => Value::Object(
+                    m.iter()
+                        .filter(|(k, _)| k.as_str() != "status")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+                None => old.clone(),
+            };
+            if let Some(s) = status {
+                merged["status"] = s;
             }
             if let Some(mf) = managed {
                 meta::set(&mut merged, "managedFields", mf);
@@ -772,17 +794,13 @@ impl Store {
             res.strategy.prepare_for_update(&mut new, old);
             res.strategy.default(&mut new);
         }
-        let mut old_cmp = old.clone();
-        meta::remove(&mut old_cmp, "resourceVersion");
-        if generation_relevant(&new, res.has_status())
-            != generation_relevant(&old_cmp, res.has_status())
-        {
+        if generation_changed(&new, old, res.has_status()) {
             let g = meta::generation(old).max(1) + 1;
             meta::set(&mut new, "generation", g);
         }
         // Compare without resourceVersion so a no-op write is recognised; the caller
         // validates.
-        if new == old_cmp {
+        if same_but_resource_version(&new, old) {
             return Ok(old.clone());
         }
         Ok(new)
@@ -892,5 +910,39 @@ impl Store {
             loc.name,
             "too many concurrent updates; please try again",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn generation_counts_spec_changes_but_not_metadata_or_a_status_with_its_own_endpoint() {
+        let a = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}, "status": {"y": 1}});
+        let relabelled =
+            json!({"metadata": {"labels": {"a": "2"}}, "spec": {"x": 1}, "status": {"y": 1}});
+        let status =
+            json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}, "status": {"y": 2}});
+        let spec =
+            json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": 2}, "status": {"y": 1}});
+        assert!(!generation_changed(&a, &relabelled, true));
+        assert!(!generation_changed(&a, &status, true));
+        assert!(generation_changed(&a, &status, false));
+        assert!(generation_changed(&a, &spec, true));
+        assert!(generation_changed(&a, &json!({"metadata": {}}), true));
+    }
+
+    #[test]
+    fn a_write_that_changes_only_the_resource_version_is_a_no_op() {
+        let a = json!({"metadata": {"name": "x", "resourceVersion": "5"}, "spec": {"x": 1}});
+        let b = json!({"metadata": {"name": "x"}, "spec": {"x": 1}});
+        let c = json!({"metadata": {"name": "y"}, "spec": {"x": 1}});
+        let d = json!({"metadata": {"name": "x"}, "spec": {"x": 2}});
+        assert!(same_but_resource_version(&a, &b));
+        assert!(!same_but_resource_version(&a, &c));
+        assert!(!same_but_resource_version(&a, &d));
+        assert!(!same_but_resource_version(&a, &json!({"spec": {"x": 1}})));
     }
 }

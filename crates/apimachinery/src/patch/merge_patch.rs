@@ -8,22 +8,37 @@ use serde_json::{Map, Value};
 
 /// Applies a merge patch to `doc`. It cannot fail: any JSON value is a valid merge patch.
 pub fn merge_patch(doc: &Value, patch: &Value) -> Value {
+    let mut out = doc.clone();
+    merge_patch_into(&mut out, patch);
+    out
+}
+
+/// Applies a merge patch to `doc` in place (no copy of what the patch does not touch).
+pub fn merge_patch_into(doc: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
-        return patch.clone();
+        *doc = patch.clone();
+        return;
     };
-    let mut out = match doc {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    let Value::Object(out) = doc else {
+        return;
     };
     for (k, v) in patch {
         if v.is_null() {
             out.remove(k);
             continue;
         }
-        let merged = merge_patch(out.get(k).unwrap_or(&Value::Null), v);
-        out.insert(k.clone(), merged);
+        match out.get_mut(k) {
+            Some(cur) => merge_patch_into(cur, v),
+            None => {
+                let mut fresh = Value::Null;
+                merge_patch_into(&mut fresh, v);
+                out.insert(k.clone(), fresh);
+            }
+        }
     }
-    Value::Object(out)
 }
 
 #[cfg(test)]
