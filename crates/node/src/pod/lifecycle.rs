@@ -178,6 +178,9 @@ pub fn next(pod: &Pod, t: &Timeline, pacing: &Pacing) -> Action {
         };
     }
     match stage {
+        // With no start delay and no init containers there is nothing to show between
+        // "creating" and "running": one status write instead of two (as KWOK does).
+        Stage::New if pacing.start_delay.is_zero() && initialized(pod) => Action::Start,
         Stage::New => Action::Create,
         Stage::Creating => {
             let at = t.created.map_or(t.now, |c| c + pacing.start_delay);

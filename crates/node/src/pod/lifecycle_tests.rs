@@ -87,6 +87,21 @@ fn a_new_pod_is_created_first() {
 }
 
 #[test]
+fn without_a_start_delay_a_new_pod_starts_in_one_step_unless_it_has_init_containers() {
+    let instant = Pacing {
+        start_delay: Duration::ZERO,
+        ..PACING
+    };
+    let p = pod(None, &[]);
+    assert_eq!(next(&p, &timeline(base()), &instant), Action::Start);
+    let mut with_init = pod(None, &[]);
+    if let Some(spec) = with_init.spec.as_mut() {
+        spec.init_containers = Some(vec![Default::default()]);
+    }
+    assert_eq!(next(&with_init, &timeline(base()), &instant), Action::Create);
+}
+
+#[test]
 fn creating_containers_start_after_the_start_delay() {
     let p = creating(&pod(None, &[]));
     assert_eq!(stage(&p), Stage::Creating);
