@@ -104,19 +104,6 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// A copy with what rendering reads (query and headers), without the body.
-    pub fn clone_for_render(ctx: &Ctx) -> Ctx {
-        Ctx {
-            cluster: ctx.cluster.clone(),
-            user: ctx.user.clone(),
-            method: ctx.method.clone(),
-            query: ctx.query.clone(),
-            headers: ctx.headers.clone(),
-            body: Bytes::new(),
-            warnings: Vec::new(),
-        }
-    }
-
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
@@ -285,7 +272,7 @@ pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value 
             cluster,
         )
         && let Some(v) = lc
-            .value
+            .value()
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(VERSION_ANNOTATION))
             .and_then(serde_json::Value::as_str)
