@@ -26,19 +26,18 @@ pub async fn get(
     res: &ResourceDef,
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
-    let obj = match ctx.query.get("resourceVersion") {
-        Some("0") => match server.store.cache.get(
+    if ctx.query.get("resourceVersion") == Some("0")
+        && let Some(o) = server.store.cache.get(
             &res.group,
             &res.plural,
             loc.cluster,
             loc.namespace,
             loc.name,
-        ) {
-            Some(o) => o.to_value(),
-            None => server.store.get(res, loc).await?,
-        },
-        _ => server.store.get(res, loc).await?,
-    };
+        )
+    {
+        return render::cached_object(ctx, res, StatusCode::OK, &o);
+    }
+    let obj = server.store.get(res, loc).await?;
     render::object(ctx, res, StatusCode::OK, &obj)
 }
 

@@ -112,6 +112,25 @@ pub fn object(
     })
 }
 
+/// Renders one object from the cache: its cached bytes as they are for JSON, decoded for
+/// anything else (or when the resource has a read hook).
+pub fn cached_object(
+    ctx: &Ctx,
+    res: &ResourceDef,
+    status: StatusCode,
+    obj: &CachedObject,
+) -> Result<Response<Body>, ApiError> {
+    if matches!(output(ctx)?, Output::Json) && !res.strategy.has_read() {
+        return Ok(respond(
+            ctx,
+            status,
+            "application/json",
+            obj.json().to_vec(),
+        ));
+    }
+    object(ctx, res, status, &obj.to_value())
+}
+
 #[derive(Serialize)]
 struct ListOut<'a, T: Serialize> {
     kind: &'a str,

@@ -38,8 +38,9 @@ enum Change {
 /// The strategy that defines a resource's selectable fields: the built-in one, or none
 /// (custom resources' selectable fields are read by decoding, see [`CachedObject::field`]).
 fn strategy_of(group: &str, plural: &str) -> &'static dyn Strategy {
-    static BUILTIN: OnceLock<Vec<(&'static str, &'static str, Arc<dyn Strategy>)>> =
-        OnceLock::new();
+    /// A built-in resource (group, plural) with selectable fields, and its strategy.
+    type Selectable = (&'static str, &'static str, Arc<dyn Strategy>);
+    static BUILTIN: OnceLock<Vec<Selectable>> = OnceLock::new();
     static DEFAULT: DefaultStrategy = DefaultStrategy;
     BUILTIN
         .get_or_init(|| {

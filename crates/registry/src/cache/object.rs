@@ -76,6 +76,9 @@ impl Slot {
     }
 }
 
+/// A selectable field's name and value.
+type FieldValue = (&'static str, Option<Box<str>>);
+
 /// What filters and internal loops read without decoding.
 #[derive(Debug, Clone, Default)]
 struct Attrs {
@@ -84,7 +87,7 @@ struct Attrs {
     uid: Box<str>,
     labels: LabelSet,
     /// The strategy's selectable fields, as `Strategy::field` computed them.
-    fields: Box<[(&'static str, Option<Box<str>>)]>,
+    fields: Box<[FieldValue]>,
 }
 
 /// An object's labels (string values only, as label selectors see them), sorted by key.
@@ -139,23 +142,36 @@ impl CachedObject {
         keep_decoded: bool,
     ) -> Option<CachedObject> {
         let value: Value = serde_json::from_slice(raw).ok()?;
-        CachedObject::new(value, rev, cluster, strategy, keep_decoded)
+        CachedObject::prepare(value, rev, cluster, strategy, keep_decoded, raw.len())
     }
 
     /// Prepares an object at `rev` (its resourceVersion is set to `rev`). `None` for anything
     /// that is not a JSON object.
     pub fn new(
-        mut value: Value,
+        value: Value,
         rev: i64,
         cluster: Arc<str>,
         strategy: &dyn Strategy,
         keep_decoded: bool,
     ) -> Option<CachedObject> {
+        CachedObject::prepare(value, rev, cluster, strategy, keep_decoded, 1024)
+    }
+
+    /// `new` with the expected size of the encoding (the stored bytes' length: the cached
+    /// form adds only the resourceVersion).
+    fn prepare(
+        mut value: Value,
+        rev: i64,
+        cluster: Arc<str>,
+        strategy: &dyn Strategy,
+        keep_decoded: bool,
+        size_hint: usize,
+    ) -> Option<CachedObject> {
         if !value.is_object() {
             return None;
         }
         apimachinery::meta::set(&mut value, "resourceVersion", rev.to_string());
-        let enc = encode(value.as_object()?).ok()?;
+        let enc = encode(value.as_object()?, size_hint + 48).ok()?;
         let meta = apimachinery::meta::metadata(&value);
         let text =
             |k: &str| -> Box<str> { meta.get(k).and_then(Value::as_str).unwrap_or("").into() };
@@ -186,7 +202,7 @@ impl CachedObject {
     pub fn at_revision(&self, rev: i64) -> CachedObject {
         let digits = rev.to_string();
         let (start, end) = self.rv_at;
-        let mut json = Vec::with_capacity(self.json.len() + digits.len());
+        let mut json = Vec::with_capacity(self.json.len() + digits.len() - (end - start));
         json.extend_from_slice(&self.json[..start]);
         json.extend_from_slice(digits.as_bytes());
         json.extend_from_slice(&self.json[end..]);
@@ -358,8 +374,8 @@ struct Encoded {
 
 /// Writes an object as compact JSON (the same bytes `serde_json::to_vec` writes), noting where
 /// the resourceVersion digits are and where the cluster annotation would go.
-fn encode(obj: &Map<String, Value>) -> serde_json::Result<Encoded> {
-    let mut out = Vec::with_capacity(1024);
+fn encode(obj: &Map<String, Value>, size_hint: usize) -> serde_json::Result<Encoded> {
+    let mut out = Vec::with_capacity(size_hint);
     let mut rv_at = (0, 0);
     let mut slot = None;
     out.push(b'{');
@@ -423,6 +439,8 @@ fn encode(obj: &Map<String, Value>) -> serde_json::Result<Encoded> {
         }
     }
     out.push(b'}');
+    // Cached for the object's lifetime: no spare capacity.
+    out.shrink_to_fit();
     Ok(Encoded {
         json: out,
         rv_at,
