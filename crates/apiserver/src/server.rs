@@ -339,7 +339,12 @@ pub async fn start_with(
     config: Config,
 ) -> Result<Arc<ApiServer>, ApiError> {
     use registry::cache::{CacheOptions, WatchCache};
-    let cache = WatchCache::start(storage.clone(), CacheOptions::default())
+    let mut opts = CacheOptions::default();
+    // Every request to a tenant cluster reads its LogicalCluster (does it exist, is it
+    // Ready): keep those decoded, as RBAC is.
+    opts.keep_decoded
+        .push((crate::tenancy::GROUP.into(), crate::tenancy::PLURAL.into()));
+    let cache = WatchCache::start(storage.clone(), opts)
         .await
         .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
     let mut resources = registry::builtins::resources();

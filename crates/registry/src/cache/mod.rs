@@ -28,6 +28,7 @@ use serde_json::Value;
 use storage::Storage;
 use tokio::sync::{mpsc, watch};
 
+mod encode;
 mod feed;
 mod filter;
 mod follow;
@@ -37,7 +38,10 @@ mod tests;
 
 pub use filter::{Filter, Predicate, selector_predicate};
 pub use follow::Follow;
-pub use object::{CLUSTER_ANNOTATION, CachedObject, LabelSet};
+pub use object::{CachedObject, LabelSet};
+
+/// The annotation naming an object's logical cluster in cross-cluster responses.
+pub const CLUSTER_ANNOTATION: &str = "matryoshka.dev/cluster";
 
 /// Watch event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
