@@ -355,3 +355,51 @@ async fn a_cross_cluster_watch_item_names_its_cluster_and_a_cluster_one_does_not
         "a cluster watch sees only its cluster"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_prepared_concurrently_are_applied_in_revision_order() {
+    let (cache, storage, _dir) = cache().await;
+    let mut h = cache
+        .watch(
+            "",
+            "pods",
+            Filter::default(),
+            Start::After(cache.revision()),
+            false,
+        )
+        .unwrap();
+    let k = pod_key("a", "p");
+    let mut kv = storage
+        .create(
+            k.as_bytes(),
+            bytes(&pod("p", json!({"n": "0"}), "", "Pending")),
+        )
+        .await
+        .unwrap();
+    let mut revs = vec![kv.mod_revision];
+    for i in 1..40 {
+        let v = pod("p", json!({"n": i.to_string()}), "", "Pending");
+        kv = storage
+            .update(k.as_bytes(), bytes(&v), kv.mod_revision)
+            .await
+            .unwrap();
+        revs.push(kv.mod_revision);
+    }
+    let gone = storage
+        .delete(k.as_bytes(), Some(kv.mod_revision))
+        .await
+        .unwrap();
+    revs.push(gone.mod_revision);
+    for (i, want) in revs.iter().enumerate() {
+        let (ty, o) = next(&mut h).await;
+        assert_eq!(o.rev, *want);
+        let n = if i == 40 { 39 } else { i };
+        assert_eq!(o.labels().label("n"), Some(n.to_string().as_str()));
+        let expected = match i {
+            0 => EventType::Added,
+            40 => EventType::Deleted,
+            _ => EventType::Modified,
+        };
+        assert_eq!(ty, expected);
+    }
+}
