@@ -1,9 +1,9 @@
 //! Feeding the cache: the initial load, and one storage watch applied in revision order.
 //!
 //! Each event is prepared — decoded, its filter attributes extracted, re-encoded with its
-//! resourceVersion — before the write lock is taken, a few events at once on the blocking
-//! pool while earlier ones are applied in revision order; under the lock the cache only swaps
-//! the object, appends to the history and offers the event to watchers. (Decoding under the lock
+//! resourceVersion — before the write lock is taken (a backlog of events on several
+//! blocking-pool tasks at once), then applied in revision order; under the lock the cache only
+//! swaps the object, appends to the history and offers the event to watchers. (Decoding under the lock
 //! made every reader wait for it, and at 100,000 pods the feed fell tens of thousands of
 //! revisions behind storage.)
 
@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use apimachinery::status::ApiError;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use storage::{EventKind, ListOptions, Storage};
 
 use super::{
@@ -261,33 +261,57 @@ impl WatchCache {
     }
 }
 
-/// Events decoded concurrently ahead of the one being applied (upstream decodes in the
-/// watch's own goroutine, one per resource; here one feed serves every resource).
-const DECODING_AHEAD: usize = 4;
+/// Events taken from the storage watch at once, when that many are already waiting.
+const BATCH: usize = 256;
 
-/// A storage watch item with its object prepared.
-type Ready = storage::Result<(Arc<storage::Event>, Option<CachedObject>)>;
+/// Blocking-pool tasks preparing a backlog; a lone event is prepared in the feed itself, so
+/// the cache follows a quiet storage with no added latency (admission reads what was just
+/// written from it).
+const WORKERS: usize = 4;
 
-/// Prepares the object of one watch item on the blocking pool.
-async fn prepare_item(
-    cache: Weak<WatchCache>,
-    item: storage::Result<Arc<storage::Event>>,
-) -> Ready {
-    let ev = item?;
-    let job = ev.clone();
-    let put = tokio::task::spawn_blocking(move || cache.upgrade().and_then(|c| c.decode_put(&job)))
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "watch cache: preparing an event failed");
-            None
-        });
-    Ok((ev, put))
+/// The prepared objects of a batch of watch items, in order.
+async fn prepare_batch(
+    cache: &Arc<WatchCache>,
+    batch: &[storage::Result<Arc<storage::Event>>],
+) -> Vec<Option<CachedObject>> {
+    let events: Vec<Option<Arc<storage::Event>>> =
+        batch.iter().map(|i| i.as_ref().ok().cloned()).collect();
+    if events.len() < WORKERS {
+        return events
+            .iter()
+            .map(|e| e.as_ref().and_then(|ev| cache.decode_put(ev)))
+            .collect();
+    }
+    let chunk = events.len().div_ceil(WORKERS);
+    let jobs: Vec<_> = events
+        .chunks(chunk)
+        .map(|part| {
+            let part = part.to_vec();
+            let cache = cache.clone();
+            tokio::task::spawn_blocking(move || {
+                part.iter()
+                    .map(|e| e.as_ref().and_then(|ev| cache.decode_put(ev)))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(events.len());
+    for (job, part) in jobs.into_iter().zip(events.chunks(chunk)) {
+        match job.await {
+            Ok(objs) => out.extend(objs),
+            Err(e) => {
+                tracing::warn!(error = %e, "watch cache: preparing events failed");
+                out.extend(part.iter().map(|_| None));
+            }
+        }
+    }
+    out
 }
 
 /// Feeds the cache from storage; re-lists when the storage watch fails.
 pub(super) async fn run(cache: Weak<WatchCache>, storage: Arc<dyn Storage>, mut rev: i64) {
-    loop {
-        let w = match storage.watch(key::ROOT.as_bytes(), rev).await {
+    'watch: loop {
+        let mut w = match storage.watch(key::ROOT.as_bytes(), rev).await {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, "watch cache: storage watch failed to start; re-listing");
@@ -300,27 +324,75 @@ pub(super) async fn run(cache: Weak<WatchCache>, storage: Arc<dyn Storage>, mut 
                 continue;
             }
         };
-        let mut events = w
-            .map(|item| prepare_item(cache.clone(), item))
-            .buffered(DECODING_AHEAD);
         loop {
-            let next = events.next().await;
+            let Some(first) = w.next().await else { return };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match w.next().now_or_never() {
+                    Some(Some(item)) => batch.push(item),
+                    _ => break,
+                }
+            }
             let Some(c) = cache.upgrade() else { return };
-            match next {
-                Some(Ok((ev, put))) => {
-                    rev = ev.revision();
-                    c.apply(&ev, put);
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "watch cache: storage watch ended; re-listing");
-                    match c.load(&*storage).await {
-                        Ok(r) => rev = r,
-                        Err(e) => tracing::warn!(error = %e, "watch cache: re-list failed"),
+            let puts = prepare_batch(&c, &batch).await;
+            for (item, put) in batch.into_iter().zip(puts) {
+                match item {
+                    Ok(ev) => {
+                        rev = ev.revision();
+                        c.apply(&ev, put);
                     }
-                    break;
+                    Err(e) => {
+                        tracing::warn!(error = %e, "watch cache: storage watch ended; re-listing");
+                        match c.load(&*storage).await {
+                            Ok(r) => rev = r,
+                            Err(e) => tracing::warn!(error = %e, "watch cache: re-list failed"),
+                        }
+                        continue 'watch;
+                    }
                 }
-                None => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(i: i64) -> storage::Result<Arc<storage::Event>> {
+        let name = format!("p{i}");
+        let value = serde_json::json!({"metadata": {"name": name, "namespace": "default"}});
+        Ok(Arc::new(storage::Event {
+            kind: EventKind::Create,
+            kv: storage::KeyValue {
+                key: key::object("a", "", "pods", "default", &name).into(),
+                value: serde_json::to_vec(&value).unwrap().into(),
+                create_revision: i,
+                mod_revision: i,
+                version: 1,
+            },
+            prev: None,
+        }))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_backlog_is_prepared_on_several_tasks_and_comes_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let cache = WatchCache::start(storage, super::super::CacheOptions::default())
+            .await
+            .unwrap();
+        let mut batch: Vec<_> = (1..=37).map(event).collect();
+        batch.insert(5, Err(storage::Error::NotFound));
+        let puts = prepare_batch(&cache, &batch).await;
+        assert_eq!(puts.len(), 38);
+        assert!(puts[5].is_none(), "an error prepares nothing");
+        let revs: Vec<i64> = puts.iter().flatten().map(|o| o.rev).collect();
+        assert_eq!(revs, (1..=37).collect::<Vec<_>>());
+        assert!(
+            puts.iter()
+                .flatten()
+                .all(|o| o.name() == format!("p{}", o.rev))
+        );
     }
 }
