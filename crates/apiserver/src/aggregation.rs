@@ -23,15 +23,17 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<(), ApiError
         ..Filter::default()
     };
     let roles = server.store.cache.list(RBAC, "clusterroles", &filter).0;
-    let all: Vec<&Value> = roles.iter().map(|r| &r.value).collect();
+    // Cluster roles are kept decoded by the cache: this copies pointers.
+    let values: Vec<Arc<Value>> = roles.iter().map(|r| r.value()).collect();
+    let all: Vec<&Value> = values.iter().map(|v| &**v).collect();
     let Some(res) = server.catalog.builtin(RBAC, "clusterroles") else {
         return Ok(());
     };
-    for role in &roles {
-        let Some(rules) = rbac::aggregate(&role.value, all.iter().copied()) else {
+    for role in &values {
+        let Some(rules) = rbac::aggregate(role, all.iter().copied()) else {
             continue;
         };
-        let name = meta::name(&role.value).to_string();
+        let name = meta::name(role).to_string();
         let loc = Location {
             cluster,
             namespace: "",

@@ -158,15 +158,15 @@ impl Authenticator {
             SYSTEM_NAMESPACE,
             &pki_secret_name(cluster),
         )?;
-        let rv = apimachinery::meta::resource_version(&secret.value).to_string();
+        let rv = secret.rev.to_string();
         if let Some((seen, t)) = self.clusters.read().get(cluster)
             && *seen == rv
         {
             return Some(t.clone());
         }
+        let secret = secret.value();
         let data = |k: &str| {
             secret
-                .value
                 .get("data")
                 .and_then(|d| d.get(k))
                 .and_then(Value::as_str)
@@ -251,7 +251,7 @@ impl Authenticator {
                 .and_then(Value::as_str)?;
             let s = cache.get("", "secrets", cluster, ns, secret)?;
             let stored = s
-                .value
+                .value()
                 .pointer("/data/token")
                 .and_then(Value::as_str)
                 .and_then(|t| STANDARD.decode(t).ok())?;
@@ -259,8 +259,7 @@ impl Authenticator {
                 return None;
             }
             let acct = cache.get("", "serviceaccounts", cluster, ns, sa)?;
-            (apimachinery::meta::uid(&acct.value) == sa_uid)
-                .then(|| sa_user(ns, sa, sa_uid, Vec::new()))
+            (acct.uid() == sa_uid).then(|| sa_user(ns, sa, sa_uid, Vec::new()))
         } else {
             if iss != trust.issuer
                 || !jwt::audience_matches(&claims, std::slice::from_ref(&trust.issuer))
@@ -272,7 +271,7 @@ impl Authenticator {
             let sa = k.pointer("/serviceaccount/name").and_then(Value::as_str)?;
             let sa_uid = k.pointer("/serviceaccount/uid").and_then(Value::as_str)?;
             let acct = cache.get("", "serviceaccounts", cluster, ns, sa)?;
-            if apimachinery::meta::uid(&acct.value) != sa_uid {
+            if acct.uid() != sa_uid {
                 return None;
             }
             let mut extra = Vec::new();
@@ -281,7 +280,7 @@ impl Authenticator {
                     let name = b.get("name").and_then(Value::as_str)?;
                     let uid = b.get("uid").and_then(Value::as_str)?;
                     let obj = cache.get("", plural, cluster, ns, name)?;
-                    if apimachinery::meta::uid(&obj.value) != uid {
+                    if obj.uid() != uid {
                         return None;
                     }
                     if kind == "pod" {
@@ -341,7 +340,7 @@ fn bootstrap_token_user(server: &ApiServer, cluster: &str, token: &str) -> Optio
         "kube-system",
         &format!("bootstrap-token-{id}"),
     )?;
-    let v = &s.value;
+    let v = s.value();
     if v.get("type").and_then(Value::as_str) != Some("bootstrap.kubernetes.io/token") {
         return None;
     }

@@ -15,18 +15,24 @@ use crate::server::ApiServer;
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 
-/// A cluster's RBAC objects relevant to one namespace, as the `rbac` crate reads them.
+/// A cluster's RBAC objects relevant to one namespace, as the `rbac` crate reads them. The
+/// cache keeps RBAC resources decoded (`CacheOptions::keep_decoded`), so loading a policy
+/// copies pointers, never objects.
 pub struct CachePolicy {
-    cluster_role_bindings: Vec<Arc<CachedObject>>,
-    role_bindings: HashMap<String, Vec<Arc<CachedObject>>>,
-    cluster_roles: HashMap<String, Arc<CachedObject>>,
-    roles: HashMap<(String, String), Arc<CachedObject>>,
+    cluster_role_bindings: Vec<Arc<Value>>,
+    role_bindings: HashMap<String, Vec<Arc<Value>>>,
+    cluster_roles: HashMap<String, Arc<Value>>,
+    roles: HashMap<(String, String), Arc<Value>>,
 }
 
-fn by_name(items: Vec<Arc<CachedObject>>) -> HashMap<String, Arc<CachedObject>> {
+fn values(items: Vec<Arc<CachedObject>>) -> Vec<Arc<Value>> {
+    items.iter().map(|o| o.value()).collect()
+}
+
+fn by_name(items: Vec<Arc<CachedObject>>) -> HashMap<String, Arc<Value>> {
     items
-        .into_iter()
-        .map(|o| (apimachinery::meta::name(&o.value).to_string(), o))
+        .iter()
+        .map(|o| (o.name().to_string(), o.value()))
         .collect()
 }
 
@@ -48,20 +54,14 @@ impl CachePolicy {
         if !namespace.is_empty() {
             role_bindings.insert(
                 namespace.to_string(),
-                cache.list(RBAC, "rolebindings", &ns_filter).0,
+                values(cache.list(RBAC, "rolebindings", &ns_filter).0),
             );
             for r in cache.list(RBAC, "roles", &ns_filter).0 {
-                roles.insert(
-                    (
-                        namespace.to_string(),
-                        apimachinery::meta::name(&r.value).to_string(),
-                    ),
-                    r,
-                );
+                roles.insert((namespace.to_string(), r.name().to_string()), r.value());
             }
         }
         CachePolicy {
-            cluster_role_bindings: cache.list(RBAC, "clusterrolebindings", &all).0,
+            cluster_role_bindings: values(cache.list(RBAC, "clusterrolebindings", &all).0),
             role_bindings,
             cluster_roles: by_name(cache.list(RBAC, "clusterroles", &all).0),
             roles,
@@ -71,27 +71,24 @@ impl CachePolicy {
 
 impl rbac::PolicySource for CachePolicy {
     fn cluster_role_bindings(&self) -> Vec<&Value> {
-        self.cluster_role_bindings
-            .iter()
-            .map(|o| &o.value)
-            .collect()
+        self.cluster_role_bindings.iter().map(|o| &**o).collect()
     }
 
     fn role_bindings(&self, namespace: &str) -> Vec<&Value> {
         self.role_bindings
             .get(namespace)
-            .map(|v| v.iter().map(|o| &o.value).collect())
+            .map(|v| v.iter().map(|o| &**o).collect())
             .unwrap_or_default()
     }
 
     fn role(&self, namespace: &str, name: &str) -> Option<&Value> {
         self.roles
             .get(&(namespace.to_string(), name.to_string()))
-            .map(|o| &o.value)
+            .map(|o| &**o)
     }
 
     fn cluster_role(&self, name: &str) -> Option<&Value> {
-        self.cluster_roles.get(name).map(|o| &o.value)
+        self.cluster_roles.get(name).map(|o| &**o)
     }
 }
 

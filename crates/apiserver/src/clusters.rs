@@ -13,9 +13,9 @@ pub async fn exists(server: &ApiServer, cluster: &str) -> bool {
         cluster,
     );
     obj.is_some_and(|o| {
-        apimachinery::meta::deletion_timestamp(&o.value).is_none()
-            && o.value
-                .pointer("/status/phase")
+        let v = o.value();
+        apimachinery::meta::deletion_timestamp(&v).is_none()
+            && v.pointer("/status/phase")
                 .and_then(serde_json::Value::as_str)
                 == Some("Ready")
     })

@@ -31,7 +31,7 @@ fn crds_of(server: &ApiServer, cluster: &str) -> Vec<Value> {
         .list(GROUP, PLURAL, &filter)
         .0
         .iter()
-        .map(|o| o.value.clone())
+        .map(|o| o.to_value())
         .collect()
 }
 
@@ -112,10 +112,7 @@ async fn delete_instances(
         return Ok(true);
     }
     for o in &items {
-        let (ns, name) = (
-            meta::namespace(&o.value).to_string(),
-            meta::name(&o.value).to_string(),
-        );
+        let (ns, name) = (o.namespace().to_string(), o.name().to_string());
         let loc = Location {
             cluster,
             namespace: &ns,

@@ -16,7 +16,7 @@ pub const ROOT_CLUSTER: &str = "root";
 pub const ALL_CLUSTERS: &str = "*";
 
 /// The annotation naming an object's cluster in cross-cluster responses (never stored).
-pub const CLUSTER_ANNOTATION: &str = "matryoshka.dev/cluster";
+pub const CLUSTER_ANNOTATION: &str = registry::cache::CLUSTER_ANNOTATION;
 
 /// What a request path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]

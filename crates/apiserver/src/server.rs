@@ -104,19 +104,6 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// A copy with what rendering reads (query and headers), without the body.
-    pub fn clone_for_render(ctx: &Ctx) -> Ctx {
-        Ctx {
-            cluster: ctx.cluster.clone(),
-            user: ctx.user.clone(),
-            method: ctx.method.clone(),
-            query: ctx.query.clone(),
-            headers: ctx.headers.clone(),
-            body: Bytes::new(),
-            warnings: Vec::new(),
-        }
-    }
-
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
@@ -285,7 +272,7 @@ pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value 
             cluster,
         )
         && let Some(v) = lc
-            .value
+            .value()
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(VERSION_ANNOTATION))
             .and_then(serde_json::Value::as_str)
@@ -352,7 +339,12 @@ pub async fn start_with(
     config: Config,
 ) -> Result<Arc<ApiServer>, ApiError> {
     use registry::cache::{CacheOptions, WatchCache};
-    let cache = WatchCache::start(storage.clone(), CacheOptions::default())
+    let mut opts = CacheOptions::default();
+    // Every request to a tenant cluster reads its LogicalCluster (does it exist, is it
+    // Ready): keep those decoded, as RBAC is.
+    opts.keep_decoded
+        .push((crate::tenancy::GROUP.into(), crate::tenancy::PLURAL.into()));
+    let cache = WatchCache::start(storage.clone(), opts)
         .await
         .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
     let mut resources = registry::builtins::resources();

@@ -276,9 +276,9 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
             &pki_secret_name(name),
         )
         .ok_or_else(|| ApiError::internal(format!("cluster {name} has no credentials")))?;
+    let s = s.value();
     let field = |k: &str| {
-        s.value
-            .get("data")
+        s.get("data")
             .and_then(|d| d.get(k))
             .and_then(Value::as_str)
             .and_then(|v| STANDARD.decode(v).ok())
@@ -371,9 +371,10 @@ async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     else {
         return Ok(());
     };
-    if meta::deletion_timestamp(&obj.value).is_some() {
+    let obj = obj.value();
+    if meta::deletion_timestamp(&obj).is_some() {
         cleanup(server, name).await
-    } else if obj.value.pointer("/status/phase").and_then(Value::as_str) != Some("Ready") {
+    } else if obj.pointer("/status/phase").and_then(Value::as_str) != Some("Ready") {
         provision(server, name).await
     } else {
         Ok(())
@@ -408,7 +409,7 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
             if ty == EventType::Deleted {
                 continue;
             }
-            let name = meta::name(&obj.value).to_string();
+            let name = obj.name().to_string();
             {
                 let mut r = running.lock();
                 if let Some(dirty) = r.get_mut(&name) {

@@ -65,7 +65,8 @@ pub async fn token_request(
     };
     let now = registry::store::unix_now();
     let exp = now + expiration.min(MAX_EXPIRATION);
-    let mut k8s = json!({"namespace": namespace, "serviceaccount": {"name": sa_name, "uid": meta::uid(&sa.value)}});
+    let mut k8s =
+        json!({"namespace": namespace, "serviceaccount": {"name": sa_name, "uid": sa.uid()}});
     if let Some(bound) = spec.get("boundObjectRef").filter(|b| !b.is_null()) {
         let kind = bound.get("kind").and_then(Value::as_str).unwrap_or("");
         let name = bound.get("name").and_then(Value::as_str).unwrap_or("");
@@ -88,7 +89,7 @@ pub async fn token_request(
                 None => return Err(ApiError::not_found(plural, "", name)),
                 Some(o) => {
                     let want = bound.get("uid").and_then(Value::as_str).unwrap_or("");
-                    if !want.is_empty() && want != meta::uid(&o.value) {
+                    if !want.is_empty() && want != o.uid() {
                         return Err(ApiError::conflict(
                             plural,
                             "",
@@ -98,8 +99,7 @@ pub async fn token_request(
                             ),
                         ));
                     }
-                    k8s[kind.to_ascii_lowercase()] =
-                        json!({"name": name, "uid": meta::uid(&o.value)});
+                    k8s[kind.to_ascii_lowercase()] = json!({"name": name, "uid": o.uid()});
                 }
             }
         }
@@ -168,7 +168,7 @@ pub fn fill_legacy_token(
         .authn
         .trust(server, cluster)
         .ok_or_else(|| ApiError::internal("the cluster has no signing key"))?;
-    let sa_uid = meta::uid(&sa.value).to_string();
+    let sa_uid = sa.uid().to_string();
     let claims = json!({
         "iss": LEGACY_ISSUER,
         "sub": format!("system:serviceaccount:{ns}:{sa_name}"),

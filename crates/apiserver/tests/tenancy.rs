@@ -174,7 +174,7 @@ async fn objects_and_watch_events_never_cross_clusters() {
         .unwrap()
     {
         registry::cache::WatchItem::Event(_, o) => {
-            assert_eq!(apimachinery::meta::name(&o.value), "in-b")
+            assert_eq!(o.name(), "in-b")
         }
         other => panic!("unexpected {other:?}"),
     }

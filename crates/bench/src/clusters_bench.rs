@@ -92,8 +92,8 @@ fn watch_ready(server: &Arc<ApiServer>) -> anyhow::Result<Waiters> {
     tokio::spawn(async move {
         while let Some(item) = handle.rx.recv().await {
             if let WatchItem::Event(_, o) = item
-                && o.value.pointer("/status/phase").and_then(Value::as_str) == Some("Ready")
-                && let Some(tx) = w.lock().remove(apimachinery::meta::name(&o.value))
+                && o.value().pointer("/status/phase").and_then(Value::as_str) == Some("Ready")
+                && let Some(tx) = w.lock().remove(o.name())
             {
                 let _ = tx.send(());
             }

@@ -56,9 +56,8 @@ fn ready_times(server: &Arc<ApiServer>) -> Arc<Mutex<HashMap<String, Instant>>> 
             let now = Instant::now();
             {
                 let mut seen = s.lock();
-                for o in items.iter().filter(|o| is_ready(&o.value)) {
-                    seen.entry(apimachinery::meta::name(&o.value).to_string())
-                        .or_insert(now);
+                for o in items.iter().filter(|o| is_ready(&o.value())) {
+                    seen.entry(o.name().to_string()).or_insert(now);
                 }
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -24,7 +24,7 @@ use crate::resource::ResourceDef;
 use crate::validation;
 
 /// How long a read waits for the cache to reach a requested revision before answering 504,
-/// as upstream does for "Too large resource version".
+/// as upstream does for "Too large resource version" (a consistent list reads storage then).
 pub const RESOURCE_VERSION_WAIT: Duration = Duration::from_secs(3);
 
 /// Where an object lives.
@@ -304,6 +304,13 @@ impl Store {
         if let Some(r) = wait_for
             && !self.cache.wait_for(r, RESOURCE_VERSION_WAIT).await
         {
+            // A consistent read the cache cannot serve in time is served by storage, as
+            // upstream's cacher does. A cross-cluster one would scan every cluster's keys (the
+            // cluster is the first key segment), which is what a lagging server can least
+            // afford: it still answers 504 and the system client retries.
+            if rv_num.is_none() && req.filter.cluster.is_some() {
+                return self.list_storage(res, req, None).await;
+            }
             return Err(ApiError::too_large_resource_version(
                 r,
                 self.cache.revision(),
@@ -325,6 +332,7 @@ impl Store {
         at: Option<i64>,
     ) -> Result<ListResult, ApiError> {
         let cluster = req.filter.cluster.as_deref().unwrap_or_default();
+        let cluster_name: Arc<str> = Arc::from(cluster);
         let ns = if res.namespaced {
             req.filter.namespace.as_deref().unwrap_or("")
         } else {
@@ -361,15 +369,17 @@ impl Store {
                 .map_err(map_err)?;
             revision = Some(page.revision);
             for kv in page.items {
-                let Some(value) = crate::cache::decode(&kv.value, kv.mod_revision) else {
+                let Some(obj) = CachedObject::from_stored(
+                    &kv.value,
+                    kv.mod_revision,
+                    cluster_name.clone(),
+                    &*res.strategy,
+                    false,
+                ) else {
                     continue;
                 };
-                if req.filter.predicate.as_ref().is_none_or(|p| p(&value)) {
-                    items.push(Arc::new(CachedObject {
-                        rev: kv.mod_revision,
-                        value,
-                        cluster: Arc::from(cluster),
-                    }));
+                if req.filter.matches(&obj) {
+                    items.push(Arc::new(obj));
                 }
             }
             match page.continue_token {
@@ -402,7 +412,7 @@ impl Store {
     /// Checks that the namespace of a new namespaced object exists and is not terminating.
     async fn check_namespace(&self, cluster: &str, namespace: &str) -> Result<(), ApiError> {
         let ns = match self.cache.get("", "namespaces", cluster, "", namespace) {
-            Some(o) => Some(o.value.clone()),
+            Some(o) => Some(o.to_value()),
             None => {
                 let k = key::object(cluster, "", "namespaces", "", namespace);
                 let kv = self

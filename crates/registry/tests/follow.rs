@@ -54,7 +54,7 @@ async fn a_follower_that_falls_behind_starts_again_from_the_current_state() {
             .await
             .expect("the follower delivers every object");
         assert_ne!(ty, EventType::Deleted);
-        seen.insert(apimachinery::meta::name(&obj.value).to_string());
+        seen.insert(obj.name().to_string());
     }
     assert_eq!(
         seen.len(),
@@ -67,7 +67,7 @@ async fn a_follower_that_falls_behind_starts_again_from_the_current_state() {
         let (_, obj) = tokio::time::timeout(PATIENCE, follow.recv())
             .await
             .expect("the follower keeps following");
-        if apimachinery::meta::name(&obj.value) == "late" {
+        if obj.name() == "late" {
             break;
         }
     }

@@ -43,7 +43,7 @@ fn budgets(server: &ApiServer, loc: &Location<'_>, pod: &Value) -> Vec<Value> {
         .iter()
         .filter(|b| {
             let sel = b
-                .value
+                .value()
                 .pointer("/spec/selector")
                 .cloned()
                 .unwrap_or(Value::Null);
@@ -52,7 +52,7 @@ fn budgets(server: &ApiServer, loc: &Location<'_>, pod: &Value) -> Vec<Value> {
                 Err(_) => false,
             }
         })
-        .map(|b| b.value.clone())
+        .map(|b| b.to_value())
         .collect()
 }
 

@@ -57,7 +57,7 @@ fn namespace_objects(
         .list("", plural, &filter)
         .0
         .iter()
-        .map(|o| o.value.clone())
+        .map(|o| o.to_value())
         .collect()
 }
 
@@ -151,21 +151,21 @@ fn default_storage_class(server: &ApiServer, cluster: &str, claim: &mut Value) {
         .list("storage.k8s.io", "storageclasses", &filter)
         .0
         .iter()
+        .map(|c| c.value())
         .filter(|c| {
-            meta::annotation(&c.value, "storageclass.kubernetes.io/is-default-class")
-                == Some("true")
+            meta::annotation(c, "storageclass.kubernetes.io/is-default-class") == Some("true")
         })
         .max_by_key(|c| {
-            let m = meta::metadata(&c.value);
+            let m = meta::metadata(c);
             (
                 m.get("creationTimestamp")
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string(),
-                meta::name(&c.value).to_string(),
+                meta::name(c).to_string(),
             )
         })
-        .map(|c| meta::name(&c.value).to_string());
+        .map(|c| meta::name(&c).to_string());
     if let Some(name) = default {
         claim["spec"]["storageClassName"] = Value::String(name);
     }

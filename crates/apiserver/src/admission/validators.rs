@@ -100,7 +100,7 @@ impl Objects for CacheObjects<'_> {
             .store
             .cache
             .get(group, plural, cluster, ns, name)
-            .map(|o| o.value.clone())
+            .map(|o| o.to_value())
     }
 
     fn list(&self, group: &str, plural: &str, cluster: &str, namespace: &str) -> Vec<Value> {
@@ -115,7 +115,7 @@ impl Objects for CacheObjects<'_> {
             .list(group, plural, &filter)
             .0
             .iter()
-            .map(|o| o.value.clone())
+            .map(|o| o.to_value())
             .collect()
     }
 }

@@ -19,7 +19,6 @@ use http::{Method, Response};
 use registry::ResourceDef;
 use registry::cache::{Filter, Predicate};
 use registry::store::Location;
-use serde_json::Value;
 
 use crate::response::Body;
 use crate::route::ResourcePath;
@@ -150,13 +149,11 @@ pub fn predicate(res: &ResourceDef, ctx: &Ctx) -> Result<Option<Predicate>, ApiE
     if labels.is_none() && fields.is_none() {
         return Ok(None);
     }
-    let strategy = res.strategy.clone();
-    Ok(Some(Arc::new(move |obj: &Value| {
-        labels.as_ref().is_none_or(|l| l.matches_object(obj))
-            && fields.as_ref().is_none_or(|f| {
-                f.matches(&|name| registry::strategy::field_value(&*strategy, obj, name))
-            })
-    })))
+    Ok(Some(registry::cache::selector_predicate(
+        labels,
+        fields,
+        res.strategy.clone(),
+    )))
 }
 
 fn field_supported(res: &ResourceDef, field: &str) -> bool {

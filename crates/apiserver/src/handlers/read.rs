@@ -8,7 +8,7 @@ use apimachinery::status::ApiError;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use registry::ResourceDef;
-use registry::cache::{Start, WatchItem};
+use registry::cache::{CachedObject, Start, WatchItem};
 use registry::store::{ListRequest, Location, RESOURCE_VERSION_WAIT};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -26,19 +26,18 @@ pub async fn get(
     res: &ResourceDef,
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
-    let obj = match ctx.query.get("resourceVersion") {
-        Some("0") => match server.store.cache.get(
+    if ctx.query.get("resourceVersion") == Some("0")
+        && let Some(o) = server.store.cache.get(
             &res.group,
             &res.plural,
             loc.cluster,
             loc.namespace,
             loc.name,
-        ) {
-            Some(o) => o.value.clone(),
-            None => server.store.get(res, loc).await?,
-        },
-        _ => server.store.get(res, loc).await?,
-    };
+        )
+    {
+        return render::cached_object(ctx, res, StatusCode::OK, &o);
+    }
+    let obj = server.store.get(res, loc).await?;
     render::object(ctx, res, StatusCode::OK, &obj)
 }
 
@@ -215,28 +214,25 @@ pub async fn watch(
             let Some(item) = item else { break };
             let (line, end) = match item {
                 WatchItem::Event(ty, obj) => {
-                    let object = match out {
+                    let line = match out {
                         Output::Table => {
-                            let t = table_ctx.table(&res, &obj.value, first_table);
+                            let value = render::served_value(&res, &obj, false);
+                            let t = table_ctx.table(&res, &value, first_table);
                             first_table = false;
-                            t
+                            event_line(ty.as_str(), &t)
                         }
                         Output::Metadata => {
                             // Cross-cluster watches name each object's cluster here too.
-                            let annotated;
-                            let value = if cross_cluster {
-                                annotated = render::annotate_cluster(&obj);
-                                &annotated
-                            } else {
-                                &obj.value
-                            };
-                            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": value.get("metadata").cloned().unwrap_or(json!({}))})
+                            let value = render::served_value(&res, &obj, cross_cluster);
+                            event_line(ty.as_str(), &render::partial_metadata(&value))
                         }
-                        _ if cross_cluster => render::annotate_cluster(&obj),
-                        _ if res.strategy.has_read() => render::prepare(&res, &obj.value),
-                        _ => obj.value.clone(),
+                        _ if res.strategy.has_read() => event_line(
+                            ty.as_str(),
+                            &render::served_value(&res, &obj, cross_cluster),
+                        ),
+                        _ => object_event_line(ty.as_str(), &obj, cross_cluster),
                     };
-                    (event_line(ty.as_str(), &object), false)
+                    (line, false)
                 }
                 WatchItem::Bookmark(rev) => (
                     event_line("BOOKMARK", &bookmark(&res.kind, &api_version, rev, false)),
@@ -296,6 +292,18 @@ fn event_line(ty: &str, object: &Value) -> Bytes {
     if serde_json::to_writer(&mut buf, object).is_err() {
         buf.extend_from_slice(b"{}");
     }
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
+}
+
+/// A watch event around the cached bytes of its object (the cluster annotation spliced in
+/// for cross-cluster watches).
+fn object_event_line(ty: &str, obj: &CachedObject, cross_cluster: bool) -> Bytes {
+    let mut buf = Vec::with_capacity(obj.json().len() + 64);
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(ty.as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    obj.write_json(&mut buf, cross_cluster);
     buf.extend_from_slice(b"}\n");
     Bytes::from(buf)
 }

@@ -26,7 +26,7 @@ pub fn output(ctx: &Ctx) -> Result<Output, ApiError> {
     })
 }
 
-fn partial_metadata(obj: &Value) -> Value {
+pub fn partial_metadata(obj: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
@@ -54,6 +54,11 @@ pub fn send<T: Serialize>(ctx: &Ctx, status: StatusCode, out: Output, value: &T)
             Err(e) => return response::error(&ApiError::internal(e)),
         },
     };
+    respond(ctx, status, ct, body)
+}
+
+/// Sends an encoded body, gzipped when the client accepts it and it is worth it.
+fn respond(ctx: &Ctx, status: StatusCode, ct: &str, body: Vec<u8>) -> Response<Body> {
     let (body, gz) = response::maybe_gzip(ctx.header("accept-encoding"), body);
     let mut r = response::bytes(status, ct, body);
     if gz {
@@ -107,6 +112,25 @@ pub fn object(
     })
 }
 
+/// Renders one object from the cache: its cached bytes as they are for JSON, decoded for
+/// anything else (or when the resource has a read hook).
+pub fn cached_object(
+    ctx: &Ctx,
+    res: &ResourceDef,
+    status: StatusCode,
+    obj: &CachedObject,
+) -> Result<Response<Body>, ApiError> {
+    if matches!(output(ctx)?, Output::Json) && !res.strategy.has_read() {
+        return Ok(respond(
+            ctx,
+            status,
+            "application/json",
+            obj.json().to_vec(),
+        ));
+    }
+    object(ctx, res, status, &obj.to_value())
+}
+
 #[derive(Serialize)]
 struct ListOut<'a, T: Serialize> {
     kind: &'a str,
@@ -129,21 +153,23 @@ pub fn list_metadata(rev: i64, continue_token: Option<&str>, remaining: Option<u
     Value::Object(m)
 }
 
-/// An object as a cross-cluster response shows it: annotated with its cluster.
-pub fn annotate_cluster(obj: &CachedObject) -> Value {
-    let mut v = obj.value.clone();
-    let m = meta::metadata_mut(&mut v);
-    let ann = m.entry("annotations").or_insert_with(|| json!({}));
-    if let Some(a) = ann.as_object_mut() {
-        a.insert(
-            crate::route::CLUSTER_ANNOTATION.into(),
-            json!(&*obj.cluster),
-        );
+/// An object as a response shows it, decoded: annotated with its cluster when `cross_cluster`,
+/// and through the strategy's read hook (custom resources).
+pub fn served_value(res: &ResourceDef, obj: &CachedObject, cross_cluster: bool) -> Value {
+    let mut v = if cross_cluster {
+        obj.annotated_value()
+    } else {
+        obj.to_value()
+    };
+    if res.strategy.has_read() {
+        res.strategy.read(&mut v);
     }
     v
 }
 
-/// Renders a list.
+/// Renders a list. JSON lists of resources without a read hook splice the cached bytes of
+/// each object (with the cluster annotation spliced in for cross-cluster requests); other
+/// outputs decode.
 pub fn list(
     ctx: &Ctx,
     res: &ResourceDef,
@@ -151,45 +177,24 @@ pub fn list(
     metadata: Value,
 ) -> Result<Response<Body>, ApiError> {
     let out = output(ctx)?;
-    if res.strategy.has_read() {
-        // Custom resources are served at the requested version with read-time defaults.
-        let prepared: Vec<Arc<CachedObject>> = items
+    let cross_cluster = ctx.cluster == crate::route::ALL_CLUSTERS;
+    let decoded = || -> Vec<Value> {
+        items
             .iter()
-            .map(|o| {
-                Arc::new(CachedObject {
-                    rev: o.rev,
-                    value: prepare(res, &o.value),
-                    cluster: o.cluster.clone(),
-                })
-            })
-            .collect();
-        let mut plain = ResourceDef::clone(res);
-        plain.strategy = Arc::new(registry::DefaultStrategy);
-        return list(ctx, &plain, &prepared, metadata);
-    }
-    if ctx.cluster == crate::route::ALL_CLUSTERS {
-        let annotated: Vec<Arc<CachedObject>> = items
-            .iter()
-            .map(|o| {
-                Arc::new(CachedObject {
-                    rev: o.rev,
-                    value: annotate_cluster(o),
-                    cluster: o.cluster.clone(),
-                })
-            })
-            .collect();
-        let mut plain = Ctx::clone_for_render(ctx);
-        plain.cluster = String::new();
-        return list(&plain, res, &annotated, metadata);
-    }
+            .map(|o| served_value(res, o, cross_cluster))
+            .collect()
+    };
     Ok(match out {
+        Output::Json if !res.strategy.has_read() => {
+            let body = json_list(res, items, &metadata, cross_cluster)?;
+            respond(ctx, StatusCode::OK, "application/json", body)
+        }
         Output::Table => {
-            let objs: Vec<Value> = items.iter().map(|o| o.value.clone()).collect();
-            let t = table::table(res, &objs, ctx, metadata, true);
+            let t = table::table(res, &decoded(), ctx, metadata, true);
             send(ctx, StatusCode::OK, Output::Json, &t)
         }
         Output::Metadata => {
-            let items: Vec<Value> = items.iter().map(|o| partial_metadata(&o.value)).collect();
+            let items: Vec<Value> = decoded().iter().map(partial_metadata).collect();
             let l = ListOut {
                 kind: "PartialObjectMetadataList",
                 api_version: "meta.k8s.io/v1",
@@ -204,9 +209,36 @@ pub fn list(
                 kind: &res.list_kind,
                 api_version: &av,
                 metadata,
-                items: items.iter().map(|o| &o.value).collect(),
+                items: decoded(),
             };
             send(ctx, StatusCode::OK, other, &l)
         }
     })
+}
+
+/// A JSON list written around the cached bytes of its items (the same document as
+/// [`ListOut`] serialized).
+fn json_list(
+    res: &ResourceDef,
+    items: &[Arc<CachedObject>],
+    metadata: &Value,
+    cross_cluster: bool,
+) -> Result<Vec<u8>, ApiError> {
+    let size: usize = items.iter().map(|o| o.json().len() + 1).sum();
+    let mut buf = Vec::with_capacity(size + 256);
+    buf.extend_from_slice(b"{\"kind\":");
+    serde_json::to_writer(&mut buf, &res.list_kind).map_err(ApiError::internal)?;
+    buf.extend_from_slice(b",\"apiVersion\":");
+    serde_json::to_writer(&mut buf, &res.api_version()).map_err(ApiError::internal)?;
+    buf.extend_from_slice(b",\"metadata\":");
+    serde_json::to_writer(&mut buf, metadata).map_err(ApiError::internal)?;
+    buf.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        o.write_json(&mut buf, cross_cluster);
+    }
+    buf.extend_from_slice(b"]}");
+    Ok(buf)
 }

@@ -391,8 +391,8 @@ pub async fn delete_collection(
         .await?;
     let mut deleted = Vec::new();
     for o in &listed.items {
-        let name = meta::name(&o.value).to_string();
-        let ns = meta::namespace(&o.value).to_string();
+        let name = o.name().to_string();
+        let ns = o.namespace().to_string();
         let loc = Location {
             cluster: &ctx.cluster,
             namespace: &ns,
@@ -400,11 +400,12 @@ pub async fn delete_collection(
         };
         match server.store.delete(res, &loc, &opts).await {
             Ok(Deleted::Gone(v) | Deleted::Pending(v)) => {
-                deleted.push(Arc::new(registry::cache::CachedObject {
-                    rev: 0,
-                    value: v,
-                    cluster: Arc::from(ctx.cluster.as_str()),
-                }))
+                let rev = meta::resource_version(&v).parse().unwrap_or(0);
+                let cluster = Arc::from(ctx.cluster.as_str());
+                deleted.extend(
+                    registry::cache::CachedObject::new(v, rev, cluster, &*res.strategy, false)
+                        .map(Arc::new),
+                );
             }
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),

@@ -175,8 +175,5 @@ pub fn known(store: &Store, cluster: &str, node_ports: bool) -> HashSet<String> 
         ..Default::default()
     };
     let (items, _) = store.cache.list(g, p, &filter);
-    items
-        .iter()
-        .map(|o| meta::name(&o.value).to_string())
-        .collect()
+    items.iter().map(|o| o.name().to_string()).collect()
 }

@@ -1,0 +1,438 @@
+//! The watch cache: every object of every logical cluster in memory, fed by one storage watch,
+//! serving lists and watches without touching storage.
+//!
+//! One storage watch on the whole keyspace feeds the cache in revision order. Objects are kept
+//! as compact JSON with `metadata.resourceVersion` set ([`CachedObject`]) per resource (group,
+//! plural), keyed by `cluster/namespace/name`, so a list of one cluster's pods in one namespace
+//! is a range scan, and a cross-cluster list (for system controllers) is a full scan of the
+//! resource. Each resource keeps a window of recent events for watch resumption; watchers are
+//! grouped per resource and per cluster, so an idle cluster costs no task and no timer, and an
+//! event is offered only to the watchers of its own cluster (plus the cross-cluster ones).
+//!
+//! The feed prepares each event (decoding, extracting what filters read, encoding) before it
+//! takes the write lock ([`feed`]); under the lock it only swaps pointers and dispatches.
+//!
+//! **Architecture Invariant:** a watcher only ever receives events of the cluster it was opened
+//! for; only a cross-cluster watch (`cluster: None`, reserved to the system identity by the API
+//! server) sees several clusters.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use apimachinery::status::ApiError;
+use parking_lot::RwLock;
+use serde_json::Value;
+use storage::Storage;
+use tokio::sync::{mpsc, watch};
+
+mod encode;
+mod feed;
+mod filter;
+mod follow;
+mod object;
+#[cfg(test)]
+mod tests;
+
+pub use filter::{Filter, Predicate, selector_predicate};
+pub use follow::Follow;
+pub use object::{CachedObject, LabelSet};
+
+/// The annotation naming an object's logical cluster in cross-cluster responses.
+pub const CLUSTER_ANNOTATION: &str = "matryoshka.dev/cluster";
+
+/// Watch event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// What a watcher receives.
+#[derive(Debug, Clone)]
+pub enum WatchItem {
+    Event(EventType, Arc<CachedObject>),
+    /// Everything up to this revision has been delivered.
+    Bookmark(i64),
+    /// The synthetic initial events of a `sendInitialEvents` watch are over.
+    InitialEventsEnd(i64),
+    /// The watch ends; the client must re-list.
+    Error(ApiError),
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Start {
+    /// Events after this revision.
+    After(i64),
+    /// Synthetic ADDED events for the current state, then changes; with `end_marker`, an
+    /// [`WatchItem::InitialEventsEnd`] between the two.
+    Current { end_marker: bool },
+}
+
+struct HistEvent {
+    rev: i64,
+    ty: EventType,
+    obj: Arc<CachedObject>,
+    prev: Option<Arc<CachedObject>>,
+}
+
+struct Watcher {
+    filter: Filter,
+    bookmarks: bool,
+    /// Undelivered items allowed before the watcher is ended.
+    buffer: usize,
+    tx: mpsc::Sender<WatchItem>,
+}
+
+#[derive(Default)]
+struct ResourceState {
+    objects: BTreeMap<String, Arc<CachedObject>>,
+    history: VecDeque<Arc<HistEvent>>,
+    /// Watches may start at any revision at or above this.
+    floor: i64,
+    /// Watchers by cluster; the `None` entry holds cross-cluster watchers.
+    watchers: HashMap<Option<String>, HashMap<u64, Watcher>>,
+}
+
+struct State {
+    rev: i64,
+    /// The revision the cache was (re)built at: resources first seen later have every event
+    /// since then in their history.
+    base: i64,
+    resources: HashMap<(String, String), ResourceState>,
+}
+
+/// Tuning of the cache.
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// Events kept per resource for watch resumption.
+    pub history: usize,
+    /// Undelivered items a watcher may have before it is terminated.
+    pub watcher_buffer: usize,
+    /// The same for the in-process system watchers of every cluster (the controllers', the
+    /// scheduler's and node agents' informers): they see every cluster's bursts, and ending
+    /// one costs a re-list of every object of its resource. Only trusted code opens them.
+    pub system_watcher_buffer: usize,
+    /// How often watchers that asked for bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// Resources (group, plural) also kept decoded, for the server's own per-request loops
+    /// that read them as objects (RBAC authorization reads every role and binding of a
+    /// cluster per request). Everything else is decoded on demand.
+    pub keep_decoded: Vec<(String, String)>,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        // Upstream sends bookmarks about once a minute; its per-resource history is sized for
+        // ~75 s of events. A count keeps memory bounded under any rate.
+        CacheOptions {
+            history: 10_000,
+            watcher_buffer: 10_000,
+            system_watcher_buffer: 1 << 20,
+            bookmark_interval: Duration::from_secs(60),
+            keep_decoded: [
+                "roles",
+                "rolebindings",
+                "clusterroles",
+                "clusterrolebindings",
+            ]
+            .into_iter()
+            .map(|p| ("rbac.authorization.k8s.io".to_string(), p.to_string()))
+            .collect(),
+        }
+    }
+}
+
+/// The watch cache.
+pub struct WatchCache {
+    state: RwLock<State>,
+    rev_tx: watch::Sender<i64>,
+    next_id: AtomicU64,
+    opts: CacheOptions,
+}
+
+/// Ends a watch when dropped.
+pub struct WatchHandle {
+    cache: Arc<WatchCache>,
+    resource: (String, String),
+    cluster: Option<String>,
+    id: u64,
+    pub rx: mpsc::Receiver<WatchItem>,
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        let mut st = self.cache.state.write();
+        if let Some(rs) = st.resources.get_mut(&self.resource)
+            && let Some(ws) = rs.watchers.get_mut(&self.cluster)
+        {
+            ws.remove(&self.id);
+            if ws.is_empty() {
+                rs.watchers.remove(&self.cluster);
+            }
+        }
+    }
+}
+
+impl WatchCache {
+    /// Builds the cache from storage and keeps it fed until the returned cache is dropped.
+    pub async fn start(
+        storage: Arc<dyn Storage>,
+        opts: CacheOptions,
+    ) -> storage::Result<Arc<Self>> {
+        let (rev_tx, _) = watch::channel(0);
+        let cache = Arc::new(WatchCache {
+            state: RwLock::new(State {
+                rev: 0,
+                base: 0,
+                resources: HashMap::new(),
+            }),
+            rev_tx,
+            next_id: AtomicU64::new(1),
+            opts,
+        });
+        let rev = cache.load(&*storage).await?;
+        let weak = Arc::downgrade(&cache);
+        tokio::spawn(async move { feed::run(weak, storage, rev).await });
+        let weak = Arc::downgrade(&cache);
+        let interval = cache.opts.bookmark_interval;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(c) => c.send_bookmarks(),
+                    None => return,
+                }
+            }
+        });
+        Ok(cache)
+    }
+
+    /// The revision of the newest event the cache has applied.
+    pub fn revision(&self) -> i64 {
+        self.state.read().rev
+    }
+
+    /// Waits until the cache has applied `rev` (or `timeout` passes). Returns whether it has.
+    pub async fn wait_for(&self, rev: i64, timeout: Duration) -> bool {
+        let mut rx = self.rev_tx.subscribe();
+        let wait = rx.wait_for(|r| *r >= rev);
+        matches!(tokio::time::timeout(timeout, wait).await, Ok(Ok(_)))
+    }
+
+    /// The objects of a resource that `filter` covers, in key order, and the cache revision.
+    pub fn list(
+        &self,
+        group: &str,
+        plural: &str,
+        filter: &Filter,
+    ) -> (Vec<Arc<CachedObject>>, i64) {
+        let st = self.state.read();
+        let Some(rs) = st.resources.get(&(group.to_string(), plural.to_string())) else {
+            return (Vec::new(), st.rev);
+        };
+        let prefix = filter.prefix();
+        let items = rs
+            .objects
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(_, o)| filter.matches(o))
+            .map(|(_, o)| o.clone())
+            .collect();
+        (items, st.rev)
+    }
+
+    /// One object from the cache.
+    pub fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<CachedObject>> {
+        let st = self.state.read();
+        let rs = st.resources.get(&(group.to_string(), plural.to_string()))?;
+        let k = if namespace.is_empty() {
+            format!("{cluster}/{name}")
+        } else {
+            format!("{cluster}/{namespace}/{name}")
+        };
+        rs.objects.get(&k).cloned()
+    }
+
+    /// Number of objects of a resource in one cluster (cheap enough for quota and metrics).
+    pub fn count(&self, group: &str, plural: &str, cluster: &str) -> usize {
+        let filter = Filter {
+            cluster: Some(cluster.to_string()),
+            ..Filter::default()
+        };
+        self.list(group, plural, &filter).0.len()
+    }
+
+    /// Starts a watch.
+    pub fn watch(
+        self: &Arc<Self>,
+        group: &str,
+        plural: &str,
+        filter: Filter,
+        start: Start,
+        bookmarks: bool,
+    ) -> Result<WatchHandle, ApiError> {
+        let resource = (group.to_string(), plural.to_string());
+        let mut st = self.state.write();
+        let (rev, base) = (st.rev, st.base);
+        let rs = st
+            .resources
+            .entry(resource.clone())
+            .or_insert_with(|| ResourceState {
+                floor: base,
+                ..Default::default()
+            });
+        let mut initial: Vec<WatchItem> = Vec::new();
+        match start {
+            Start::After(after) => {
+                if after < rs.floor {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {after} ({})",
+                        rs.floor
+                    )));
+                }
+                let from = rs.history.partition_point(|e| e.rev <= after);
+                for ev in rs.history.range(from..) {
+                    if let Some(item) = dispatch(&filter, ev) {
+                        initial.push(item);
+                    }
+                }
+            }
+            Start::Current { end_marker } => {
+                let prefix = filter.prefix();
+                for (_, o) in rs
+                    .objects
+                    .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                {
+                    if filter.matches(o) {
+                        initial.push(WatchItem::Event(EventType::Added, o.clone()));
+                    }
+                }
+                if end_marker {
+                    initial.push(WatchItem::InitialEventsEnd(rev));
+                }
+            }
+        }
+        let buffer = if filter.cluster.is_none() {
+            self.opts.system_watcher_buffer
+        } else {
+            self.opts.watcher_buffer
+        };
+        let (tx, rx) = mpsc::channel(initial.len() + buffer);
+        for item in initial {
+            let _ = tx.try_send(item);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let cluster = filter.cluster.clone();
+        rs.watchers.entry(cluster.clone()).or_default().insert(
+            id,
+            Watcher {
+                filter,
+                bookmarks,
+                buffer,
+                tx,
+            },
+        );
+        Ok(WatchHandle {
+            cache: self.clone(),
+            resource,
+            cluster,
+            id,
+            rx,
+        })
+    }
+
+    /// Number of open watches (metrics, tests).
+    pub fn watcher_count(&self) -> usize {
+        self.state
+            .read()
+            .resources
+            .values()
+            .flat_map(|r| r.watchers.values())
+            .map(HashMap::len)
+            .sum()
+    }
+
+    fn send_bookmarks(&self) {
+        let mut st = self.state.write();
+        let rev = st.rev;
+        for rs in st.resources.values_mut() {
+            for ws in rs.watchers.values_mut() {
+                ws.retain(|_, w| !w.bookmarks || deliver(w, WatchItem::Bookmark(rev)));
+            }
+        }
+    }
+}
+
+/// Offers an item to a watcher; `false` when the watcher is gone or too slow (then removed).
+fn deliver(w: &Watcher, item: WatchItem) -> bool {
+    if w.tx.is_closed() {
+        return false;
+    }
+    if w.tx.capacity() <= 1 {
+        let _ = w.tx.try_send(WatchItem::Error(ApiError::expired(format!(
+            "the watcher fell behind by more than {} events; please re-list",
+            w.buffer
+        ))));
+        return false;
+    }
+    w.tx.try_send(item).is_ok()
+}
+
+/// What a watcher with `filter` sees of an event: objects that start matching appear as ADDED,
+/// objects that stop matching as DELETED, as upstream does.
+fn dispatch(filter: &Filter, ev: &HistEvent) -> Option<WatchItem> {
+    if !filter.covers(&ev.obj.cluster, ev.obj.namespace()) {
+        return None;
+    }
+    if filter.predicate.is_none() {
+        return Some(WatchItem::Event(ev.ty, ev.obj.clone()));
+    }
+    let was = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
+    match ev.ty {
+        EventType::Deleted => was.then(|| WatchItem::Event(EventType::Deleted, ev.obj.clone())),
+        _ => {
+            let is = filter.matches(&ev.obj);
+            match (was, is) {
+                (true, true) => Some(WatchItem::Event(EventType::Modified, ev.obj.clone())),
+                (false, true) => Some(WatchItem::Event(EventType::Added, ev.obj.clone())),
+                (true, false) => Some(WatchItem::Event(EventType::Deleted, ev.obj.clone())),
+                (false, false) => None,
+            }
+        }
+    }
+}
+
+/// Decodes a stored object and sets its resourceVersion.
+pub fn decode(raw: &[u8], rev: i64) -> Option<Value> {
+    let mut value: Value = serde_json::from_slice(raw).ok()?;
+    if !value.is_object() {
+        return None;
+    }
+    apimachinery::meta::set(&mut value, "resourceVersion", rev.to_string());
+    Some(value)
+}
