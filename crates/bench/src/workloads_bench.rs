@@ -94,14 +94,14 @@ fn watch_pods(server: &Arc<ApiServer>) -> anyhow::Result<Arc<Progress>> {
             let WatchItem::Event(ty, obj) = item else {
                 continue;
             };
-            let v = &obj.value;
-            let uid = v.pointer("/metadata/uid").and_then(Value::as_str);
-            let uid = uid.unwrap_or_default().to_string();
+            let pods_strategy = &registry::builtins::PodStrategy;
+            let uid = obj.uid().to_string();
             let now = match ty {
                 EventType::Deleted => (false, false),
                 _ => (
-                    v.pointer("/spec/nodeName").is_some(),
-                    v.pointer("/status/phase").and_then(Value::as_str) == Some("Running"),
+                    obj.field(pods_strategy, "spec.nodeName")
+                        .is_some_and(|n| !n.is_empty()),
+                    obj.field(pods_strategy, "status.phase").as_deref() == Some("Running"),
                 ),
             };
             let was = if ty == EventType::Deleted {

@@ -98,7 +98,10 @@ fn without_a_start_delay_a_new_pod_starts_in_one_step_unless_it_has_init_contain
     if let Some(spec) = with_init.spec.as_mut() {
         spec.init_containers = Some(vec![Default::default()]);
     }
-    assert_eq!(next(&with_init, &timeline(base()), &instant), Action::Create);
+    assert_eq!(
+        next(&with_init, &timeline(base()), &instant),
+        Action::Create
+    );
 }
 
 #[test]
