@@ -176,13 +176,24 @@ pub async fn watch(
         (_, None | Some("0")) => Start::Current { end_marker: false },
         (_, Some(s)) => Start::After(parse_rv(s)?),
     };
-    let handle = cache.watch(
+    let handle = match cache.watch(
         &res.group,
         &res.plural,
         filter,
         start,
         bookmarks || initial == Some(true),
-    )?;
+    ) {
+        Ok(h) => h,
+        // A start below the retained history is an ERROR event in a 200 stream, as upstream's
+        // cacher answers: clients (client-go, kube-rs) re-list on that, while kube-rs retries
+        // an HTTP 410 at watch start with the same resourceVersion for ever.
+        Err(e) if e.code == 410 => {
+            let (tx, rx) = mpsc::channel::<Bytes>(1);
+            let _ = tx.try_send(event_line("ERROR", &e.to_status()));
+            return Ok(response::stream("application/json", rx));
+        }
+        Err(e) => return Err(e),
+    };
     let timeout = match ctx
         .query
         .get("timeoutSeconds")
