@@ -590,7 +590,13 @@ impl Store {
                 },
             );
             let written = match encode(&obj) {
-                Ok(b) => self.storage.create(k.as_bytes(), b).await,
+                Ok(b) => {
+                    let written = self.storage.create(k.as_bytes(), b).await;
+                    if let Ok(kv) = &written {
+                        self.cache.throttle(kv.mod_revision).await;
+                    }
+                    written
+                }
                 Err(e) => {
                     self.hook_abort(res, loc.cluster, reserved).await;
                     return Err(e);
@@ -668,14 +674,14 @@ impl Store {
                 self.storage
                     .delete(k.as_bytes(), Some(old_rev))
                     .await
-                    .map(|kv| with_rv(new.clone(), kv.mod_revision))
+                    .map(|kv| (with_rv(new.clone(), kv.mod_revision), kv.mod_revision))
             } else {
                 match encode(&new) {
                     Ok(b) => self
                         .storage
                         .update(k.as_bytes(), b, old_rev)
                         .await
-                        .map(|kv| with_rv(new, kv.mod_revision)),
+                        .map(|kv| (with_rv(new, kv.mod_revision), kv.mod_revision)),
                     Err(e) => {
                         self.hook_abort(res, loc.cluster, reserved).await;
                         return Err(e);
@@ -686,7 +692,8 @@ impl Store {
                 self.hook_abort(res, loc.cluster, reserved).await;
             }
             match result {
-                Ok(v) => {
+                Ok((v, rev)) => {
+                    self.cache.throttle(rev).await;
                     let kept = (!finished).then_some(&v);
                     self.hook_after(res, loc.cluster, &old, kept).await;
                     return Ok((v, false));
@@ -874,6 +881,7 @@ impl Store {
                 }
                 match self.storage.delete(k.as_bytes(), Some(rev)).await {
                     Ok(kv) => {
+                        self.cache.throttle(kv.mod_revision).await;
                         self.hook_after(res, loc.cluster, &cur, None).await;
                         return Ok(Deleted::Gone(with_rv(cur, kv.mod_revision)));
                     }
@@ -909,7 +917,10 @@ impl Store {
                 return Ok(Deleted::Pending(if opts.dry_run { next } else { cur }));
             }
             match self.storage.update(k.as_bytes(), encode(&next)?, rev).await {
-                Ok(kv) => return Ok(Deleted::Pending(with_rv(next, kv.mod_revision))),
+                Ok(kv) => {
+                    self.cache.throttle(kv.mod_revision).await;
+                    return Ok(Deleted::Pending(with_rv(next, kv.mod_revision)));
+                }
                 Err(storage::Error::Conflict { .. } | storage::Error::NotFound) => continue,
                 Err(e) => return Err(storage_error(e, res, loc.name)),
             }

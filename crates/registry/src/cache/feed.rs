@@ -213,6 +213,7 @@ impl WatchCache {
         };
         let base = st.base;
         let history_cap = self.opts.history;
+        let (window, history_max) = (self.opts.history_window, self.opts.history_max);
         let rs = st
             .resources
             .entry(resource)
@@ -235,12 +236,23 @@ impl WatchCache {
                 (EventType::Deleted, obj, Some(prev))
             }
         };
-        let hist = Arc::new(HistEvent { rev, ty, obj, prev });
+        let at = tokio::time::Instant::now();
+        let hist = Arc::new(HistEvent {
+            rev,
+            at,
+            ty,
+            obj,
+            prev,
+        });
         rs.history.push_back(hist.clone());
-        while rs.history.len() > history_cap {
-            if let Some(old) = rs.history.pop_front() {
-                rs.floor = rs.floor.max(old.rev);
+        while let Some(front) = rs.history.front() {
+            let len = rs.history.len();
+            let expired = len > history_cap && at.duration_since(front.at) >= window;
+            if len <= history_max && !expired {
+                break;
             }
+            rs.floor = rs.floor.max(front.rev);
+            rs.history.pop_front();
         }
         for key in [Some(hist.obj.cluster.to_string()), None] {
             let Some(ws) = rs.watchers.get_mut(&key) else {

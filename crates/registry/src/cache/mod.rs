@@ -85,6 +85,8 @@ pub enum Start {
 
 struct HistEvent {
     rev: i64,
+    /// When the cache applied it (history is kept for a window of time).
+    at: tokio::time::Instant,
     ty: EventType,
     obj: Arc<CachedObject>,
     prev: Option<Arc<CachedObject>>,
@@ -119,8 +121,17 @@ struct State {
 /// Tuning of the cache.
 #[derive(Debug, Clone)]
 pub struct CacheOptions {
-    /// Events kept per resource for watch resumption.
+    /// Events always kept per resource for watch resumption.
     pub history: usize,
+    /// Beyond `history`, events younger than this are kept too (up to `history_max`), so a
+    /// client that re-lists a large resource during a burst can still start its watch at the
+    /// list's revision.
+    pub history_window: Duration,
+    /// The most events kept per resource, however young.
+    pub history_max: usize,
+    /// How many revisions the cache may trail storage before writers wait for it (see
+    /// [`WatchCache::throttle`]).
+    pub max_write_lag: i64,
     /// Undelivered items a watcher may have before it is terminated.
     pub watcher_buffer: usize,
     /// The same for the in-process system watchers of every cluster (the controllers', the
@@ -138,9 +149,12 @@ pub struct CacheOptions {
 impl Default for CacheOptions {
     fn default() -> Self {
         // Upstream sends bookmarks about once a minute; its per-resource history is sized for
-        // ~75 s of events. A count keeps memory bounded under any rate.
+        // ~75 s of events, between 100 and ~100k. A count keeps memory bounded under any rate.
         CacheOptions {
             history: 10_000,
+            history_window: Duration::from_secs(75),
+            history_max: 100_000,
+            max_write_lag: 2_000,
             watcher_buffer: 10_000,
             system_watcher_buffer: 1 << 20,
             bookmark_interval: Duration::from_secs(60),
@@ -227,6 +241,19 @@ impl WatchCache {
     /// The revision of the newest event the cache has applied.
     pub fn revision(&self) -> i64 {
         self.state.read().rev
+    }
+
+    /// Called after a write committed at `written`: waits while the cache trails it by more
+    /// than [`CacheOptions::max_write_lag`] revisions. The feed is one task among all the
+    /// writers; without this, a burst of writes outruns it without bound, every watcher and
+    /// consistent list waits on a cache minutes behind, and re-lists time out. Writers slow
+    /// to the pace the cache (and so every watcher) can follow.
+    pub async fn throttle(&self, written: i64) {
+        let target = written - self.opts.max_write_lag;
+        if *self.rev_tx.borrow() >= target {
+            return;
+        }
+        self.wait_for(target, Duration::from_secs(5)).await;
     }
 
     /// Waits until the cache has applied `rev` (or `timeout` passes). Returns whether it has.

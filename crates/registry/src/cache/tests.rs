@@ -403,3 +403,97 @@ async fn events_prepared_concurrently_are_applied_in_revision_order() {
         assert_eq!(ty, expected);
     }
 }
+
+/// Creates `n` pods and returns their revisions once the cache has them.
+async fn pods_written(cache: &WatchCache, storage: &Arc<dyn Storage>, n: usize) -> Vec<i64> {
+    let mut revs = Vec::new();
+    for i in 0..n {
+        let name = format!("h{i}");
+        let kv = storage
+            .create(
+                pod_key("a", &name).as_bytes(),
+                bytes(&pod(&name, json!({}), "n1", "Running")),
+            )
+            .await
+            .unwrap();
+        revs.push(kv.mod_revision);
+    }
+    let last = *revs.last().unwrap();
+    assert!(
+        cache
+            .wait_for(last, std::time::Duration::from_secs(10))
+            .await
+    );
+    revs
+}
+
+async fn cache_with(opts: CacheOptions) -> (Arc<WatchCache>, Arc<dyn Storage>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> =
+        Arc::new(storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+    let cache = WatchCache::start(storage.clone(), opts).await.unwrap();
+    (cache, storage, dir)
+}
+
+fn starts(cache: &Arc<WatchCache>, after: i64) -> bool {
+    cache
+        .watch("", "pods", Filter::default(), Start::After(after), false)
+        .is_ok()
+}
+
+#[tokio::test]
+async fn history_beyond_the_minimum_is_kept_while_it_is_young_up_to_the_maximum() {
+    let young = CacheOptions {
+        history: 2,
+        history_window: std::time::Duration::from_secs(3600),
+        history_max: 4,
+        ..CacheOptions::default()
+    };
+    let (cache, storage, _dir) = cache_with(young).await;
+    let revs = pods_written(&cache, &storage, 6).await;
+    // Four events kept: a watch may resume after the second write, not after the first.
+    assert!(starts(&cache, revs[1]));
+    assert!(!starts(&cache, revs[0]));
+}
+
+#[tokio::test]
+async fn history_older_than_the_window_shrinks_to_the_minimum() {
+    let instant = CacheOptions {
+        history: 2,
+        history_window: std::time::Duration::ZERO,
+        history_max: 100,
+        ..CacheOptions::default()
+    };
+    let (cache, storage, _dir) = cache_with(instant).await;
+    let revs = pods_written(&cache, &storage, 6).await;
+    assert!(starts(&cache, revs[3]));
+    assert!(!starts(&cache, revs[2]));
+}
+
+#[tokio::test]
+async fn a_writer_waits_while_the_cache_trails_by_more_than_the_allowed_lag() {
+    let opts = CacheOptions {
+        max_write_lag: 2,
+        ..CacheOptions::default()
+    };
+    let (cache, storage, _dir) = cache_with(opts).await;
+    let now = cache.revision();
+    tokio::time::timeout(
+        std::time::Duration::from_millis(100),
+        cache.throttle(now + 2),
+    )
+    .await
+    .expect("a write within the allowed lag does not wait");
+    let c = cache.clone();
+    let waiting = tokio::spawn(async move { c.throttle(now + 5).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiting.is_finished(), "a write 5 ahead of the cache waits");
+    pods_written(&cache, &storage, 3).await;
+    // Well before the throttle's own 5 s limit: it was the cache catching up that ended it.
+    tokio::time::timeout(std::time::Duration::from_secs(2), waiting)
+        .await
+        .expect("the writer goes on once the cache is within the lag")
+        .unwrap();
+}
