@@ -290,6 +290,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// A logical cluster with 3 virtual nodes and a 3-replica Deployment; returns its nodes.
+/// One step of setting a small cluster up, named in the error if it takes over a minute (a
+/// request that is never answered must show where, not hang the run).
+async fn step<T>(
+    cluster: &str,
+    what: &str,
+    f: impl std::future::Future<Output = T>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .map_err(|_| anyhow::anyhow!("{cluster}: could not {what} within a minute"))
+}
+
 async fn small_cluster(server: &Arc<ApiServer>, name: &str) -> anyhow::Result<node::VirtualNodes> {
     let root = client(server, "root");
     let lcs: Api<kube::api::DynamicObject> = Api::all_with(
@@ -306,7 +318,12 @@ async fn small_cluster(server: &Arc<ApiServer>, name: &str) -> anyhow::Result<no
         "apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster",
         "metadata": {"name": name},
     }))?;
-    lcs.create(&PostParams::default(), &lc).await?;
+    step(
+        name,
+        "create its LogicalCluster",
+        lcs.create(&PostParams::default(), &lc),
+    )
+    .await??;
     let ready =
         kube::runtime::wait::await_condition(lcs, name, |o: Option<&kube::api::DynamicObject>| {
             o.and_then(|o| o.data.pointer("/status/phase"))
@@ -315,16 +332,25 @@ async fn small_cluster(server: &Arc<ApiServer>, name: &str) -> anyhow::Result<no
         });
     tokio::time::timeout(Duration::from_secs(120), ready).await??;
     let c = client(server, name);
-    let nodes = node::VirtualNodes::start(c.clone(), node_options()).await?;
-    nodes
-        .add_many(
-            "node-",
-            3,
-            &node::NodeTemplate::new("u1.medium", &["worker"]),
-        )
-        .await?;
+    let nodes = step(
+        name,
+        "start its virtual nodes",
+        node::VirtualNodes::start(c.clone(), node_options()),
+    )
+    .await??;
+    let template = node::NodeTemplate::new("u1.medium", &["worker"]);
+    step(
+        name,
+        "register 3 nodes",
+        nodes.add_many("node-", 3, &template),
+    )
+    .await??;
     let api: Api<Deployment> = Api::namespaced(c, "default");
-    api.create(&PostParams::default(), &deployment("app", 3))
-        .await?;
+    step(
+        name,
+        "create its Deployment",
+        api.create(&PostParams::default(), &deployment("app", 3)),
+    )
+    .await??;
     Ok(nodes)
 }

@@ -446,3 +446,17 @@ async fn two_hundred_nodes_cost_one_pod_watch() {
     assert_eq!(env.server.store.cache.watcher_count(), watches);
     vns.shutdown().await;
 }
+
+/// Regression: the pod driver subscribed to shutdown inside its task, so a shutdown sent
+/// before the task first ran was no change to it and `shutdown()` waited for it for ever (the
+/// workloads benchmark hung with no nodes). On one thread the task has not run yet here.
+#[tokio::test(flavor = "current_thread")]
+async fn a_shutdown_right_after_start_returns() {
+    let env = Env::start().await;
+    let vns = VirtualNodes::start(env.client.clone(), fast())
+        .await
+        .expect("start");
+    tokio::time::timeout(std::time::Duration::from_secs(10), vns.shutdown())
+        .await
+        .expect("shutdown returns");
+}

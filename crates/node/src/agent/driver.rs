@@ -125,6 +125,10 @@ pub(super) async fn run(inner: Arc<Inner>, mut control: mpsc::UnboundedReceiver<
         .unwrap_or(DEFAULT_MAX_IN_FLIGHT)
         .max(1);
     let mut shutdown = inner.shutdown.subscribe();
+    // A shutdown sent before this task subscribed is no change to it: look first.
+    if *shutdown.borrow() {
+        return;
+    }
     let mut d = Driver {
         control_tx: inner.control.clone(),
         inner,
