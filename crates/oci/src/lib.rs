@@ -9,6 +9,8 @@
 //! authorising its [`api::Action`] and copying [`api::Response`] onto the wire.
 
 pub mod api;
+#[cfg(test)]
+mod api_tests;
 pub mod archive;
 pub mod digest;
 pub mod error;
