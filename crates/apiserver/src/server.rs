@@ -59,6 +59,8 @@ pub struct ApiServer {
     pub started: Instant,
     /// Watches end when this is notified (graceful shutdown).
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// The OCI registry served at `/v2/` (set by `matryoshka up`; absent: `/v2/` is 404).
+    pub oci: std::sync::OnceLock<Arc<oci::Registry>>,
 }
 
 /// Query parameters of a request.
@@ -132,6 +134,7 @@ impl ApiServer {
             draining: AtomicBool::new(false),
             started: Instant::now(),
             shutdown,
+            oci: std::sync::OnceLock::new(),
         }))
     }
 

@@ -129,6 +129,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let server = apiserver::server::start_with(storage, config)
         .await
         .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
+    // The platform's OCI registry, served at /v2/ on the same port.
+    let registry_dir = args.data_dir.join("registry");
+    let registry = oci::Registry::open(&registry_dir)
+        .await
+        .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
+    let _ = server.oci.set(Arc::new(registry));
 
     let validity = Duration::from_secs(args.serving_cert_validity_seconds.max(3));
     let issue = {
