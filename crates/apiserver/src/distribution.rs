@@ -61,7 +61,10 @@ fn header_str(h: &http::HeaderMap, name: header::HeaderName) -> Option<String> {
 /// token its password is; an empty Basic pair is no credential.
 fn bearer(authorization: Option<&str>) -> Option<String> {
     let a = authorization?.trim();
-    let Some(b64) = a.strip_prefix("Basic ").or_else(|| a.strip_prefix("basic ")) else {
+    let Some(b64) = a
+        .strip_prefix("Basic ")
+        .or_else(|| a.strip_prefix("basic "))
+    else {
         return Some(a.to_string());
     };
     let decoded = base64::engine::general_purpose::STANDARD
@@ -90,9 +93,9 @@ fn to_http(r: oci::Response) -> Response<Body> {
                     Ok(n) => {
                         buf.truncate(n);
                         Some((
-                            Ok::<_, std::convert::Infallible>(http_body::Frame::data(
-                                Bytes::from(buf),
-                            )),
+                            Ok::<_, std::convert::Infallible>(http_body::Frame::data(Bytes::from(
+                                buf,
+                            ))),
                             Some(reader),
                         ))
                     }
@@ -114,8 +117,10 @@ fn to_http(r: oci::Response) -> Response<Body> {
         }
     }
     if r.status == 401 {
-        out.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+        out.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(CHALLENGE),
+        );
     }
     out
 }
@@ -161,14 +166,11 @@ where
         return response::error(&apimachinery::status::ApiError::no_route());
     };
     let (parts, body) = req.into_parts();
-    let mut oreq = match oci::Request::route(
-        parts.method.as_str(),
-        parts.uri.path(),
-        parts.uri.query(),
-    ) {
-        Ok(r) => r,
-        Err(e) => return to_http(oci::Response::error(&e)),
-    };
+    let mut oreq =
+        match oci::Request::route(parts.method.as_str(), parts.uri.path(), parts.uri.query()) {
+            Ok(r) => r,
+            Err(e) => return to_http(oci::Response::error(&e)),
+        };
     let h = &parts.headers;
     oreq.accept = headers_all(h, header::ACCEPT);
     oreq.content_type = header_str(h, header::CONTENT_TYPE);
@@ -182,7 +184,10 @@ where
     };
     let verb = match oreq.action() {
         Action::Pull if oreq.endpoint == Endpoint::Base && user.is_anonymous() => {
-            return refuse(ErrorCode::Unauthorized, "send credentials to push; pulls are anonymous");
+            return refuse(
+                ErrorCode::Unauthorized,
+                "send credentials to push; pulls are anonymous",
+            );
         }
         Action::Pull => None,
         Action::Push => Some("create"),
@@ -190,7 +195,10 @@ where
     };
     if let Some(verb) = verb {
         if user.is_anonymous() {
-            return refuse(ErrorCode::Unauthorized, format!("{verb} in {} needs credentials", oreq.repository));
+            return refuse(
+                ErrorCode::Unauthorized,
+                format!("{verb} in {} needs credentials", oreq.repository),
+            );
         }
         let attrs =
             crate::authz::Attributes::resource(verb, GROUP, RESOURCE, "").named(&oreq.repository);

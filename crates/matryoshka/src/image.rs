@@ -53,10 +53,12 @@ async fn client(data_dir: &std::path::Path) -> anyhow::Result<kube::Client> {
             data_dir.display()
         )
     })?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await
-            .with_context(|| format!("loading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .with_context(|| format!("loading {}", path.display()))?;
     kube::Client::try_from(config).context("creating a client")
 }
 
@@ -169,7 +171,12 @@ impl Pusher {
     async fn push_blob(&mut self, repo: &str, blob: &BlobEntry) -> anyhow::Result<()> {
         let d = &blob.digest;
         let head = self
-            .call(Method::HEAD, &format!("/v2/{repo}/blobs/{d}"), &[], Vec::new())
+            .call(
+                Method::HEAD,
+                &format!("/v2/{repo}/blobs/{d}"),
+                &[],
+                Vec::new(),
+            )
             .await?;
         if head.status == StatusCode::OK {
             return Ok(());
@@ -177,7 +184,12 @@ impl Pusher {
         let uploads = format!("/v2/{repo}/blobs/uploads/");
         if let Some((from, _)) = self.pushed.iter().find(|(_, x)| x == d) {
             let a = self
-                .call(Method::POST, &format!("{uploads}?mount={d}&from={from}"), &[], Vec::new())
+                .call(
+                    Method::POST,
+                    &format!("{uploads}?mount={d}&from={from}"),
+                    &[],
+                    Vec::new(),
+                )
                 .await?;
             if a.status == StatusCode::CREATED {
                 return Ok(());
@@ -225,7 +237,12 @@ impl Pusher {
                 offset = end + 1;
             }
             let a = self
-                .call(Method::PUT, &with_query(&location, &format!("digest={d}")), &[], Vec::new())
+                .call(
+                    Method::PUT,
+                    &with_query(&location, &format!("digest={d}")),
+                    &[],
+                    Vec::new(),
+                )
                 .await?;
             if a.status != StatusCode::CREATED {
                 return Err(a.fail(&what));
@@ -247,7 +264,10 @@ impl Pusher {
         if let Some(want) = &name.digest
             && want != &top.digest
         {
-            bail!("{name} names digest {want}, the archive's image is {}", top.digest);
+            bail!(
+                "{name} names digest {want}, the archive's image is {}",
+                top.digest
+            );
         }
         for m in &image.manifests {
             let reference = if m.digest == top.digest

@@ -24,8 +24,11 @@ fn cert_dir(server: &Server, client: bool) -> tempfile::TempDir {
                 .unwrap_or_else(|| panic!("admin.conf has no {k}"));
             base64_decode(line.trim())
         };
-        std::fs::write(dir.path().join("client.cert"), field("client-certificate-data"))
-            .expect("cert");
+        std::fs::write(
+            dir.path().join("client.cert"),
+            field("client-certificate-data"),
+        )
+        .expect("cert");
         std::fs::write(dir.path().join("client.key"), field("client-key-data")).expect("key");
     }
     dir
@@ -68,7 +71,11 @@ fn skopeo(args: &[&str]) -> Output {
 
 fn import(server: &Server, file: &Path, name: Option<&str>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_matryoshka"));
-    c.arg("image").arg("import").arg("--data-dir").arg(&server.dir).arg(file);
+    c.arg("image")
+        .arg("import")
+        .arg("--data-dir")
+        .arg(&server.dir)
+        .arg(file);
     if let Some(n) = name {
         c.arg("--name").arg(n);
     }
@@ -119,7 +126,9 @@ fn skopeo_copies_an_image_in_and_back_out_and_anonymous_pushes_are_refused() {
         "skopeo copy out of the registry",
     );
     let back = oci::archive::Archive::open(&out).expect("the copy opens");
-    let images = back.images(Some(&oci::ImageRef::parse_normalized("x").expect("ref"))).expect("one image");
+    let images = back
+        .images(Some(&oci::ImageRef::parse_normalized("x").expect("ref")))
+        .expect("one image");
     let original = oci::archive::Archive::open(&busybox.path).expect("opens");
     let original = original.images(None).expect("images");
     let layers = |i: &oci::archive::Image| -> Vec<String> {
@@ -143,14 +152,21 @@ fn skopeo_copies_an_image_in_and_back_out_and_anonymous_pushes_are_refused() {
     ]);
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(err.contains("authentication required") || err.contains("401") || err.contains("unauthorized"), "{err}");
+    assert!(
+        err.contains("authentication required")
+            || err.contains("401")
+            || err.contains("unauthorized"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_push_needs_create_on_the_repository_and_a_token_in_basic_credentials_works() {
     let server = Server::start(Backend::Embedded);
     let kubectl = server.kubectl("1.33");
-    kubectl.run(&["create", "serviceaccount", "pusher", "-n", "default"]).ok();
+    kubectl
+        .run(&["create", "serviceaccount", "pusher", "-n", "default"])
+        .ok();
     let token = kubectl.run(&["create", "token", "pusher", "-n", "default"]);
     let token = token.ok().stdout.trim().to_string();
     let creds = format!("pusher:{token}");
@@ -160,7 +176,15 @@ fn a_push_needs_create_on_the_repository_and_a_token_in_basic_credentials_works(
     let src = format!("oci-archive:{}:1.35", busybox.path.display());
     let dest = format!("docker://127.0.0.1:{}/team/busybox:1", server.port);
     let push = || {
-        skopeo(&["copy", "--dest-cert-dir", &certs_arg, "--dest-creds", &creds, &src, &dest])
+        skopeo(&[
+            "copy",
+            "--dest-cert-dir",
+            &certs_arg,
+            "--dest-creds",
+            &creds,
+            &src,
+            &dest,
+        ])
     };
     let denied = push();
     assert!(!denied.status.success());
@@ -225,21 +249,46 @@ fn big_docker_archive(dir: &Path) -> PathBuf {
 fn image_import_pushes_oci_archives_and_docker_save_tarballs_under_their_names() {
     let server = Server::start(Backend::Embedded);
     let mtest = testimages::mtest().expect("the mtest image");
-    let out = ok(import(&server, &mtest.path, None), "image import of an OCI archive");
+    let out = ok(
+        import(&server, &mtest.path, None),
+        "image import of an OCI archive",
+    );
     for name in testimages::MTEST_NAMES {
-        assert!(out.contains(&format!("imported {name} ({})", mtest.manifest_digest)), "{out}");
+        assert!(
+            out.contains(&format!("imported {name} ({})", mtest.manifest_digest)),
+            "{out}"
+        );
     }
     let v = inspect(&server, "docker.io/matryoshka/mtest:1", true);
-    assert_eq!(v["config"]["Entrypoint"], serde_json::json!(["/mtest"]), "{v}");
-    assert_eq!(v["config"]["Labels"]["org.opencontainers.image.title"], "mtest");
+    assert_eq!(
+        v["config"]["Entrypoint"],
+        serde_json::json!(["/mtest"]),
+        "{v}"
+    );
+    assert_eq!(
+        v["config"]["Labels"]["org.opencontainers.image.title"],
+        "mtest"
+    );
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let saved = big_docker_archive(tmp.path());
-    let out = ok(import(&server, &saved, None), "image import of a docker save tarball");
-    assert!(out.contains("imported docker.io/library/saved:1 ("), "{out}");
+    let out = ok(
+        import(&server, &saved, None),
+        "image import of a docker save tarball",
+    );
+    assert!(
+        out.contains("imported docker.io/library/saved:1 ("),
+        "{out}"
+    );
     // `--name` renames, normalised as containerd does.
-    let out = ok(import(&server, &saved, Some("renamed:2")), "image import --name");
-    assert!(out.contains("imported docker.io/library/renamed:2 ("), "{out}");
+    let out = ok(
+        import(&server, &saved, Some("renamed:2")),
+        "image import --name",
+    );
+    assert!(
+        out.contains("imported docker.io/library/renamed:2 ("),
+        "{out}"
+    );
     let v = inspect(&server, "docker.io/library/renamed:2", false);
     assert_eq!(v["Labels"]["made-by"], "docker-save", "{v}");
     // Pulling it back verifies every blob's digest, the chunked one included.
@@ -250,7 +299,10 @@ fn image_import_pushes_oci_archives_and_docker_save_tarballs_under_their_names()
             "copy",
             "--src-cert-dir",
             &certs.path().to_string_lossy(),
-            &format!("docker://127.0.0.1:{}/docker.io/library/saved:1", server.port),
+            &format!(
+                "docker://127.0.0.1:{}/docker.io/library/saved:1",
+                server.port
+            ),
             &format!("dir:{}", copy.display()),
         ]),
         "skopeo copy of the imported image",
@@ -263,7 +315,10 @@ fn image_import_pushes_oci_archives_and_docker_save_tarballs_under_their_names()
     // A name that is no reference, and a directory where no platform runs.
     let bad = import(&server, &saved, Some("Bad:Name"));
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("must be lowercase"), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("must be lowercase"),
+        "{bad:?}"
+    );
     let mut c = Command::new(env!("CARGO_BIN_EXE_matryoshka"));
     let nowhere = c
         .args(["image", "import", "--data-dir"])
@@ -272,7 +327,10 @@ fn image_import_pushes_oci_archives_and_docker_save_tarballs_under_their_names()
         .output()
         .expect("runs");
     assert!(!nowhere.status.success());
-    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("running?"), "{nowhere:?}");
+    assert!(
+        String::from_utf8_lossy(&nowhere.stderr).contains("running?"),
+        "{nowhere:?}"
+    );
 }
 
 /// A private containerd (its own root, state and socket; no CRI), killed when dropped.
@@ -303,7 +361,10 @@ impl Containerd {
         let c = Containerd { child, dir };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while !c.ctr(&["version"]).status.success() {
-            assert!(std::time::Instant::now() < deadline, "containerd did not start");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "containerd did not start"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         c
@@ -330,8 +391,14 @@ impl Drop for Containerd {
 #[test]
 fn containerd_pulls_every_registrys_images_from_the_platform_through_its_hosts_directory() {
     let server = Server::start(Backend::Embedded);
-    ok(import(&server, &testimages::busybox().expect("busybox").path, None), "import busybox");
-    ok(import(&server, &testimages::pause().expect("pause").path, None), "import pause");
+    ok(
+        import(&server, &testimages::busybox().expect("busybox").path, None),
+        "import busybox",
+    );
+    ok(
+        import(&server, &testimages::pause().expect("pause").path, None),
+        "import pause",
+    );
     let hosts = tempfile::tempdir().expect("tempdir");
     let mirror = oci::hosts::Mirror {
         endpoint: format!("https://127.0.0.1:{}", server.port),
@@ -353,21 +420,40 @@ fn containerd_pulls_every_registrys_images_from_the_platform_through_its_hosts_d
             "copy",
             "--dest-cert-dir",
             &cert_dir(&server, true).path().to_string_lossy(),
-            &format!("oci-archive:{}:1.35", testimages::busybox().expect("busybox").path.display()),
+            &format!(
+                "oci-archive:{}:1.35",
+                testimages::busybox().expect("busybox").path.display()
+            ),
             &format!("docker://127.0.0.1:{}/example.org/team/tool:7", server.port),
         ]),
         "push example.org/team/tool:7",
     );
     ok(
-        containerd.ctr(&["images", "pull", "--hosts-dir", &hosts_arg, "example.org/team/tool:7"]),
+        containerd.ctr(&[
+            "images",
+            "pull",
+            "--hosts-dir",
+            &hosts_arg,
+            "example.org/team/tool:7",
+        ]),
         "ctr pull through _default",
     );
     let list = ok(containerd.ctr(&["images", "ls", "-q"]), "ctr images ls");
-    for image in ["docker.io/library/busybox:1", "registry.k8s.io/pause:3.9", "example.org/team/tool:7"] {
+    for image in [
+        "docker.io/library/busybox:1",
+        "registry.k8s.io/pause:3.9",
+        "example.org/team/tool:7",
+    ] {
         assert!(list.lines().any(|l| l == image), "{image} not in:\n{list}");
     }
     // A missing image is `not found`, not an attempt at the internet.
-    let missing = containerd.ctr(&["images", "pull", "--hosts-dir", &hosts_arg, "docker.io/library/nope:1"]);
+    let missing = containerd.ctr(&[
+        "images",
+        "pull",
+        "--hosts-dir",
+        &hosts_arg,
+        "docker.io/library/nope:1",
+    ]);
     assert!(!missing.status.success());
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(err.contains("not found"), "{err}");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 
-use crate::{Args, Outcome, Failure, fail};
+use crate::{Args, Failure, Outcome, fail};
 
 pub const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -36,7 +36,9 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         let size = std::str::from_utf8(&b[..eol])
             .ok()
             .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
-        let Some(size) = size.filter(|&s| s > 0) else { break };
+        let Some(size) = size.filter(|&s| s > 0) else {
+            break;
+        };
         let start = eol + 2;
         let end = (start + size).min(b.len());
         out.extend_from_slice(&b[start..end]);
@@ -56,7 +58,14 @@ pub fn parse_response(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
         })
     });
     let body = &raw[head_end + 4..];
-    Some((status, if chunked { dechunk(body) } else { body.to_vec() }))
+    Some((
+        status,
+        if chunked {
+            dechunk(body)
+        } else {
+            body.to_vec()
+        },
+    ))
 }
 
 pub fn command(args: &Args) -> Outcome {
@@ -86,7 +95,8 @@ pub fn command(args: &Args) -> Outcome {
         .pos(0)
         .map(String::from)
         .unwrap_or_else(|| format!("/api/v1/namespaces/{namespace}/pods"));
-    let (host, _) = crate::tcp::split_host_port(&server).ok_or_else(|| fail(format!("not host:port: {server}")))?;
+    let (host, _) = crate::tcp::split_host_port(&server)
+        .ok_or_else(|| fail(format!("not host:port: {server}")))?;
     let name = ServerName::try_from(host.to_string()).map_err(|e| fail(format!("{host}: {e}")))?;
     let conn = rustls::ClientConnection::new(Arc::new(tls_config(&ca)?), name)
         .map_err(|e| fail(e.to_string()))?;

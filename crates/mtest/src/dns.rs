@@ -66,9 +66,13 @@ impl ResolvConf {
         }
         let with_search = self.search.iter().map(|s| format!("{name}.{s}"));
         if name.matches('.').count() >= self.ndots {
-            std::iter::once(name.to_string()).chain(with_search).collect()
+            std::iter::once(name.to_string())
+                .chain(with_search)
+                .collect()
         } else {
-            with_search.chain(std::iter::once(name.to_string())).collect()
+            with_search
+                .chain(std::iter::once(name.to_string()))
+                .collect()
         }
     }
 }
@@ -123,7 +127,11 @@ pub fn encode_query(id: u16, name: &str, t: u16) -> Vec<u8> {
     let mut m = Vec::with_capacity(64);
     m.extend_from_slice(&id.to_be_bytes());
     m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in name.trim_end_matches('.').split('.').filter(|l| !l.is_empty()) {
+    for label in name
+        .trim_end_matches('.')
+        .split('.')
+        .filter(|l| !l.is_empty())
+    {
         let l = &label.as_bytes()[..label.len().min(63)];
         m.push(l.len() as u8);
         m.extend_from_slice(l);
@@ -145,7 +153,14 @@ pub struct Record {
 
 impl std::fmt::Display for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} IN {} {}", self.name, self.ttl, type_name(self.rtype), self.data)
+        write!(
+            f,
+            "{} {} IN {} {}",
+            self.name,
+            self.ttl,
+            type_name(self.rtype),
+            self.data
+        )
     }
 }
 
@@ -164,7 +179,11 @@ fn read_name(m: &[u8], mut pos: usize) -> Option<(String, usize)> {
     for _ in 0..128 {
         let len = *m.get(pos)? as usize;
         if len == 0 {
-            let name = if labels.is_empty() { ".".into() } else { labels.join(".") + "." };
+            let name = if labels.is_empty() {
+                ".".into()
+            } else {
+                labels.join(".") + "."
+            };
             return Some((name, end.unwrap_or(pos + 1)));
         }
         if len & 0xc0 == 0xc0 {
@@ -226,7 +245,12 @@ pub fn decode(m: &[u8]) -> Option<Answer> {
             }
             _ => format!("\\# {len}"),
         };
-        records.push(Record { name, ttl, rtype, data });
+        records.push(Record {
+            name,
+            ttl,
+            rtype,
+            data,
+        });
         pos = start + len;
     }
     Some(Answer {
@@ -247,9 +271,13 @@ fn query_id() -> u16 {
 
 fn exchange(server: SocketAddr, q: &[u8], id: u16, timeout: Duration) -> std::io::Result<Answer> {
     let bad = || std::io::Error::other("a malformed answer");
-    let bind: SocketAddr = if server.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }
-        .parse()
-        .map_err(|_| bad())?;
+    let bind: SocketAddr = if server.is_ipv6() {
+        "[::]:0"
+    } else {
+        "0.0.0.0:0"
+    }
+    .parse()
+    .map_err(|_| bad())?;
     let sock = UdpSocket::bind(bind)?;
     sock.set_read_timeout(Some(timeout))?;
     sock.connect(server)?;
@@ -313,7 +341,10 @@ pub fn system_conf() -> ResolvConf {
 
 /// The addresses of a host name (A, then AAAA); an IP address is itself.
 pub fn resolve_host(host: &str) -> Result<Vec<IpAddr>, String> {
-    if let Ok(ip) = host.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>() {
+    if let Ok(ip) = host
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse::<IpAddr>()
+    {
         return Ok(vec![ip]);
     }
     let conf = system_conf();
@@ -334,7 +365,9 @@ pub fn resolve_host(host: &str) -> Result<Vec<IpAddr>, String> {
 }
 
 pub fn command(args: &Args) -> Outcome {
-    let name = args.pos(0).ok_or_else(|| fail("usage: mtest dns NAME [TYPE] [--server IP[:PORT]]"))?;
+    let name = args
+        .pos(0)
+        .ok_or_else(|| fail("usage: mtest dns NAME [TYPE] [--server IP[:PORT]]"))?;
     let tname = args.pos(1).unwrap_or("A");
     let t = qtype(tname).ok_or_else(|| fail(format!("unknown record type {tname}")))?;
     let mut conf = system_conf();
@@ -356,7 +389,9 @@ pub fn command(args: &Args) -> Outcome {
             }
             Ok(())
         }
-        None => Err(fail(format!("{name}: no {tname} records (NXDOMAIN or no data)"))),
+        None => Err(fail(format!(
+            "{name}: no {tname} records (NXDOMAIN or no data)"
+        ))),
     }
 }
 
@@ -370,7 +405,10 @@ mod tests {
             "# x\nnameserver 10.96.0.10\nnameserver fd00::a\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5 timeout:2 attempts:3\n",
         );
         assert_eq!(c.nameservers.len(), 2);
-        assert_eq!((c.ndots, c.timeout, c.attempts), (5, Duration::from_secs(2), 3));
+        assert_eq!(
+            (c.ndots, c.timeout, c.attempts),
+            (5, Duration::from_secs(2), 3)
+        );
         assert_eq!(
             c.candidates("kubernetes"),
             vec![
@@ -397,12 +435,18 @@ mod tests {
         m.extend_from_slice(&rdata);
         let a = decode(&m).expect("decodes");
         assert_eq!((a.id, a.rcode, a.truncated), (7, 0, false));
-        assert_eq!(a.records[0].to_string(), "a.example. 30 IN SRV 10 5 8080 t.example.");
+        assert_eq!(
+            a.records[0].to_string(),
+            "a.example. 30 IN SRV 10 5 8080 t.example."
+        );
     }
 
     #[test]
     fn reverse_names_of_both_families() {
-        assert_eq!(reverse_name("10.96.0.1".parse().expect("ip")), "1.0.96.10.in-addr.arpa.");
+        assert_eq!(
+            reverse_name("10.96.0.1".parse().expect("ip")),
+            "1.0.96.10.in-addr.arpa."
+        );
         assert!(reverse_name("::1".parse().expect("ip")).starts_with("1.0.0.0."));
         assert!(reverse_name("::1".parse().expect("ip")).ends_with(".ip6.arpa."));
     }

@@ -35,7 +35,9 @@ impl State {
 
     fn ready(&self) -> bool {
         !self.unready.load(Ordering::Relaxed)
-            && self.unready_after.is_none_or(|d| self.started.elapsed() < d)
+            && self
+                .unready_after
+                .is_none_or(|d| self.started.elapsed() < d)
     }
 }
 
@@ -57,7 +59,9 @@ pub fn serve(args: &Args) -> Outcome {
         started: Instant::now(),
         unhealthy: AtomicBool::new(false),
         unready: AtomicBool::new(false),
-        fail_liveness_after: args.seconds("fail-liveness-after")?.map(Duration::from_secs_f64),
+        fail_liveness_after: args
+            .seconds("fail-liveness-after")?
+            .map(Duration::from_secs_f64),
         unready_after: args.seconds("unready-after")?.map(Duration::from_secs_f64),
     });
     // Both families when the network has IPv6, else IPv4 only.
@@ -153,7 +157,9 @@ fn handle(conn: TcpStream, state: &State) -> std::io::Result<()> {
             ok("ready".into())
         }
         "/exit" => {
-            let code = query_param(query, "code").and_then(|c| c.parse().ok()).unwrap_or(0);
+            let code = query_param(query, "code")
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
             let mut w = conn;
             let _ = write_response(&mut w, 200, "bye");
             std::process::exit(code);
@@ -184,7 +190,10 @@ mod tests {
 
     #[test]
     fn query_values_are_decoded() {
-        assert_eq!(query_param("a=1&msg=hello%20world+x", "msg").as_deref(), Some("hello world x"));
+        assert_eq!(
+            query_param("a=1&msg=hello%20world+x", "msg").as_deref(),
+            Some("hello world x")
+        );
         assert_eq!(query_param("a=1", "msg"), None);
     }
 

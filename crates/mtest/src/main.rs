@@ -68,7 +68,10 @@ impl Args {
 
     pub fn seconds(&self, name: &str) -> Result<Option<f64>, Failure> {
         self.flag(name)
-            .map(|v| v.parse::<f64>().map_err(|_| fail(format!("--{name}: not seconds: {v}"))))
+            .map(|v| {
+                v.parse::<f64>()
+                    .map_err(|_| fail(format!("--{name}: not seconds: {v}")))
+            })
             .transpose()
     }
 }
@@ -108,7 +111,7 @@ fn hog(args: &Args) -> Outcome {
         }
         held.push(v);
         total += n as u64;
-        if total % (16 << 20) == 0 || total == size {
+        if total.is_multiple_of(16 << 20) || total == size {
             println!("allocated {} MiB", total >> 20);
         }
     }
@@ -122,7 +125,10 @@ fn hog(args: &Args) -> Outcome {
 fn busy(args: &Args) -> Outcome {
     let secs = args
         .pos(0)
-        .map(|s| s.parse::<f64>().map_err(|_| fail(format!("not seconds: {s}"))))
+        .map(|s| {
+            s.parse::<f64>()
+                .map_err(|_| fail(format!("not seconds: {s}")))
+        })
         .transpose()?;
     let threads: usize = args
         .flag("threads")
@@ -137,7 +143,9 @@ fn busy(args: &Args) -> Outcome {
                 let mut x = 0u64;
                 loop {
                     for _ in 0..1_000_000 {
-                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
                     }
                     if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                         return;
@@ -243,8 +251,17 @@ mod tests {
 
     #[test]
     fn flags_and_positionals_are_told_apart() {
-        let a = Args::parse(&["x".into(), "--port".into(), "80".into(), "--n=2".into(), "y".into()]);
+        let a = Args::parse(&[
+            "x".into(),
+            "--port".into(),
+            "80".into(),
+            "--n=2".into(),
+            "y".into(),
+        ]);
         assert_eq!(a.positional, vec!["x", "y"]);
-        assert_eq!((a.flag("port"), a.flag("n"), a.flag("z")), (Some("80"), Some("2"), None));
+        assert_eq!(
+            (a.flag("port"), a.flag("n"), a.flag("z")),
+            (Some("80"), Some("2"), None)
+        );
     }
 }

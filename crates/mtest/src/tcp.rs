@@ -61,7 +61,10 @@ mod tests {
     fn host_and_port_are_split_for_both_families() {
         assert_eq!(split_host_port("10.0.0.1:80"), Some(("10.0.0.1", 80)));
         assert_eq!(split_host_port("[::1]:8080"), Some(("::1", 8080)));
-        assert_eq!(split_host_port("web.default.svc:443"), Some(("web.default.svc", 443)));
+        assert_eq!(
+            split_host_port("web.default.svc:443"),
+            Some(("web.default.svc", 443))
+        );
         assert_eq!(split_host_port("nope"), None);
     }
 

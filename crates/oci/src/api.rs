@@ -236,7 +236,10 @@ pub enum Body {
     Empty,
     Bytes(Bytes),
     /// `len` bytes of an open file, from where it is positioned.
-    File { file: tokio::fs::File, len: u64 },
+    File {
+        file: tokio::fs::File,
+        len: u64,
+    },
 }
 
 /// An answer: status, headers, body.
@@ -548,7 +551,12 @@ impl Registry {
         Ok(r)
     }
 
-    async fn put_manifest<S>(&self, req: &Request, reference: &Reference, body: S) -> Result<Response>
+    async fn put_manifest<S>(
+        &self,
+        req: &Request,
+        reference: &Reference,
+        body: S,
+    ) -> Result<Response>
     where
         S: Stream<Item = std::io::Result<Bytes>> + Unpin,
     {
@@ -574,7 +582,11 @@ impl Registry {
 
     async fn get_blob(&self, req: &Request, d: &Digest) -> Result<Response> {
         let size = self.store.blob_size(&req.repository, d).await?;
-        let range = req.range.as_deref().and_then(|h| byte_range(h, size)).transpose()?;
+        let range = req
+            .range
+            .as_deref()
+            .and_then(|h| byte_range(h, size))
+            .transpose()?;
         let (status, start, len) = match range {
             Some((start, len)) => (206, start, len),
             None => (200, 0, size),
@@ -608,7 +620,11 @@ impl Registry {
                 .param("from")
                 .map(|f| name::repository(req.ns.as_deref(), f))
                 .transpose()?;
-            if self.store.mount(&req.repository, from.as_deref(), &d).await? {
+            if self
+                .store
+                .mount(&req.repository, from.as_deref(), &d)
+                .await?
+            {
                 return Ok(self.blob_created(req, &d));
             }
         } else if let Some(d) = req.param("digest") {
@@ -663,7 +679,10 @@ impl Registry {
         {
             return Err(Error::new(
                 ErrorCode::SizeInvalid,
-                format!("Content-Range {a}-{b} announced {} bytes, the chunk had {got}", b - a + 1),
+                format!(
+                    "Content-Range {a}-{b} announced {} bytes, the chunk had {got}",
+                    b - a + 1
+                ),
             ));
         }
         Ok(self.upload_response(req, 202, &s.id, s.size))
@@ -674,7 +693,10 @@ impl Registry {
         S: Stream<Item = std::io::Result<Bytes>> + Unpin,
     {
         let Some(d) = req.param("digest") else {
-            return Err(Error::new(ErrorCode::DigestInvalid, "the digest parameter is missing"));
+            return Err(Error::new(
+                ErrorCode::DigestInvalid,
+                "the digest parameter is missing",
+            ));
         };
         let d = Digest::parse(d)?;
         let range = req.content_range.as_deref().map(chunk_range).transpose()?;

@@ -27,7 +27,9 @@ struct T {
 
 async fn registry() -> T {
     let dir = tempfile::tempdir().expect("tempdir");
-    let reg = Registry::open(dir.path().join("registry")).await.expect("opens");
+    let reg = Registry::open(dir.path().join("registry"))
+        .await
+        .expect("opens");
     T { reg, _dir: dir }
 }
 
@@ -71,15 +73,23 @@ impl T {
     async fn push_blob(&self, repo: &str, content: &[u8]) -> Digest {
         let d = Digest::sha256(content);
         let (status, h, b) = self
-            .call(req("POST", &format!("/v2/{repo}/blobs/uploads/?digest={d}")), body(content))
+            .call(
+                req("POST", &format!("/v2/{repo}/blobs/uploads/?digest={d}")),
+                body(content),
+            )
             .await;
         assert_eq!(status, 201, "{}", String::from_utf8_lossy(&b));
-        assert_eq!(header(&h, "Docker-Content-Digest"), Some(d.to_string().as_str()));
+        assert_eq!(
+            header(&h, "Docker-Content-Digest"),
+            Some(d.to_string().as_str())
+        );
         d
     }
 
     async fn push_image(&self, repo: &str, tag: &str, layer: &[u8]) -> (Digest, Vec<u8>) {
-        let config = self.push_blob(repo, b"{\"architecture\":\"amd64\",\"os\":\"linux\"}").await;
+        let config = self
+            .push_blob(repo, b"{\"architecture\":\"amd64\",\"os\":\"linux\"}")
+            .await;
         let l = self.push_blob(repo, layer).await;
         let m = serde_json::to_vec(&json!({
             "schemaVersion": 2, "mediaType": OCI_MANIFEST,
@@ -92,7 +102,10 @@ impl T {
         let (status, h, b) = self.call(r, body(&m)).await;
         assert_eq!(status, 201, "{}", String::from_utf8_lossy(&b));
         let d = Digest::sha256(&m);
-        assert_eq!(header(&h, "Docker-Content-Digest"), Some(d.to_string().as_str()));
+        assert_eq!(
+            header(&h, "Docker-Content-Digest"),
+            Some(d.to_string().as_str())
+        );
         assert_eq!(
             header(&h, "Location"),
             Some(format!("/v2/{repo}/manifests/{d}").as_str())
@@ -105,15 +118,30 @@ impl T {
 async fn a_monolithic_push_is_verified_and_pulled_back() {
     let t = registry().await;
     let d = t.push_blob("library/busybox", b"hello layer").await;
-    let (status, h, b) = t.call(req("GET", &format!("/v2/library/busybox/blobs/{d}")), none()).await;
+    let (status, h, b) = t
+        .call(
+            req("GET", &format!("/v2/library/busybox/blobs/{d}")),
+            none(),
+        )
+        .await;
     assert_eq!((status, b.as_slice()), (200, &b"hello layer"[..]));
     assert_eq!(header(&h, "Content-Length"), Some("11"));
-    assert_eq!(header(&h, "Docker-Distribution-API-Version"), Some("registry/2.0"));
-    let (status, h, b) = t.call(req("HEAD", &format!("/v2/library/busybox/blobs/{d}")), none()).await;
+    assert_eq!(
+        header(&h, "Docker-Distribution-API-Version"),
+        Some("registry/2.0")
+    );
+    let (status, h, b) = t
+        .call(
+            req("HEAD", &format!("/v2/library/busybox/blobs/{d}")),
+            none(),
+        )
+        .await;
     assert_eq!((status, b.len()), (200, 0));
     assert_eq!(header(&h, "Content-Length"), Some("11"));
     // Another repository does not hold it.
-    let (status, _, b) = t.call(req("GET", &format!("/v2/other/blobs/{d}")), none()).await;
+    let (status, _, b) = t
+        .call(req("GET", &format!("/v2/other/blobs/{d}")), none())
+        .await;
     assert_eq!((status, error_code(&b).as_str()), (404, "BLOB_UNKNOWN"));
 }
 
@@ -122,11 +150,19 @@ async fn content_that_does_not_match_its_digest_is_refused_and_kept_nowhere() {
     let t = registry().await;
     let d = Digest::sha256(b"the real content");
     let (status, _, b) = t
-        .call(req("POST", &format!("/v2/a/blobs/uploads/?digest={d}")), body(b"something else"))
+        .call(
+            req("POST", &format!("/v2/a/blobs/uploads/?digest={d}")),
+            body(b"something else"),
+        )
         .await;
     assert_eq!((status, error_code(&b).as_str()), (400, "DIGEST_INVALID"));
     assert!(!t.reg.store.blob_stored(&d).await);
-    assert!(!t.reg.store.blob_stored(&Digest::sha256(b"something else")).await);
+    assert!(
+        !t.reg
+            .store
+            .blob_stored(&Digest::sha256(b"something else"))
+            .await
+    );
     // A declared length that the body does not have.
     let d = Digest::sha256(b"abc");
     let mut r = req("POST", &format!("/v2/a/blobs/uploads/?digest={d}"));
@@ -155,14 +191,24 @@ async fn a_chunked_upload_continues_where_it_stands_and_is_verified_at_the_end()
     assert_eq!((status, header(&h, "Range")), (204, Some("0-9")));
     // The last chunk comes with the PUT.
     let d = Digest::sha256(b"0123456789ab");
-    let (status, h, _) = t.call(req("PUT", &format!("{location}?digest={d}")), body(b"ab")).await;
+    let (status, h, _) = t
+        .call(req("PUT", &format!("{location}?digest={d}")), body(b"ab"))
+        .await;
     assert_eq!(status, 201);
-    assert_eq!(header(&h, "Location"), Some(format!("/v2/a/b/blobs/{d}").as_str()));
-    let (_, _, b) = t.call(req("GET", &format!("/v2/a/b/blobs/{d}")), none()).await;
+    assert_eq!(
+        header(&h, "Location"),
+        Some(format!("/v2/a/b/blobs/{d}").as_str())
+    );
+    let (_, _, b) = t
+        .call(req("GET", &format!("/v2/a/b/blobs/{d}")), none())
+        .await;
     assert_eq!(b, b"0123456789ab");
     // The upload is over.
     let (status, _, b) = t.call(req("GET", &location), none()).await;
-    assert_eq!((status, error_code(&b).as_str()), (404, "BLOB_UPLOAD_UNKNOWN"));
+    assert_eq!(
+        (status, error_code(&b).as_str()),
+        (404, "BLOB_UPLOAD_UNKNOWN")
+    );
 }
 
 #[tokio::test]
@@ -180,7 +226,9 @@ async fn a_chunk_out_of_order_is_416_and_changes_nothing() {
     assert_eq!(header(&h, "Location"), Some(location.as_str()));
     // A wrong final digest ends the upload.
     let wrong = Digest::sha256(b"nope");
-    let (status, _, b) = t.call(req("PUT", &format!("{location}?digest={wrong}")), none()).await;
+    let (status, _, b) = t
+        .call(req("PUT", &format!("{location}?digest={wrong}")), none())
+        .await;
     assert_eq!((status, error_code(&b).as_str()), (400, "DIGEST_INVALID"));
     let (status, _, _) = t.call(req("GET", &location), none()).await;
     assert_eq!(status, 404);
@@ -196,13 +244,27 @@ async fn uploads_belong_to_their_repository_and_can_be_cancelled() {
     let t = registry().await;
     let (_, h, _) = t.call(req("POST", "/v2/a/blobs/uploads/"), none()).await;
     let id = header(&h, "Docker-Upload-UUID").expect("uuid").to_string();
-    let (status, _, b) = t.call(req("GET", &format!("/v2/b/blobs/uploads/{id}")), none()).await;
-    assert_eq!((status, error_code(&b).as_str()), (404, "BLOB_UPLOAD_UNKNOWN"));
-    let (status, _, b) = t.call(req("GET", "/v2/a/blobs/uploads/../../etc"), none()).await;
-    assert_eq!((status, error_code(&b).as_str()), (404, "BLOB_UPLOAD_UNKNOWN"));
-    let (status, _, _) = t.call(req("DELETE", &format!("/v2/a/blobs/uploads/{id}")), none()).await;
+    let (status, _, b) = t
+        .call(req("GET", &format!("/v2/b/blobs/uploads/{id}")), none())
+        .await;
+    assert_eq!(
+        (status, error_code(&b).as_str()),
+        (404, "BLOB_UPLOAD_UNKNOWN")
+    );
+    let (status, _, b) = t
+        .call(req("GET", "/v2/a/blobs/uploads/../../etc"), none())
+        .await;
+    assert_eq!(
+        (status, error_code(&b).as_str()),
+        (404, "BLOB_UPLOAD_UNKNOWN")
+    );
+    let (status, _, _) = t
+        .call(req("DELETE", &format!("/v2/a/blobs/uploads/{id}")), none())
+        .await;
     assert_eq!(status, 204);
-    let (status, _, _) = t.call(req("GET", &format!("/v2/a/blobs/uploads/{id}")), none()).await;
+    let (status, _, _) = t
+        .call(req("GET", &format!("/v2/a/blobs/uploads/{id}")), none())
+        .await;
     assert_eq!(status, 404);
 }
 
@@ -211,9 +273,13 @@ async fn an_upload_survives_a_restart_of_the_registry() {
     let dir = tempfile::tempdir().expect("tempdir");
     let location = {
         let reg = Registry::open(dir.path()).await.expect("opens");
-        let r = reg.serve(&req("POST", "/v2/a/blobs/uploads/"), none()).await;
+        let r = reg
+            .serve(&req("POST", "/v2/a/blobs/uploads/"), none())
+            .await;
         let location = r.header_value("Location").expect("Location").to_string();
-        let r = reg.serve(&req("PATCH", &location), body(b"first half,")).await;
+        let r = reg
+            .serve(&req("PATCH", &location), body(b"first half,"))
+            .await;
         assert_eq!(r.status, 202);
         location
     };
@@ -222,7 +288,10 @@ async fn an_upload_survives_a_restart_of_the_registry() {
     assert_eq!(r.header_value("Range"), Some("0-10"));
     let d = Digest::sha256(b"first half, second half");
     let r = reg
-        .serve(&req("PUT", &format!("{location}?digest={d}")), body(b" second half"))
+        .serve(
+            &req("PUT", &format!("{location}?digest={d}")),
+            body(b" second half"),
+        )
         .await;
     assert_eq!(r.status, 201);
 }
@@ -238,7 +307,10 @@ async fn a_manifest_is_refused_until_the_repository_holds_its_blobs() {
     }))
     .expect("json");
     let (status, _, b) = t.call(req("PUT", "/v2/a/manifests/v1"), body(&m)).await;
-    assert_eq!((status, error_code(&b).as_str()), (400, "MANIFEST_BLOB_UNKNOWN"));
+    assert_eq!(
+        (status, error_code(&b).as_str()),
+        (400, "MANIFEST_BLOB_UNKNOWN")
+    );
     // The blob in another repository does not count.
     t.push_blob("elsewhere", b"{}").await;
     let (status, _, _) = t.call(req("PUT", "/v2/a/manifests/v1"), body(&m)).await;
@@ -248,42 +320,77 @@ async fn a_manifest_is_refused_until_the_repository_holds_its_blobs() {
     assert_eq!(status, 201);
     // By digest, the body must have that digest.
     let wrong = Digest::sha256(b"other");
-    let (status, _, b) = t.call(req("PUT", &format!("/v2/a/manifests/{wrong}")), body(&m)).await;
+    let (status, _, b) = t
+        .call(req("PUT", &format!("/v2/a/manifests/{wrong}")), body(&m))
+        .await;
     assert_eq!((status, error_code(&b).as_str()), (400, "DIGEST_INVALID"));
-    let (status, _, b) = t.call(req("PUT", "/v2/a/manifests/v2"), body(b"{not json")).await;
+    let (status, _, b) = t
+        .call(req("PUT", "/v2/a/manifests/v2"), body(b"{not json"))
+        .await;
     assert_eq!((status, error_code(&b).as_str()), (400, "MANIFEST_INVALID"));
 }
 
 #[tokio::test]
 async fn manifests_are_pulled_by_tag_and_digest_and_listed() {
     let t = registry().await;
-    let (d, m) = t.push_image("docker.io/library/busybox", "1", b"layer").await;
+    let (d, m) = t
+        .push_image("docker.io/library/busybox", "1", b"layer")
+        .await;
     for reference in ["1".to_string(), d.to_string()] {
         let (status, h, b) = t
-            .call(req("GET", &format!("/v2/docker.io/library/busybox/manifests/{reference}")), none())
+            .call(
+                req(
+                    "GET",
+                    &format!("/v2/docker.io/library/busybox/manifests/{reference}"),
+                ),
+                none(),
+            )
             .await;
         assert_eq!(status, 200);
         assert_eq!(b, m);
         assert_eq!(header(&h, "Content-Type"), Some(OCI_MANIFEST));
-        assert_eq!(header(&h, "Docker-Content-Digest"), Some(d.to_string().as_str()));
+        assert_eq!(
+            header(&h, "Docker-Content-Digest"),
+            Some(d.to_string().as_str())
+        );
     }
     // containerd as a mirror names the registry in `ns`.
     let (status, _, b) = t
-        .call(req("HEAD", "/v2/library/busybox/manifests/1?ns=docker.io"), none())
+        .call(
+            req("HEAD", "/v2/library/busybox/manifests/1?ns=docker.io"),
+            none(),
+        )
         .await;
     assert_eq!((status, b.len()), (200, 0));
-    let (status, _, b) = t.call(req("GET", "/v2/docker.io/library/busybox/manifests/2"), none()).await;
+    let (status, _, b) = t
+        .call(
+            req("GET", "/v2/docker.io/library/busybox/manifests/2"),
+            none(),
+        )
+        .await;
     assert_eq!((status, error_code(&b).as_str()), (404, "MANIFEST_UNKNOWN"));
     let (status, _, b) = t.call(req("GET", "/v2/nothing/manifests/1"), none()).await;
     assert_eq!((status, error_code(&b).as_str()), (404, "NAME_UNKNOWN"));
-    t.push_image("docker.io/library/busybox", "latest", b"layer").await;
+    t.push_image("docker.io/library/busybox", "latest", b"layer")
+        .await;
     t.push_image("quay.io/x/y", "v1", b"other").await;
-    let (_, _, b) = t.call(req("GET", "/v2/docker.io/library/busybox/tags/list"), none()).await;
+    let (_, _, b) = t
+        .call(
+            req("GET", "/v2/docker.io/library/busybox/tags/list"),
+            none(),
+        )
+        .await;
     let v: Value = serde_json::from_slice(&b).expect("json");
-    assert_eq!(v, json!({"name": "docker.io/library/busybox", "tags": ["1", "latest"]}));
+    assert_eq!(
+        v,
+        json!({"name": "docker.io/library/busybox", "tags": ["1", "latest"]})
+    );
     let (_, _, b) = t.call(req("GET", "/v2/_catalog"), none()).await;
     let v: Value = serde_json::from_slice(&b).expect("json");
-    assert_eq!(v, json!({"repositories": ["docker.io/library/busybox", "quay.io/x/y"]}));
+    assert_eq!(
+        v,
+        json!({"repositories": ["docker.io/library/busybox", "quay.io/x/y"]})
+    );
 }
 
 #[tokio::test]
@@ -295,10 +402,18 @@ async fn lists_are_paginated_with_a_link_to_the_next_page() {
     let (_, h, b) = t.call(req("GET", "/v2/r/tags/list?n=2"), none()).await;
     let v: Value = serde_json::from_slice(&b).expect("json");
     assert_eq!(v["tags"], json!(["a", "b"]));
-    assert_eq!(header(&h, "Link"), Some("</v2/r/tags/list?last=b&n=2>; rel=\"next\""));
-    let (_, h, b) = t.call(req("GET", "/v2/r/tags/list?n=2&last=b"), none()).await;
+    assert_eq!(
+        header(&h, "Link"),
+        Some("</v2/r/tags/list?last=b&n=2>; rel=\"next\"")
+    );
+    let (_, h, b) = t
+        .call(req("GET", "/v2/r/tags/list?n=2&last=b"), none())
+        .await;
     let v: Value = serde_json::from_slice(&b).expect("json");
-    assert_eq!((v["tags"].clone(), header(&h, "Link")), (json!(["c"]), None));
+    assert_eq!(
+        (v["tags"].clone(), header(&h, "Link")),
+        (json!(["c"]), None)
+    );
 }
 
 #[tokio::test]
@@ -316,13 +431,18 @@ async fn a_client_that_cannot_read_indexes_gets_the_linux_amd64_image() {
         ],
     }))
     .expect("json");
-    let (status, _, _) = t.call(req("PUT", "/v2/multi/manifests/all"), body(&index)).await;
+    let (status, _, _) = t
+        .call(req("PUT", "/v2/multi/manifests/all"), body(&index))
+        .await;
     assert_eq!(status, 201);
     let mut r = req("GET", "/v2/multi/manifests/all");
     r.accept = vec![format!("{OCI_MANIFEST}, {DOCKER_MANIFEST}")];
     let (_, h, b) = t.call(r, none()).await;
     assert_eq!(b, amd64_bytes);
-    assert_eq!(header(&h, "Docker-Content-Digest"), Some(amd64.to_string().as_str()));
+    assert_eq!(
+        header(&h, "Docker-Content-Digest"),
+        Some(amd64.to_string().as_str())
+    );
     let mut r = req("GET", "/v2/multi/manifests/all");
     r.accept = vec![OCI_INDEX.into(), OCI_MANIFEST.into()];
     let (_, h, b) = t.call(r, none()).await;
@@ -333,8 +453,13 @@ async fn a_client_that_cannot_read_indexes_gets_the_linux_amd64_image() {
         "manifests": [{"mediaType": OCI_MANIFEST, "digest": Digest::sha256(b"?").to_string(), "size": 1}],
     }))
     .expect("json");
-    let (status, _, b) = t.call(req("PUT", "/v2/multi/manifests/bad"), body(&missing)).await;
-    assert_eq!((status, error_code(&b).as_str()), (400, "MANIFEST_BLOB_UNKNOWN"));
+    let (status, _, b) = t
+        .call(req("PUT", "/v2/multi/manifests/bad"), body(&missing))
+        .await;
+    assert_eq!(
+        (status, error_code(&b).as_str()),
+        (400, "MANIFEST_BLOB_UNKNOWN")
+    );
 }
 
 #[tokio::test]
@@ -342,16 +467,33 @@ async fn a_blob_is_mounted_from_another_repository_without_its_content() {
     let t = registry().await;
     let d = t.push_blob("source/repo", b"shared layer").await;
     let (status, h, _) = t
-        .call(req("POST", &format!("/v2/target/blobs/uploads/?mount={d}&from=source/repo")), none())
+        .call(
+            req(
+                "POST",
+                &format!("/v2/target/blobs/uploads/?mount={d}&from=source/repo"),
+            ),
+            none(),
+        )
         .await;
     assert_eq!(status, 201);
-    assert_eq!(header(&h, "Location"), Some(format!("/v2/target/blobs/{d}").as_str()));
-    let (status, _, _) = t.call(req("HEAD", &format!("/v2/target/blobs/{d}")), none()).await;
+    assert_eq!(
+        header(&h, "Location"),
+        Some(format!("/v2/target/blobs/{d}").as_str())
+    );
+    let (status, _, _) = t
+        .call(req("HEAD", &format!("/v2/target/blobs/{d}")), none())
+        .await;
     assert_eq!(status, 200);
     // Not in `from`: an ordinary upload starts instead.
     let other = Digest::sha256(b"unknown");
     let (status, h, _) = t
-        .call(req("POST", &format!("/v2/target/blobs/uploads/?mount={other}&from=source/repo")), none())
+        .call(
+            req(
+                "POST",
+                &format!("/v2/target/blobs/uploads/?mount={other}&from=source/repo"),
+            ),
+            none(),
+        )
         .await;
     assert_eq!(status, 202);
     assert!(header(&h, "Docker-Upload-UUID").is_some());
@@ -385,11 +527,19 @@ async fn deleting_a_tag_or_a_manifest_makes_it_unknown() {
     assert_eq!(status, 202);
     let (status, _, _) = t.call(req("GET", "/v2/a/manifests/v2"), none()).await;
     assert_eq!(status, 404);
-    let (status, _, _) = t.call(req("DELETE", &format!("/v2/a/manifests/{d}")), none()).await;
+    let (status, _, _) = t
+        .call(req("DELETE", &format!("/v2/a/manifests/{d}")), none())
+        .await;
     assert_eq!(status, 202);
     for r in ["v1".to_string(), d.to_string()] {
-        let (status, _, b) = t.call(req("GET", &format!("/v2/a/manifests/{r}")), none()).await;
-        assert_eq!((status, error_code(&b).as_str()), (404, "MANIFEST_UNKNOWN"), "{r}");
+        let (status, _, b) = t
+            .call(req("GET", &format!("/v2/a/manifests/{r}")), none())
+            .await;
+        assert_eq!(
+            (status, error_code(&b).as_str()),
+            (404, "MANIFEST_UNKNOWN"),
+            "{r}"
+        );
     }
 }
 
@@ -441,17 +591,24 @@ async fn concurrent_pushes_of_the_same_content_and_tag_all_succeed() {
                 assert_eq!(status, 202);
             }
             let d = Digest::sha256(&layer);
-            let (status, _, _) = t.call(req("PUT", &format!("{location}?digest={d}")), none()).await;
+            let (status, _, _) = t
+                .call(req("PUT", &format!("{location}?digest={d}")), none())
+                .await;
             assert_eq!(status, 201);
-            t.push_image("same", "latest", format!("layer {}", i % 2).as_bytes()).await;
+            t.push_image("same", "latest", format!("layer {}", i % 2).as_bytes())
+                .await;
         }));
     }
     for task in tasks {
         task.await.expect("task");
     }
-    let (_, _, b) = t.call(req("GET", "/v2/same/manifests/latest"), none()).await;
+    let (_, _, b) = t
+        .call(req("GET", "/v2/same/manifests/latest"), none())
+        .await;
     let v: Value = serde_json::from_slice(&b).expect("a whole manifest");
     assert_eq!(v["schemaVersion"], 2);
-    let tmp = std::fs::read_dir(t.reg.store.root().join("tmp")).expect("tmp").count();
+    let tmp = std::fs::read_dir(t.reg.store.root().join("tmp"))
+        .expect("tmp")
+        .count();
     assert_eq!(tmp, 0, "temporary files left behind");
 }

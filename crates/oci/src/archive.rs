@@ -28,7 +28,9 @@ pub enum ArchiveError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the archive is neither an OCI layout (index.json) nor a docker save tarball (manifest.json)")]
+    #[error(
+        "the archive is neither an OCI layout (index.json) nor a docker save tarball (manifest.json)"
+    )]
     UnknownFormat,
     #[error("the archive has no entry {0:?}")]
     Missing(String),
@@ -272,7 +274,11 @@ impl Archive {
         for (i, img) in images.iter().enumerate() {
             if img.names.is_empty() {
                 return Err(ArchiveError::Unnamed {
-                    entry: format!("image {} ({})", i + 1, img.top().map(|m| m.digest.to_string()).unwrap_or_default()),
+                    entry: format!(
+                        "image {} ({})",
+                        i + 1,
+                        img.top().map(|m| m.digest.to_string()).unwrap_or_default()
+                    ),
                 });
             }
         }
@@ -321,10 +327,11 @@ impl Archive {
                 actual: actual.to_string(),
             });
         }
-        let parsed = manifest::parse(Some(media_type), &bytes).map_err(|e| ArchiveError::Invalid {
-            entry: path.clone(),
-            why: e.to_string(),
-        })?;
+        let parsed =
+            manifest::parse(Some(media_type), &bytes).map_err(|e| ArchiveError::Invalid {
+                entry: path.clone(),
+                why: e.to_string(),
+            })?;
         for b in &parsed.blobs {
             if !blobs.iter().any(|x| x.digest == b.digest) {
                 blobs.push(self.blob_entry(&b.digest, true)?);
@@ -438,7 +445,9 @@ impl Archive {
                 .and_then(Value::as_array)
                 .ok_or_else(|| invalid("an image without Layers"))?
             {
-                let p = l.as_str().ok_or_else(|| invalid("a layer that is not a path"))?;
+                let p = l
+                    .as_str()
+                    .ok_or_else(|| invalid("a layer that is not a path"))?;
                 let (d, size) = self.digest_of(p)?;
                 layers.push(json!({"mediaType": OCI_LAYER, "digest": d.to_string(), "size": size}));
                 if !blobs.iter().any(|b| b.digest == d) {
@@ -464,10 +473,12 @@ impl Archive {
                 .flatten()
                 .filter_map(Value::as_str)
             {
-                names.push(ImageRef::parse_normalized(t).map_err(|source| ArchiveError::Name {
-                    entry: "manifest.json".into(),
-                    source,
-                })?);
+                names.push(
+                    ImageRef::parse_normalized(t).map_err(|source| ArchiveError::Name {
+                        entry: "manifest.json".into(),
+                        source,
+                    })?,
+                );
             }
             images.push(Image {
                 names,

@@ -142,7 +142,10 @@ mod tests {
     #[test]
     fn the_digest_of_nothing_is_the_well_known_one() {
         assert_eq!(Digest::sha256(b"").to_string(), EMPTY);
-        assert_eq!(Digest::parse(EMPTY).map(|d| d.to_string()).ok(), Some(EMPTY.into()));
+        assert_eq!(
+            Digest::parse(EMPTY).map(|d| d.to_string()).ok(),
+            Some(EMPTY.into())
+        );
     }
 
     #[test]

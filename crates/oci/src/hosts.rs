@@ -121,14 +121,29 @@ mod tests {
     fn every_registry_and_the_default_point_at_the_platform() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = write_hosts_dir(tmp.path(), &mirror()).expect("written");
-        for host in ["docker.io", "registry.k8s.io", "quay.io", "ghcr.io", "gcr.io", "_default"] {
+        for host in [
+            "docker.io",
+            "registry.k8s.io",
+            "quay.io",
+            "ghcr.io",
+            "gcr.io",
+            "_default",
+        ] {
             let t = std::fs::read_to_string(dir.join(host).join("hosts.toml")).expect(host);
             assert!(t.contains("server = \"https://10.0.0.1:6443\""), "{t}");
             assert!(t.contains("[host.\"https://10.0.0.1:6443\"]"), "{t}");
             let ca = dir.join("ca.crt");
-            assert_eq!(t.matches(&format!("ca = \"{}\"", ca.display())).count(), 2, "{t}");
+            assert_eq!(
+                t.matches(&format!("ca = \"{}\"", ca.display())).count(),
+                2,
+                "{t}"
+            );
         }
-        assert!(std::fs::read_to_string(dir.join("ca.crt")).expect("ca").contains("BEGIN"));
+        assert!(
+            std::fs::read_to_string(dir.join("ca.crt"))
+                .expect("ca")
+                .contains("BEGIN")
+        );
         // Writing again replaces the files in place.
         write_hosts_dir(tmp.path(), &mirror()).expect("rewritten");
     }

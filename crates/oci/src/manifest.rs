@@ -88,12 +88,11 @@ pub fn parse(content_type: Option<&str>, body: &[u8]) -> Result<Parsed> {
             body.len()
         )));
     }
-    let doc: Value =
-        serde_json::from_slice(body).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let doc: Value = serde_json::from_slice(body).map_err(|e| invalid(format!("not JSON: {e}")))?;
     let declared = doc.get("mediaType").and_then(Value::as_str);
-    let header = content_type
-        .map(bare_type)
-        .filter(|t| MANIFEST_TYPES.contains(t) || *t == DOCKER_SCHEMA1 || *t == DOCKER_SCHEMA1_SIGNED);
+    let header = content_type.map(bare_type).filter(|t| {
+        MANIFEST_TYPES.contains(t) || *t == DOCKER_SCHEMA1 || *t == DOCKER_SCHEMA1_SIGNED
+    });
     if let (Some(d), Some(h)) = (declared, header)
         && d != h
     {
@@ -161,7 +160,9 @@ pub fn parse(content_type: Option<&str>, body: &[u8]) -> Result<Parsed> {
                 subject: subject.map(|s| s.digest),
             })
         }
-        other => Err(invalid(format!("unsupported manifest media type {other:?}"))),
+        other => Err(invalid(format!(
+            "unsupported manifest media type {other:?}"
+        ))),
     }
 }
 
@@ -220,7 +221,10 @@ mod tests {
         let needed: Vec<String> = p.blobs.iter().map(|b| b.digest.to_string()).collect();
         assert_eq!(needed, vec![d("c"), d("l1")]);
         // No mediaType and no Content-Type: the shape decides.
-        assert_eq!(parse(None, &image(None)).expect("parses").media_type, OCI_MANIFEST);
+        assert_eq!(
+            parse(None, &image(None)).expect("parses").media_type,
+            OCI_MANIFEST
+        );
         // A Docker manifest has the same shape under its own type.
         let p = parse(Some(DOCKER_MANIFEST), &image(Some(DOCKER_MANIFEST))).expect("parses");
         assert_eq!(p.media_type, DOCKER_MANIFEST);
@@ -232,9 +236,15 @@ mod tests {
             (Some(DOCKER_MANIFEST), image(Some(OCI_MANIFEST))),
             (None, b"not json".to_vec()),
             (None, b"{}".to_vec()),
-            (Some(DOCKER_SCHEMA1_SIGNED), br#"{"schemaVersion":1}"#.to_vec()),
+            (
+                Some(DOCKER_SCHEMA1_SIGNED),
+                br#"{"schemaVersion":1}"#.to_vec(),
+            ),
             (None, br#"{"schemaVersion":1,"config":{}}"#.to_vec()),
-            (Some(OCI_MANIFEST), br#"{"schemaVersion":2,"config":{"digest":"x"}}"#.to_vec()),
+            (
+                Some(OCI_MANIFEST),
+                br#"{"schemaVersion":2,"config":{"digest":"x"}}"#.to_vec(),
+            ),
         ] {
             let e = parse(ct, &body).expect_err("refused");
             assert_eq!(e.code(), ErrorCode::ManifestInvalid, "{e}");

@@ -123,8 +123,7 @@ pub fn valid_tag(t: &str) -> bool {
     !b.is_empty()
         && b.len() <= 128
         && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b
-            .iter()
+        && b.iter()
             .all(|&x| x.is_ascii_alphanumeric() || matches!(x, b'_' | b'.' | b'-'))
 }
 
@@ -305,10 +304,7 @@ mod tests {
             norm("registry.k8s.io/pause:3.9"),
             "registry.k8s.io/pause:3.9"
         );
-        assert_eq!(
-            norm("localhost:5000/a/b"),
-            "localhost:5000/a/b:latest"
-        );
+        assert_eq!(norm("localhost:5000/a/b"), "localhost:5000/a/b:latest");
         assert_eq!(norm("localhost/a"), "localhost/a:latest");
         let d = Digest::sha256(b"");
         assert_eq!(
@@ -323,7 +319,11 @@ mod tests {
 
     #[test]
     fn bad_references_are_refused_with_the_reason() {
-        assert!(norm("Busybox").contains("must be lowercase"), "{}", norm("Busybox"));
+        assert!(
+            norm("Busybox").contains("must be lowercase"),
+            "{}",
+            norm("Busybox")
+        );
         assert!(norm("busybox:").starts_with("error"));
         assert!(norm("busy box").starts_with("error"));
         assert!(norm("-a/b").starts_with("error"));
@@ -336,7 +336,18 @@ mod tests {
         for ok in ["a", "library/busybox", "a-b/c__d/e.f", "a---b", "x0/y_1"] {
             validate_repository(ok).expect(ok);
         }
-        for bad in ["", "A", "a/", "/a", "a//b", "a_", "a..b", "a___b", "_a", "a/_manifests"] {
+        for bad in [
+            "",
+            "A",
+            "a/",
+            "/a",
+            "a//b",
+            "a_",
+            "a..b",
+            "a___b",
+            "_a",
+            "a/_manifests",
+        ] {
             let e = validate_repository(bad).expect_err(bad);
             assert_eq!(e.code(), ErrorCode::NameInvalid, "{bad}");
         }
@@ -364,9 +375,15 @@ mod tests {
 
     #[test]
     fn tags_and_digests_are_told_apart() {
-        assert_eq!(Reference::parse("v1.0_rc-1").ok(), Some(Reference::Tag("v1.0_rc-1".into())));
+        assert_eq!(
+            Reference::parse("v1.0_rc-1").ok(),
+            Some(Reference::Tag("v1.0_rc-1".into()))
+        );
         let d = Digest::sha256(b"x");
-        assert_eq!(Reference::parse(&d.to_string()).ok(), Some(Reference::Digest(d)));
+        assert_eq!(
+            Reference::parse(&d.to_string()).ok(),
+            Some(Reference::Digest(d))
+        );
         assert!(Reference::parse(".v1").is_err());
         assert!(Reference::parse(&"a".repeat(129)).is_err());
         assert!(valid_host("[::1]:5000"));

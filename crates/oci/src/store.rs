@@ -105,7 +105,9 @@ where
 
 /// Hashes a file from the start.
 async fn hash_file(path: &Path, algorithm: Algorithm) -> Result<(Hasher, u64)> {
-    let mut f = fs::File::open(path).await.map_err(io("reading an upload"))?;
+    let mut f = fs::File::open(path)
+        .await
+        .map_err(io("reading an upload"))?;
     let mut h = Hasher::new(algorithm);
     let mut buf = vec![0u8; 256 * 1024];
     let mut n = 0u64;
@@ -311,7 +313,11 @@ impl Store {
     }
 
     /// The lock of an upload of `repo`, loading it from disk after a restart.
-    async fn upload(&self, repo: &str, id: &str) -> Result<Arc<tokio::sync::Mutex<Option<Upload>>>> {
+    async fn upload(
+        &self,
+        repo: &str,
+        id: &str,
+    ) -> Result<Arc<tokio::sync::Mutex<Option<Upload>>>> {
         let unknown = || Error::new(ErrorCode::BlobUploadUnknown, id.to_string());
         if uuid::Uuid::parse_str(id).is_err() {
             return Err(unknown());
@@ -385,7 +391,10 @@ impl Store {
         {
             return Err(Error::new(
                 ErrorCode::RangeInvalid,
-                format!("the chunk starts at {s}, the upload holds {} bytes", upload.size),
+                format!(
+                    "the chunk starts at {s}, the upload holds {} bytes",
+                    upload.size
+                ),
             ));
         }
         let path = self.upload_dir(id).join("data");
@@ -476,9 +485,7 @@ impl Store {
         S: Stream<Item = std::io::Result<Bytes>> + Unpin,
     {
         let tmp = self.tmp_path();
-        let mut file = fs::File::create(&tmp)
-            .await
-            .map_err(io("writing a blob"))?;
+        let mut file = fs::File::create(&tmp).await.map_err(io("writing a blob"))?;
         let mut hasher = Hasher::new(digest.algorithm());
         let written = append(&mut file, &mut hasher, body).await;
         drop(file);
@@ -611,7 +618,13 @@ impl Store {
         match reference {
             Reference::Tag(t) => fs::remove_file(self.tags_dir(repo).join(t))
                 .await
-                .map_err(|e| if not_found(&e) { unknown() } else { io("deleting a tag")(e) }),
+                .map_err(|e| {
+                    if not_found(&e) {
+                        unknown()
+                    } else {
+                        io("deleting a tag")(e)
+                    }
+                }),
             Reference::Digest(_) => {
                 match fs::remove_file(self.revision(repo, &digest)).await {
                     Ok(()) => {}
@@ -619,7 +632,11 @@ impl Store {
                     Err(e) => return Err(io("deleting a manifest")(e)),
                 }
                 for tag in self.tags(repo).await.unwrap_or_default() {
-                    if self.resolve(repo, &Reference::Tag(tag.clone())).await.ok().as_ref()
+                    if self
+                        .resolve(repo, &Reference::Tag(tag.clone()))
+                        .await
+                        .ok()
+                        .as_ref()
                         == Some(&digest)
                     {
                         let _ = fs::remove_file(self.tags_dir(repo).join(&tag)).await;
@@ -669,9 +686,7 @@ impl Store {
                     if let Ok(rel) = dir.strip_prefix(&base) {
                         out.push(rel.to_string_lossy().into_owned());
                     }
-                } else if !name.starts_with('_')
-                    && e.file_type().await.is_ok_and(|t| t.is_dir())
-                {
+                } else if !name.starts_with('_') && e.file_type().await.is_ok_and(|t| t.is_dir()) {
                     stack.push(e.path());
                 }
             }

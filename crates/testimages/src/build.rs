@@ -65,7 +65,11 @@ impl Layer {
     pub fn dir(mut self, path: &str, mode: u32) -> Result<Layer> {
         let mut h = header(tar::EntryType::Directory, mode, 0);
         self.tar
-            .append_data(&mut h, format!("{}/", path.trim_matches('/')), std::io::empty())
+            .append_data(
+                &mut h,
+                format!("{}/", path.trim_matches('/')),
+                std::io::empty(),
+            )
             .map_err(io(format!("layer directory {path}")))?;
         Ok(self)
     }
@@ -173,7 +177,8 @@ impl Image {
 
     /// Writes an OCI image layout tarball (gzipped layers) to `path`, atomically.
     pub fn write_oci_archive(&self, path: &Path) -> Result<Written> {
-        let config = serde_json::to_vec(&self.config_json()).map_err(|e| Error::Other(e.to_string()))?;
+        let config =
+            serde_json::to_vec(&self.config_json()).map_err(|e| Error::Other(e.to_string()))?;
         let config_digest = sha256_hex(&config);
         let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
         let mut layer_descs = Vec::new();
@@ -235,7 +240,8 @@ impl Image {
 
     /// Writes a legacy `docker save` tarball (uncompressed layers in `<id>/layer.tar`).
     pub fn write_docker_archive(&self, path: &Path) -> Result<Written> {
-        let config = serde_json::to_vec(&self.config_json()).map_err(|e| Error::Other(e.to_string()))?;
+        let config =
+            serde_json::to_vec(&self.config_json()).map_err(|e| Error::Other(e.to_string()))?;
         let config_digest = sha256_hex(&config);
         let layer_paths: Vec<String> = self
             .layers
@@ -245,7 +251,12 @@ impl Image {
         let tags: Vec<String> = self
             .names
             .iter()
-            .map(|n| n.strip_prefix("docker.io/library/").or_else(|| n.strip_prefix("docker.io/")).unwrap_or(n).to_string())
+            .map(|n| {
+                n.strip_prefix("docker.io/library/")
+                    .or_else(|| n.strip_prefix("docker.io/"))
+                    .unwrap_or(n)
+                    .to_string()
+            })
             .collect();
         let manifest = json!([{
             "Config": format!("{config_digest}.json"),

@@ -28,7 +28,10 @@ pub const BUSYBOX_NAMES: &[&str] = &[
     "docker.io/library/busybox:latest",
 ];
 pub const MTEST: &str = "docker.io/matryoshka/mtest:1";
-pub const MTEST_NAMES: &[&str] = &["docker.io/matryoshka/mtest:1", "docker.io/matryoshka/mtest:latest"];
+pub const MTEST_NAMES: &[&str] = &[
+    "docker.io/matryoshka/mtest:1",
+    "docker.io/matryoshka/mtest:latest",
+];
 /// The sandbox image (`sandbox_image`), and containerd 1.6's default one.
 pub const PAUSE: &str = "registry.k8s.io/pause:3.9";
 pub const PAUSE_NAMES: &[&str] = &["registry.k8s.io/pause:3.9", "registry.k8s.io/pause:3.6"];
@@ -94,7 +97,15 @@ fn build_mtest() -> Result<PathBuf> {
     .join("\u{1f}");
     let out = Command::new(env!("CARGO"))
         .current_dir(workspace_dir())
-        .args(["build", "--quiet", "--release", "-p", "mtest", "--target", target])
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "mtest",
+            "--target",
+            target,
+        ])
         .arg("--target-dir")
         .arg(&dir)
         .env("CARGO_ENCODED_RUSTFLAGS", flags)
@@ -133,16 +144,25 @@ pub fn busybox_layer() -> Result<Vec<u8>> {
         return Err(Error::Other(format!("{BUSYBOX_BINARY} has no sh applet")));
     }
     let mut l = Layer::new();
-    for d in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "var", "home", "proc", "sys", "dev"] {
+    for d in [
+        "bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "var", "home", "proc", "sys", "dev",
+    ] {
         l = l.dir(d, 0o755)?;
     }
-    l = l.dir("tmp", 0o1777)?.dir("var/tmp", 0o1777)?.dir("root", 0o700)?;
+    l = l
+        .dir("tmp", 0o1777)?
+        .dir("var/tmp", 0o1777)?
+        .dir("root", 0o700)?;
     l = l.file("bin/busybox", 0o755, &bin)?;
     for a in &applets {
         l = l.symlink(a, "/bin/busybox")?;
     }
     l = l
-        .file("etc/passwd", 0o644, b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")?
+        .file(
+            "etc/passwd",
+            0o644,
+            b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+        )?
         .file("etc/group", 0o644, b"root:x:0:\nnobody:x:65534:\n")?;
     l.finish()
 }
@@ -260,7 +280,10 @@ pub fn unpack_rootfs(archive: &Path, dir: &Path) -> Result<()> {
         let mut ar = tar::Archive::new(f);
         for e in ar.entries().map_err(build::io("reading the archive"))? {
             let mut e = e.map_err(build::io("reading the archive"))?;
-            if e.path().map(|p| p.to_string_lossy() == name).unwrap_or(false) {
+            if e.path()
+                .map(|p| p.to_string_lossy() == name)
+                .unwrap_or(false)
+            {
                 let mut v = Vec::new();
                 std::io::Read::read_to_end(&mut e, &mut v).map_err(build::io(name.to_string()))?;
                 return Ok(v);
@@ -269,16 +292,23 @@ pub fn unpack_rootfs(archive: &Path, dir: &Path) -> Result<()> {
         Err(other(format!("no {name}")))
     };
     let blob = |d: &str| entry(&format!("blobs/{}", d.replace(':', "/")));
-    let json = |b: Vec<u8>| serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| other(e.to_string()));
+    let json = |b: Vec<u8>| {
+        serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| other(e.to_string()))
+    };
     let index = json(entry("index.json")?)?;
-    let m = index["manifests"][0]["digest"].as_str().ok_or_else(|| other("no manifest".into()))?;
+    let m = index["manifests"][0]["digest"]
+        .as_str()
+        .ok_or_else(|| other("no manifest".into()))?;
     let manifest = json(blob(m)?)?;
     for l in manifest["layers"].as_array().into_iter().flatten() {
-        let d = l["digest"].as_str().ok_or_else(|| other("a layer without digest".into()))?;
+        let d = l["digest"]
+            .as_str()
+            .ok_or_else(|| other("a layer without digest".into()))?;
         let z = blob(d)?;
         let mut t = tar::Archive::new(flate2::read::GzDecoder::new(z.as_slice()));
         t.set_preserve_permissions(true);
-        t.unpack(dir).map_err(build::io(format!("unpacking into {}", dir.display())))?;
+        t.unpack(dir)
+            .map_err(build::io(format!("unpacking into {}", dir.display())))?;
     }
     Ok(())
 }

@@ -47,8 +47,11 @@ fn the_test_program_is_a_static_executable() {
 #[test]
 fn the_test_program_runs_in_an_empty_root() {
     let root = tempfile::tempdir().expect("tempdir");
-    std::fs::copy(testimages::mtest_binary().expect("mtest"), root.path().join("mtest"))
-        .expect("copy");
+    std::fs::copy(
+        testimages::mtest_binary().expect("mtest"),
+        root.path().join("mtest"),
+    )
+    .expect("copy");
     let out = chroot(root.path(), &["/mtest", "exit", "7", "--message", "bye"]);
     assert_eq!(out.status.code(), Some(7), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "bye\n");
@@ -68,7 +71,14 @@ fn the_test_program_runs_in_an_empty_root() {
     });
     let out = chroot(
         root.path(),
-        &["/mtest", "dns", "kubernetes.default.svc.cluster.local.", "A", "--server", &addr.to_string()],
+        &[
+            "/mtest",
+            "dns",
+            "kubernetes.default.svc.cluster.local.",
+            "A",
+            "--server",
+            &addr.to_string(),
+        ],
     );
     responder.join().expect("responder");
     assert!(out.status.success(), "{out:?}");
@@ -112,7 +122,14 @@ fn the_mtest_image_serves_http_with_toggled_probes() {
     let r = get("/echo?msg=hi%21").expect("answer");
     assert!(r.ends_with("\r\n\r\nhi!"), "{r}");
     // The busybox half of the image is there too.
-    let out = chroot(root.path(), &["/bin/sh", "-c", "echo from-sh; for a in /bin/tar /usr/bin/nc /bin/sleep; do readlink $a; done"]);
+    let out = chroot(
+        root.path(),
+        &[
+            "/bin/sh",
+            "-c",
+            "echo from-sh; for a in /bin/tar /usr/bin/nc /bin/sleep; do readlink $a; done",
+        ],
+    );
     assert!(out.status.success(), "{out:?}");
     let s = String::from_utf8_lossy(&out.stdout);
     assert_eq!(s, "from-sh\n/bin/busybox\n/bin/busybox\n/bin/busybox\n");
@@ -144,15 +161,20 @@ fn a_docker_save_tarball_is_read_as_an_oci_image() {
     let tmp = tempfile::tempdir().expect("tmp");
     let path = tmp.path().join("saved.tar");
     let image = testimages::Image {
-        layers: vec![testimages::Layer::new()
-            .file("hello", 0o644, b"hi")
-            .and_then(testimages::Layer::finish)
-            .expect("layer")],
+        layers: vec![
+            testimages::Layer::new()
+                .file("hello", 0o644, b"hi")
+                .and_then(testimages::Layer::finish)
+                .expect("layer"),
+        ],
         config: testimages::Config {
             cmd: vec!["/hello".into()],
             ..Default::default()
         },
-        names: vec!["docker.io/library/hello:1".into(), "quay.io/x/hello:2".into()],
+        names: vec![
+            "docker.io/library/hello:1".into(),
+            "quay.io/x/hello:2".into(),
+        ],
     };
     image.write_docker_archive(&path).expect("written");
     let archive = oci::archive::Archive::open(&path).expect("opens");
