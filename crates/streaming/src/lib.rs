@@ -9,4 +9,8 @@
 //! - `portforward`: port-forward over SPDY, legacy WebSocket and the WebSocket tunnel.
 //! - `translate`: what kube-apiserver does between a WebSocket client and a SPDY backend.
 
+pub mod io;
+pub mod remotecommand;
 pub mod spdy;
+pub mod upgrade;
+pub mod ws;

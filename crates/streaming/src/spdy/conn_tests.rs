@@ -84,7 +84,7 @@ async fn close_delivers_everything_written_then_ends_both_sides() {
 }
 
 #[tokio::test]
-async fn a_dropped_unfinished_stream_is_reset_for_the_peer() {
+async fn dropping_finishes_a_stream_and_reset_aborts_one() {
     let ((client, _ci), (_server, mut incoming)) = pair(Config::default());
     let s = within(async {
         let open = client.open(h("data"), false).unwrap();
@@ -96,11 +96,23 @@ async fn a_dropped_unfinished_stream_is_reset_for_the_peer() {
     .await;
     let (mut open, accepted) = s;
     let (_recv, mut send) = accepted.split();
-    send.write_all(b"partial").await.unwrap();
-    within(send.flushed()).await;
+    send.write_all(b"all of it").await.unwrap();
     drop(send);
     let mut buf = Vec::new();
-    let err = within(open.read_to_end(&mut buf)).await.unwrap_err();
+    within(open.read_to_end(&mut buf)).await.unwrap();
+    assert_eq!(buf, b"all of it");
+
+    let open = client.open(h("data"), false).unwrap();
+    let accepted = within(incoming.accept()).await.unwrap();
+    accepted.reply(Headers::new(), false).unwrap();
+    open.wait_reply(T).await.unwrap();
+    let (mut recv, _send) = open.split();
+    let (_r, mut send) = accepted.split();
+    send.write_all(b"partial").await.unwrap();
+    within(send.flushed()).await;
+    send.reset(RstStatus::Cancel);
+    let mut buf = Vec::new();
+    let err = within(recv.read_to_end(&mut buf)).await.unwrap_err();
     assert_eq!(buf, b"partial");
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset);
 }

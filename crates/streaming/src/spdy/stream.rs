@@ -3,8 +3,9 @@
 //! A `Stream` splits into a `RecvStream` and a `SendStream`. Shutting down the send side sends
 //! a FIN (`Close()` in spdystream); reading returns EOF once the peer's FIN arrived, and
 //! `ConnectionReset` once the peer reset the stream (after what it sent before). Dropping the
-//! last send handle without a FIN resets the stream (CANCEL), so an abandoned stream never
-//! hangs the peer; dropping the last receive handle discards further data.
+//! last send handle finishes the stream like closing a socket: what was written still goes
+//! out, then a FIN (`reset` aborts instead); dropping the last receive handle discards
+//! further data.
 //!
 //! Writes are buffered per stream (up to `Config::send_buffer`) and sent by the connection's
 //! writer task within the peer's windows; `poll_write` waits when the buffer is full, which is
@@ -411,11 +412,21 @@ impl Drop for RecvStream {
 impl Drop for SendStream {
     fn drop(&mut self) {
         let mut st = self.shared.state.lock();
+        let alive = st.dead.is_none();
         if let Some(s) = st.streams.get_mut(&self.id) {
             s.send_handles -= 1;
             if s.send_handles == 0 {
-                if !s.fin_queued && s.reset.is_none() && st.dead.is_none() {
-                    st.reset_local(self.id, RstStatus::Cancel);
+                if !s.fin_queued && s.reset.is_none() && alive {
+                    s.fin_queued = true;
+                    if !s.local && !s.replied {
+                        s.replied = true;
+                        st.control.push_back(Frame::SynReply {
+                            stream_id: self.id,
+                            fin: false,
+                            headers: Headers::new(),
+                        });
+                    }
+                    st.mark_sendable(self.id);
                 } else {
                     st.maybe_remove(self.id);
                 }
