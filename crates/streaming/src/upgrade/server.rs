@@ -255,8 +255,8 @@ mod tests {
 
         let h = headers(&[(HEADER_PROTOCOL_VERSION, "portforward.k8s.io")]);
         assert_eq!(
-            accept_spdy(&h, &["portforward.k8s.io"]),
-            Err(UpgradeError::MissingUpgradeHeaders)
+            accept_spdy(&h, &["portforward.k8s.io"]).unwrap_err(),
+            UpgradeError::MissingUpgradeHeaders
         );
     }
 
