@@ -10,7 +10,9 @@
 //! - `translate`: what kube-apiserver does between a WebSocket client and a SPDY backend.
 
 pub mod io;
+pub mod portforward;
 pub mod remotecommand;
 pub mod spdy;
+pub mod translate;
 pub mod upgrade;
 pub mod ws;

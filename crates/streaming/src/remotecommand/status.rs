@@ -23,6 +23,8 @@ pub enum Outcome {
     ExitCode { code: i32, message: String },
     /// The command could not run, or the stream failed (an `InternalError`).
     Failure(String),
+    /// A `Status` passed on as it is (the translator relays a backend's refusal this way).
+    Status(Box<Status>),
 }
 
 /// The subset of `metav1.Status` remote commands use, in Go's field order.
@@ -72,6 +74,7 @@ impl Outcome {
     /// The `Status` the kubelet writes for this outcome.
     pub fn to_status(&self) -> Status {
         match self {
+            Outcome::Status(status) => (**status).clone(),
             Outcome::Success => Status {
                 status: "Success".into(),
                 ..Status::default()
