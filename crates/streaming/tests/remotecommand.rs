@@ -3,71 +3,11 @@
 
 mod common;
 
-use bytes::Bytes;
-use common::{read_all, run_toy, serve, within};
-use http::{Request, Response, Uri};
-use hyper::body::Incoming;
+use common::{drive, exec, serve, within};
+use http::Uri;
 use streaming::remotecommand::{self, Outcome, StreamOptions, TerminalSize};
 use streaming::upgrade::{self, DialError, TcpConnect, Target};
-use streaming::{io::Writer, spdy};
-use tokio::io::AsyncWriteExt;
-
-/// The kubelet's exec endpoint, minus the container: SPDY or WebSocket per the request.
-async fn exec(mut req: Request<Incoming>) -> Response<Bytes> {
-    let opts = match StreamOptions::from_query(req.uri().query().unwrap_or("")) {
-        Ok(o) => o,
-        Err(e) => {
-            return upgrade::server::go_http_error(Response::builder().status(400), &e);
-        }
-    };
-    if upgrade::is_websocket_request(req.headers()) {
-        match upgrade::server::accept_websocket(
-            req.headers(),
-            &remotecommand::KUBELET_WEBSOCKET_PROTOCOLS
-                .iter()
-                .chain(&[remotecommand::V5])
-                .copied()
-                .collect::<Vec<_>>(),
-        ) {
-            Err(e) => e.response(),
-            Ok((protocol, response)) => {
-                let on = hyper::upgrade::on(&mut req);
-                tokio::spawn(async move {
-                    let ws = upgrade::server::websocket(on).await.unwrap();
-                    let session =
-                        remotecommand::server::accept_websocket(ws, &protocol, opts)
-                            .await
-                            .unwrap();
-                    run_toy(session).await;
-                });
-                response
-            }
-        }
-    } else {
-        match upgrade::server::accept_spdy(req.headers(), &remotecommand::SPDY_PROTOCOLS) {
-            Err(e) => e.response(),
-            Ok((protocol, response)) => {
-                let on = hyper::upgrade::on(&mut req);
-                tokio::spawn(async move {
-                    let io = upgrade::server::upgraded(on).await.unwrap();
-                    let (conn, incoming) =
-                        spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
-                    let session = remotecommand::server::accept_spdy(
-                        conn,
-                        incoming,
-                        &protocol,
-                        opts,
-                        remotecommand::server::STREAM_CREATION_TIMEOUT,
-                    )
-                    .await
-                    .unwrap();
-                    run_toy(session).await;
-                });
-                response
-            }
-        }
-    }
-}
+use streaming::spdy;
 
 fn target(addr: std::net::SocketAddr, query: &str) -> Target {
     Target::new(
@@ -75,45 +15,6 @@ fn target(addr: std::net::SocketAddr, query: &str) -> Target {
             .parse::<Uri>()
             .unwrap(),
     )
-}
-
-struct Result_ {
-    protocol: String,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    outcome: Outcome,
-}
-
-async fn drive(
-    mut session: remotecommand::ClientSession,
-    stdin: Option<&'static [u8]>,
-    resize: Option<TerminalSize>,
-) -> Result_ {
-    if let (Some(r), Some(size)) = (session.resize.as_mut(), resize) {
-        r.send(size).await.unwrap();
-    }
-    let mut input: Option<Writer> = session.stdin.take();
-    let feed = tokio::spawn(async move {
-        if let (Some(w), Some(data)) = (input.as_mut(), stdin) {
-            w.write_all(data).await.unwrap();
-            w.shutdown().await.unwrap();
-        }
-        input
-    });
-    let stdout = tokio::spawn(read_all(session.stdout.take()));
-    let stderr = tokio::spawn(read_all(session.stderr.take()));
-    let outcome = within(session.outcome()).await.unwrap();
-    let stdout = within(stdout).await.unwrap();
-    let stderr = within(stderr).await.unwrap();
-    drop(feed.await.unwrap());
-    let protocol = session.protocol.clone();
-    within(session.close()).await;
-    Result_ {
-        protocol,
-        stdout,
-        stderr,
-        outcome,
-    }
 }
 
 #[tokio::test]

@@ -15,7 +15,8 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use streaming::io::{Reader, Writer};
-use streaming::remotecommand::{Outcome, ServerSession};
+use streaming::remotecommand::{self, Outcome, ServerSession, StreamOptions, TerminalSize};
+use streaming::{spdy, upgrade};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -122,3 +123,103 @@ pub async fn read_all(reader: Option<Reader>) -> Vec<u8> {
         }
     }
 }
+
+/// The kubelet's exec endpoint, minus the container: SPDY or WebSocket per the request.
+pub async fn exec(mut req: Request<Incoming>) -> Response<Bytes> {
+    let opts = match StreamOptions::from_query(req.uri().query().unwrap_or("")) {
+        Ok(o) => o,
+        Err(e) => {
+            return upgrade::server::go_http_error(Response::builder().status(400), &e);
+        }
+    };
+    if upgrade::is_websocket_request(req.headers()) {
+        match upgrade::server::accept_websocket(
+            req.headers(),
+            &remotecommand::KUBELET_WEBSOCKET_PROTOCOLS
+                .iter()
+                .chain(&[remotecommand::V5])
+                .copied()
+                .collect::<Vec<_>>(),
+        ) {
+            Err(e) => e.response(),
+            Ok((protocol, response)) => {
+                let on = hyper::upgrade::on(&mut req);
+                tokio::spawn(async move {
+                    let ws = upgrade::server::websocket(on).await.unwrap();
+                    let session =
+                        remotecommand::server::accept_websocket(ws, &protocol, opts)
+                            .await
+                            .unwrap();
+                    run_toy(session).await;
+                });
+                response
+            }
+        }
+    } else {
+        match upgrade::server::accept_spdy(req.headers(), &remotecommand::SPDY_PROTOCOLS) {
+            Err(e) => e.response(),
+            Ok((protocol, response)) => {
+                let on = hyper::upgrade::on(&mut req);
+                tokio::spawn(async move {
+                    let io = upgrade::server::upgraded(on).await.unwrap();
+                    let (conn, incoming) =
+                        spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
+                    let session = remotecommand::server::accept_spdy(
+                        conn,
+                        incoming,
+                        &protocol,
+                        opts,
+                        remotecommand::server::STREAM_CREATION_TIMEOUT,
+                    )
+                    .await
+                    .unwrap();
+                    run_toy(session).await;
+                });
+                response
+            }
+        }
+    }
+}
+
+
+/// What a client session saw.
+pub struct Result_ {
+    pub protocol: String,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub outcome: Outcome,
+}
+
+/// Feeds stdin (then EOF) and a resize, reads stdout and stderr to their ends and the outcome.
+pub async fn drive(
+    mut session: remotecommand::ClientSession,
+    stdin: Option<&'static [u8]>,
+    resize: Option<TerminalSize>,
+) -> Result_ {
+    if let (Some(r), Some(size)) = (session.resize.as_mut(), resize) {
+        r.send(size).await.unwrap();
+    }
+    let mut input: Option<Writer> = session.stdin.take();
+    let feed = tokio::spawn(async move {
+        if let (Some(w), Some(data)) = (input.as_mut(), stdin) {
+            w.write_all(data).await.unwrap();
+            w.shutdown().await.unwrap();
+        }
+        input
+    });
+    let stdout = tokio::spawn(read_all(session.stdout.take()));
+    let stderr = tokio::spawn(read_all(session.stderr.take()));
+    let outcome = within(session.outcome()).await.unwrap();
+    let stdout = within(stdout).await.unwrap();
+    let stderr = within(stderr).await.unwrap();
+    drop(feed.await.unwrap());
+    let protocol = session.protocol.clone();
+    within(session.close()).await;
+    Result_ {
+        protocol,
+        stdout,
+        stderr,
+        outcome,
+    }
+}
+
