@@ -18,7 +18,8 @@ use streaming::io::{Reader, Writer};
 use streaming::remotecommand::{self, Outcome, ServerSession, StreamOptions, TerminalSize};
 use streaming::{spdy, upgrade};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use streaming::portforward::{self, Duplex, Forwarder};
+use tokio::net::{TcpListener, TcpStream};
 
 pub const T: Duration = Duration::from_secs(20);
 
@@ -221,5 +222,91 @@ pub async fn drive(
         stderr,
         outcome,
     }
+}
+
+
+/// A TCP server that answers every connection with `pong:`, then echoes until EOF.
+pub async fn echo_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let _ = tcp.write_all(b"pong:").await;
+                let (mut r, mut w) = tcp.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Forwards every port to the echo server; port 1 fails the way a closed pod port does.
+pub fn forwarder(echo: SocketAddr) -> Arc<dyn Forwarder> {
+    Arc::new(move |port: u16, stream: Duplex| async move {
+        if port == 1 {
+            return Err(format!(
+                "error forwarding port {port} to pod abc, uid : connection refused"
+            ));
+        }
+        let tcp = TcpStream::connect(echo).await.map_err(|e| e.to_string())?;
+        portforward::pump(stream, tcp).await.map_err(|e| e.to_string())
+    })
+}
+
+/// The kubelet's port-forward endpoint: SPDY, the legacy WebSocket protocol, or a tunnel.
+pub async fn portforward_endpoint(mut req: Request<Incoming>, echo: SocketAddr) -> Response<Bytes> {
+    let headers = req.headers().clone();
+    if upgrade::is_websocket_request(&headers) {
+        let offered = upgrade::offered_websocket_protocols(&headers);
+        if offered.iter().any(|p| p.starts_with(portforward::TUNNEL_PREFIX)) {
+            let tunnel = format!("{}{}", portforward::TUNNEL_PREFIX, portforward::PROTOCOL_V1);
+            let (_, response) = match upgrade::server::accept_websocket(&headers, &[&tunnel]) {
+                Ok(ok) => ok,
+                Err(e) => return e.response(),
+            };
+            let on = hyper::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                let ws = upgrade::server::websocket(on).await.unwrap();
+                let (conn, incoming) = portforward::tunnel::serve(ws);
+                portforward::spdy::serve(conn, incoming, forwarder(echo), Duration::from_secs(30))
+                    .await;
+            });
+            return response;
+        }
+        let ports = match portforward::ports_from_query(req.uri().query().unwrap_or(""), "port") {
+            Ok(p) => p,
+            Err(e) => return upgrade::server::go_http_error(Response::builder().status(400), &e),
+        };
+        let (protocol, response) =
+            match upgrade::server::accept_websocket(&headers, &portforward::WEBSOCKET_PROTOCOLS) {
+                Ok(ok) => ok,
+                Err(e) => return e.response(),
+            };
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            let ws = upgrade::server::websocket(on).await.unwrap();
+            portforward::websocket::serve(
+                ws,
+                &protocol,
+                &ports,
+                forwarder(echo),
+                Duration::from_secs(5),
+            )
+            .await;
+        });
+        return response;
+    }
+    let (_, response) = match upgrade::server::accept_spdy(&headers, &[portforward::PROTOCOL_V1]) {
+        Ok(ok) => ok,
+        Err(e) => return e.response(),
+    };
+    let on = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let io = upgrade::server::upgraded(on).await.unwrap();
+        let (conn, incoming) = spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
+        portforward::spdy::serve(conn, incoming, forwarder(echo), Duration::from_secs(30)).await;
+    });
+    response
 }
 
