@@ -285,7 +285,8 @@ impl AsyncWrite for ChannelWriter {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        ready!(self.out.poll_reserve(cx)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        ready!(self.out.poll_reserve(cx))
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
         let n = data.len().min(MAX_MESSAGE_DATA);
         let message = encode(self.channel, &data[..n], self.encoding);
         self.out
@@ -394,7 +395,9 @@ impl<S: Io> AsyncWrite for WsByteStream<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.ws).poll_flush(cx).map_err(io::Error::other)
+        Pin::new(&mut self.ws)
+            .poll_flush(cx)
+            .map_err(io::Error::other)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -431,7 +434,11 @@ mod tests {
     fn channel_messages_decode_including_v5_close() {
         let d = |m, e, v5| decode(m, e, v5).unwrap();
         assert_eq!(
-            d(Message::Binary(vec![2, b'x'].into()), Encoding::Binary, false),
+            d(
+                Message::Binary(vec![2, b'x'].into()),
+                Encoding::Binary,
+                false
+            ),
             Some(Frame::Data(2, Bytes::from_static(b"x")))
         );
         assert_eq!(
@@ -444,12 +451,19 @@ mod tests {
         );
         // Without v5, 255 is just a channel number.
         assert_eq!(
-            d(Message::Binary(vec![255, 0].into()), Encoding::Binary, false),
+            d(
+                Message::Binary(vec![255, 0].into()),
+                Encoding::Binary,
+                false
+            ),
             Some(Frame::Data(255, Bytes::from_static(&[0])))
         );
         assert!(decode(Message::Binary(vec![255].into()), Encoding::Binary, true).is_err());
         assert!(decode(Message::text("1***"), Encoding::Base64, false).is_err());
         assert_eq!(d(Message::Ping(Bytes::new()), Encoding::Binary, true), None);
-        assert_eq!(d(Message::Binary(Bytes::new()), Encoding::Binary, true), None);
+        assert_eq!(
+            d(Message::Binary(Bytes::new()), Encoding::Binary, true),
+            None
+        );
     }
 }

@@ -18,8 +18,8 @@ use common::{exec, portforward_endpoint, serve, within};
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use streaming::remotecommand::StreamOptions;
-use streaming::upgrade::{self, TcpConnect, Target};
-use streaming::{portforward, translate};
+use streaming::upgrade::{self, Target, TcpConnect};
+use streaming::translate;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::Command;
@@ -82,7 +82,10 @@ fn kubelet_query(query: &str) -> (StreamOptions, String) {
         }
     }
     let joined = params.join("&");
-    (StreamOptions::from_query(&joined).unwrap_or_default(), joined)
+    (
+        StreamOptions::from_query(&joined).unwrap_or_default(),
+        joined,
+    )
 }
 
 async fn apiserver(
@@ -207,11 +210,20 @@ async fn kubectl_exec_returns_output_and_exit_codes_over_spdy_and_websocket() {
         assert_eq!(out.status.code(), Some(3), "kubectl {version}: {stderr}");
 
         // Without stdin: plain output and success.
-        let out = within(cluster.kubectl(version).args(["exec", "p", "--", "toy"]).output())
-            .await
-            .unwrap();
+        let out = within(
+            cluster
+                .kubectl(version)
+                .args(["exec", "p", "--", "toy"])
+                .output(),
+        )
+        .await
+        .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "hello", "kubectl {version}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "hello",
+            "kubectl {version}: {stderr}"
+        );
         assert!(out.status.success(), "kubectl {version}: {stderr}");
 
         let used_ws = cluster.counts.websocket_exec.load(Ordering::SeqCst) > before_ws;
@@ -253,6 +265,5 @@ async fn kubectl_port_forward_reaches_the_pod_over_spdy_and_the_tunnel() {
         assert_eq!(used_tunnel, tunnel_version, "kubectl {version} transport");
         let _ = child.kill().await;
         let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-        let _ = portforward::PROTOCOL_V1;
     }
 }

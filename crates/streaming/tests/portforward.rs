@@ -10,7 +10,7 @@ use bytes::Bytes;
 use common::{portforward_endpoint, serve, within};
 use http::{Response, Uri};
 use streaming::portforward;
-use streaming::upgrade::{self, DialError, TcpConnect, Target};
+use streaming::upgrade::{self, DialError, Target, TcpConnect};
 use streaming::{spdy, translate};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -73,10 +73,12 @@ async fn spdy_port_forward_carries_concurrent_connections_and_errors() {
 #[tokio::test]
 async fn the_websocket_tunnel_carries_spdy_port_forward() {
     let kubelet = start_kubelet().await;
-    let (protocol, conn, _incoming) =
-        within(portforward::tunnel::dial(&TcpConnect::default(), &target(kubelet, "")))
-            .await
-            .unwrap();
+    let (protocol, conn, _incoming) = within(portforward::tunnel::dial(
+        &TcpConnect::default(),
+        &target(kubelet, ""),
+    ))
+    .await
+    .unwrap();
     assert_eq!(protocol, portforward::PROTOCOL_V1);
     exercise(portforward::spdy::Client::new(conn)).await;
 }
@@ -85,15 +87,20 @@ async fn the_websocket_tunnel_carries_spdy_port_forward() {
 async fn the_api_servers_tunnel_relay_reaches_a_spdy_backend() {
     let kubelet = start_kubelet().await;
     let backend = target(kubelet, "");
-    let apiserver = serve(move |req| {
-        let backend = backend.clone();
-        async move { translate::portforward_tunnel(req, Arc::new(TcpConnect::default()), backend).await }
-    })
-    .await;
-    let (protocol, conn, _incoming) =
-        within(portforward::tunnel::dial(&TcpConnect::default(), &target(apiserver, "")))
-            .await
-            .unwrap();
+    let apiserver =
+        serve(move |req| {
+            let backend = backend.clone();
+            async move {
+                translate::portforward_tunnel(req, Arc::new(TcpConnect::default()), backend).await
+            }
+        })
+        .await;
+    let (protocol, conn, _incoming) = within(portforward::tunnel::dial(
+        &TcpConnect::default(),
+        &target(apiserver, ""),
+    ))
+    .await
+    .unwrap();
     assert_eq!(protocol, portforward::PROTOCOL_V1);
     exercise(portforward::spdy::Client::new(conn)).await;
 }
@@ -104,16 +111,21 @@ async fn the_relay_passes_a_backend_refusal_through() {
     let backend = serve(|_req| async {
         Response::builder()
             .status(403)
-            .body(Bytes::from_static(b"Forbidden (user=x, verb=create, resource=nodes, subresource(s)=[proxy])\n"))
+            .body(Bytes::from_static(
+                b"Forbidden (user=x, verb=create, resource=nodes, subresource(s)=[proxy])\n",
+            ))
             .unwrap()
     })
     .await;
     let target_backend = target(backend, "");
-    let apiserver = serve(move |req| {
-        let backend = target_backend.clone();
-        async move { translate::portforward_tunnel(req, Arc::new(TcpConnect::default()), backend).await }
-    })
-    .await;
+    let apiserver =
+        serve(move |req| {
+            let backend = target_backend.clone();
+            async move {
+                translate::portforward_tunnel(req, Arc::new(TcpConnect::default()), backend).await
+            }
+        })
+        .await;
     let err = portforward::tunnel::dial(&TcpConnect::default(), &target(apiserver, ""))
         .await
         .err()

@@ -6,8 +6,8 @@ mod common;
 use common::{drive, exec, serve, within};
 use http::Uri;
 use streaming::remotecommand::{self, Outcome, StreamOptions, TerminalSize};
-use streaming::upgrade::{self, DialError, TcpConnect, Target};
 use streaming::spdy;
+use streaming::upgrade::{self, DialError, Target, TcpConnect};
 
 fn target(addr: std::net::SocketAddr, query: &str) -> Target {
     Target::new(
@@ -104,10 +104,13 @@ async fn every_websocket_protocol_runs_a_command() {
         remotecommand::BASE64_V1,
     ] {
         let t = target(addr, "stdout=1&stderr=1");
-        let (negotiated, ws) =
-            within(upgrade::client::websocket(&TcpConnect::default(), &t, &[protocol]))
-                .await
-                .unwrap();
+        let (negotiated, ws) = within(upgrade::client::websocket(
+            &TcpConnect::default(),
+            &t,
+            &[protocol],
+        ))
+        .await
+        .unwrap();
         assert_eq!(negotiated, protocol);
         let opts = StreamOptions {
             stdin: false,

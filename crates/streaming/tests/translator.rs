@@ -11,7 +11,7 @@ use common::{drive, exec, serve, within};
 use http::{Response, Uri};
 use streaming::remotecommand::{self, Outcome, StreamOptions, TerminalSize};
 use streaming::translate;
-use streaming::upgrade::{self, DialError, TcpConnect, Target};
+use streaming::upgrade::{self, DialError, Target, TcpConnect};
 
 fn target(addr: SocketAddr, query: &str) -> Target {
     Target::new(

@@ -176,7 +176,10 @@ impl Client {
 
     /// Opens the stream pair for one connection to `port`, as client-go does.
     pub async fn open(&self, port: u16) -> Result<Forwarded, spdy::Error> {
-        let request = self.next_request.fetch_add(1, Ordering::Relaxed).to_string();
+        let request = self
+            .next_request
+            .fetch_add(1, Ordering::Relaxed)
+            .to_string();
         let port = port.to_string();
         let headers = |kind: &str| -> Headers {
             [
@@ -188,11 +191,17 @@ impl Client {
             .collect()
         };
         let timeout = crate::remotecommand::client::STREAM_REPLY_TIMEOUT;
-        let error = self.conn.open_and_wait(headers(STREAM_ERROR), timeout).await?;
+        let error = self
+            .conn
+            .open_and_wait(headers(STREAM_ERROR), timeout)
+            .await?;
         let (error_recv, mut error_send) = error.split();
         // We never write to the error stream.
         let _ = error_send.shutdown().await;
-        let data = self.conn.open_and_wait(headers(STREAM_DATA), timeout).await?;
+        let data = self
+            .conn
+            .open_and_wait(headers(STREAM_DATA), timeout)
+            .await?;
         Ok(Forwarded {
             data,
             error: error_recv,

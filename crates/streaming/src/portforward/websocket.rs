@@ -32,7 +32,8 @@ pub async fn serve<S: Io>(
     for (i, &port) in ports.iter().enumerate() {
         let data_ch = (2 * i) as u8;
         let prefix = port.to_le_bytes();
-        if mux.send(data_ch, &prefix).await.is_err() || mux.send(data_ch + 1, &prefix).await.is_err()
+        if mux.send(data_ch, &prefix).await.is_err()
+            || mux.send(data_ch + 1, &prefix).await.is_err()
         {
             return;
         }
@@ -80,7 +81,11 @@ pub enum ClientError {
     #[error("websocket ended before the port header of channel {0}")]
     MissingHeader(u8),
     #[error("channel {channel} announced port {got}, expected {expected}")]
-    WrongPort { channel: u8, got: u16, expected: u16 },
+    WrongPort {
+        channel: u8,
+        got: u16,
+        expected: u16,
+    },
 }
 
 /// Sets up the channels of `ports` on a WebSocket and checks each pair's port header, as the

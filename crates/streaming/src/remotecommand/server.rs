@@ -176,7 +176,9 @@ pub async fn accept_websocket<S: Io>(
     } else {
         CHANNEL_ERROR
     };
-    mux.send(ready, &[]).await.map_err(|_| AcceptError::Closed)?;
+    mux.send(ready, &[])
+        .await
+        .map_err(|_| AcceptError::Closed)?;
     let take = |readers: &mut Vec<Option<ws::ChannelReader>>, ch: u8| {
         readers
             .get_mut(usize::from(ch))
@@ -225,7 +227,10 @@ impl ServerSession {
             }
             let _ = error.shutdown().await;
         }
-        for w in [self.stdout.take(), self.stderr.take()].into_iter().flatten() {
+        for w in [self.stdout.take(), self.stderr.take()]
+            .into_iter()
+            .flatten()
+        {
             let mut w = w;
             let _ = w.shutdown().await;
         }
@@ -254,8 +259,7 @@ fn spawn_resize_decoder(mut reader: Reader) -> mpsc::Receiver<TerminalSize> {
         let mut buf: Vec<u8> = Vec::new();
         let mut chunk = [0u8; 1024];
         loop {
-            let mut stream =
-                serde_json::Deserializer::from_slice(&buf).into_iter::<TerminalSize>();
+            let mut stream = serde_json::Deserializer::from_slice(&buf).into_iter::<TerminalSize>();
             let mut sizes = Vec::new();
             let mut consumed = 0;
             let mut broken = false;

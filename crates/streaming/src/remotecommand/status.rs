@@ -32,7 +32,11 @@ pub enum Outcome {
 pub struct Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    #[serde(default, rename = "apiVersion", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "apiVersion",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_version: Option<String>,
     #[serde(default)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
@@ -171,7 +175,10 @@ mod tests {
     #[test]
     fn statuses_are_byte_for_byte_what_go_writes() {
         let json = |o: Outcome| String::from_utf8(o.encode(Version::V4).unwrap()).unwrap();
-        assert_eq!(json(Outcome::Success), r#"{"metadata":{},"status":"Success"}"#);
+        assert_eq!(
+            json(Outcome::Success),
+            r#"{"metadata":{},"status":"Success"}"#
+        );
         assert_eq!(
             json(Outcome::ExitCode {
                 code: 3,

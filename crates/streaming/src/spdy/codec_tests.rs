@@ -129,9 +129,14 @@ fn fixed_frames_have_their_specified_bytes() {
     assert_eq!(
         &wire[..],
         &hex(concat!(
-            "8003000600000004", "00000001",                 // PING 1
-            "8003000300000008", "00000003", "00000005",     // RST_STREAM 3 CANCEL
-            "00000005", "01000002", "6162",                 // DATA 5 FIN "ab"
+            "8003000600000004",
+            "00000001", // PING 1
+            "8003000300000008",
+            "00000003",
+            "00000005", // RST_STREAM 3 CANCEL
+            "00000005",
+            "01000002",
+            "6162", // DATA 5 FIN "ab"
         ))[..]
     );
 }
@@ -268,7 +273,9 @@ fn oversized_frames_are_refused_from_their_header_alone() {
 #[test]
 fn unknown_control_frames_are_skipped() {
     // CREDENTIAL (type 10) and SPDY/2's NOOP (type 5), then a PING.
-    let mut wire = vec![0x80, 3, 0, 10, 0, 0, 0, 3, 1, 2, 3, 0x80, 3, 0, 5, 0, 0, 0, 0];
+    let mut wire = vec![
+        0x80, 3, 0, 10, 0, 0, 0, 3, 1, 2, 3, 0x80, 3, 0, 5, 0, 0, 0, 0,
+    ];
     wire.extend_from_slice(&[0x80, 3, 0, 6, 0, 0, 0, 4, 0, 0, 0, 9]);
     assert_eq!(
         decode_all(&wire).unwrap(),

@@ -222,7 +222,11 @@ impl Connection {
     }
 
     /// Opens a stream and waits for its reply, as client-go's `CreateStream` does.
-    pub async fn open_and_wait(&self, headers: Headers, timeout: Duration) -> Result<Stream, Error> {
+    pub async fn open_and_wait(
+        &self,
+        headers: Headers,
+        timeout: Duration,
+    ) -> Result<Stream, Error> {
         let stream = self.open(headers, false)?;
         stream::wait_reply(&self.shared, stream.id(), timeout).await?;
         Ok(stream)
@@ -802,8 +806,7 @@ fn collect(shared: &Shared, st: &mut State, frames: &mut Vec<Frame>) -> bool {
 
     // Acknowledge what the application consumed.
     let quarter_session = shared.config.session_window / 4;
-    if st.session_recv_unacked > 0 && (st.session_recv_unacked >= quarter_session || st.closing)
-    {
+    if st.session_recv_unacked > 0 && (st.session_recv_unacked >= quarter_session || st.closing) {
         frames.push(Frame::WindowUpdate {
             stream_id: 0,
             delta: st.session_recv_unacked,

@@ -323,7 +323,8 @@ async fn our_sends_obey_the_windows_of_a_peer_that_announces_them() {
     })
     .await;
     while received < 5000 {
-        if let Frame::Data { data, .. } = peer.recv_until(|f| matches!(f, Frame::Data { .. })).await {
+        if let Frame::Data { data, .. } = peer.recv_until(|f| matches!(f, Frame::Data { .. })).await
+        {
             received += data.len();
         }
     }
@@ -365,7 +366,9 @@ async fn streams_past_the_concurrency_limit_are_refused() {
     for id in [1, 3, 5] {
         peer.send(syn(id, "x")).await;
     }
-    let rst = peer.recv_until(|f| matches!(f, Frame::RstStream { .. })).await;
+    let rst = peer
+        .recv_until(|f| matches!(f, Frame::RstStream { .. }))
+        .await;
     assert_eq!(
         rst,
         Frame::RstStream {
@@ -391,7 +394,10 @@ async fn a_ping_flood_from_a_peer_that_never_reads_is_bounded() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(conn.stats().control_queued <= crate::spdy::state::MAX_CONTROL_QUEUE);
-    assert!(!flood.is_finished(), "every ping was read without being answered");
+    assert!(
+        !flood.is_finished(),
+        "every ping was read without being answered"
+    );
     flood.abort();
 }
 

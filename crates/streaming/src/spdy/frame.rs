@@ -175,7 +175,9 @@ pub enum Frame {
         data: Bytes,
     },
     /// A control frame of a type SPDY/3.1 does not define for us; skipped.
-    Unknown { frame_type: u16 },
+    Unknown {
+        frame_type: u16,
+    },
 }
 
 /// How much a peer may make the decoder hold.
@@ -332,7 +334,9 @@ pub fn decode(
             }
             let count = payload.get_u32() as usize;
             if count.checked_mul(8) != Some(payload.len()) {
-                return Err(FrameError::Malformed("SETTINGS count does not match length"));
+                return Err(FrameError::Malformed(
+                    "SETTINGS count does not match length",
+                ));
             }
             let entries = (0..count)
                 .map(|_| {

@@ -195,7 +195,7 @@ impl State {
     pub(crate) fn is_local_id(&self, id: u32) -> bool {
         match self.role {
             Role::Client => id % 2 == 1,
-            Role::Server => id % 2 == 0,
+            Role::Server => id.is_multiple_of(2),
         }
     }
 

@@ -164,7 +164,11 @@ impl SendStream {
             let mut st = self.shared.state.lock();
             let dead = st.dead.is_some();
             match st.streams.get_mut(&self.id) {
-                Some(s) if s.reset.is_none() && !dead && (s.send_buffered > 0 || (s.fin_queued && !s.fin_sent)) => {
+                Some(s)
+                    if s.reset.is_none()
+                        && !dead
+                        && (s.send_buffered > 0 || (s.fin_queued && !s.fin_sent)) =>
+                {
                     s.write_waker = Some(cx.waker().clone());
                     Poll::Pending
                 }

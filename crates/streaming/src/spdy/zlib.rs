@@ -221,10 +221,11 @@ impl HeaderDecompressor {
             if consumed == input.len() && out.len() < out.capacity() {
                 return Ok(out);
             }
-            let progressed =
-                self.z.total_in() != before_in || self.z.total_out() != before_out;
+            let progressed = self.z.total_in() != before_in || self.z.total_out() != before_out;
             if !progressed && out.len() < out.capacity() {
-                return Err(ZlibError::Corrupt("no progress inflating header block".into()));
+                return Err(ZlibError::Corrupt(
+                    "no progress inflating header block".into(),
+                ));
             }
         }
     }
@@ -261,7 +262,12 @@ mod tests {
     fn blocks_round_trip_through_one_context_per_direction() {
         let mut tx = HeaderCompressor::new().unwrap();
         let mut rx = HeaderDecompressor::new();
-        for block in [&b"first block"[..], b"streamtype\0error", &[7u8; 5000], b"x"] {
+        for block in [
+            &b"first block"[..],
+            b"streamtype\0error",
+            &[7u8; 5000],
+            b"x",
+        ] {
             let mut wire = Vec::new();
             tx.compress(block, &mut wire).unwrap();
             // Every block ends with the sync-flush marker.

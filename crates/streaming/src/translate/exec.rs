@@ -50,14 +50,13 @@ pub fn exec<B>(
                 return;
             }
         };
-        let session =
-            match remotecommand::server::accept_websocket(ws, &protocol, options).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(error = %e, "translator: websocket session failed");
-                    return;
-                }
-            };
+        let session = match remotecommand::server::accept_websocket(ws, &protocol, options).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "translator: websocket session failed");
+                return;
+            }
+        };
         run(session, options, connector.as_ref(), &backend).await;
     });
     response

@@ -66,8 +66,7 @@ pub async fn portforward<B>(
         Err(e) => return dial_error(&format!("error dialing backend: {e}")),
     };
     let websocket_protocol = format!("{TUNNEL_PREFIX}{chosen}");
-    let response = match upgrade::server::accept_websocket(req.headers(), &[&websocket_protocol])
-    {
+    let response = match upgrade::server::accept_websocket(req.headers(), &[&websocket_protocol]) {
         Ok((_, response)) => response,
         // The backend chose a protocol the client did not offer: no sub-protocol at all,
         // which the client takes as an upgrade failure.

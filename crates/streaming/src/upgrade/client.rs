@@ -79,7 +79,10 @@ impl Connect for TcpConnect {
                 return Ok(Box::new(tcp) as BoxIo);
             }
             let config = self.tls.clone().ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, "https target without a TLS config")
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "https target without a TLS config",
+                )
             })?;
             let mut config = (*config).clone();
             config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -255,10 +258,11 @@ pub async fn websocket_over<T: Io>(
     if !protocols.is_empty() {
         builder = builder.header("Sec-WebSocket-Protocol", protocols.join(", "));
     }
-    let mut request = builder.body(()).map_err(|_| DialError::MissingUpgradeHeaders)?;
+    let mut request = builder
+        .body(())
+        .map_err(|_| DialError::MissingUpgradeHeaders)?;
     merge_headers(request.headers_mut(), &target.headers);
-    match tokio_tungstenite::client_async_with_config(request, io, Some(websocket_config())).await
-    {
+    match tokio_tungstenite::client_async_with_config(request, io, Some(websocket_config())).await {
         Ok((ws, response)) => {
             let chosen = response
                 .headers()

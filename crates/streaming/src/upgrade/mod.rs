@@ -15,7 +15,7 @@ pub mod server;
 use http::HeaderMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-pub use client::{Connect, DialError, TcpConnect, Target};
+pub use client::{Connect, DialError, Target, TcpConnect};
 pub use server::UpgradeError;
 
 /// The SPDY version in the `Upgrade` header.
@@ -107,7 +107,10 @@ mod tests {
     fn upgrade_kinds_are_told_apart_case_insensitively() {
         let spdy = headers(&[("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")]);
         assert!(is_spdy_request(&spdy) && !is_websocket_request(&spdy));
-        let ws = headers(&[("connection", "keep-alive, upgrade"), ("upgrade", "WebSocket")]);
+        let ws = headers(&[
+            ("connection", "keep-alive, upgrade"),
+            ("upgrade", "WebSocket"),
+        ]);
         assert!(is_websocket_request(&ws) && !is_spdy_request(&ws));
         assert!(!is_upgrade_request(&headers(&[("Upgrade", "websocket")])));
     }
@@ -116,7 +119,10 @@ mod tests {
     fn the_first_offered_protocol_the_server_supports_wins() {
         let h = headers(&[
             ("X-Stream-Protocol-Version", "v5.channel.k8s.io"),
-            ("X-Stream-Protocol-Version", "v4.channel.k8s.io, v3.channel.k8s.io"),
+            (
+                "X-Stream-Protocol-Version",
+                "v4.channel.k8s.io, v3.channel.k8s.io",
+            ),
             ("X-Stream-Protocol-Version", " ,channel.k8s.io"),
         ]);
         let offered = offered_stream_protocols(&h);

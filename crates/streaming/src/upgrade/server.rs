@@ -61,9 +61,8 @@ impl UpgradeError {
             UpgradeError::ProtocolRequired
             | UpgradeError::MissingUpgradeHeaders
             | UpgradeError::BadWebSocketRequest(_) => StatusCode::BAD_REQUEST,
-            UpgradeError::NoCommonProtocol { .. } | UpgradeError::NoCommonWebSocketProtocol { .. } => {
-                StatusCode::FORBIDDEN
-            }
+            UpgradeError::NoCommonProtocol { .. }
+            | UpgradeError::NoCommonWebSocketProtocol { .. } => StatusCode::FORBIDDEN,
         }
     }
 
@@ -143,8 +142,14 @@ pub fn accept_websocket(
     }
     let key = headers
         .get("sec-websocket-key")
-        .ok_or(UpgradeError::BadWebSocketRequest("missing Sec-WebSocket-Key"))?;
-    if headers.get("sec-websocket-version").map(HeaderValue::as_bytes) != Some(b"13") {
+        .ok_or(UpgradeError::BadWebSocketRequest(
+            "missing Sec-WebSocket-Key",
+        ))?;
+    if headers
+        .get("sec-websocket-version")
+        .map(HeaderValue::as_bytes)
+        != Some(b"13")
+    {
         return Err(UpgradeError::BadWebSocketRequest("unsupported version"));
     }
     let offered = offered_websocket_protocols(headers);
@@ -167,7 +172,10 @@ pub fn accept_websocket(
     if !chosen.is_empty() {
         builder = builder.header("Sec-WebSocket-Protocol", chosen);
     }
-    Ok((chosen.to_string(), builder.body(Bytes::new()).unwrap_or_default()))
+    Ok((
+        chosen.to_string(),
+        builder.body(Bytes::new()).unwrap_or_default(),
+    ))
 }
 
 /// The upgraded connection, once hyper has sent the `101`.
@@ -209,8 +217,14 @@ mod tests {
     #[test]
     fn a_spdy_upgrade_answers_the_first_offered_supported_protocol() {
         let mut h = headers(&SPDY);
-        h.append(HEADER_PROTOCOL_VERSION, "v5.channel.k8s.io".parse().unwrap());
-        h.append(HEADER_PROTOCOL_VERSION, "v4.channel.k8s.io".parse().unwrap());
+        h.append(
+            HEADER_PROTOCOL_VERSION,
+            "v5.channel.k8s.io".parse().unwrap(),
+        );
+        h.append(
+            HEADER_PROTOCOL_VERSION,
+            "v4.channel.k8s.io".parse().unwrap(),
+        );
         let (chosen, response) =
             accept_spdy(&h, &["v4.channel.k8s.io", "v3.channel.k8s.io"]).unwrap();
         assert_eq!(chosen, "v4.channel.k8s.io");
@@ -236,7 +250,10 @@ mod tests {
         assert_eq!(r.headers()["content-type"], "text/plain; charset=utf-8");
 
         let mut h = headers(&SPDY);
-        h.append(HEADER_PROTOCOL_VERSION, "v9.channel.k8s.io".parse().unwrap());
+        h.append(
+            HEADER_PROTOCOL_VERSION,
+            "v9.channel.k8s.io".parse().unwrap(),
+        );
         let r = accept_spdy(&h, &["v4.channel.k8s.io", "v3.channel.k8s.io"])
             .unwrap_err()
             .response();

@@ -15,10 +15,10 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use streaming::io::{Reader, Writer};
+use streaming::portforward::{self, Duplex, Forwarder};
 use streaming::remotecommand::{self, Outcome, ServerSession, StreamOptions, TerminalSize};
 use streaming::{spdy, upgrade};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use streaming::portforward::{self, Duplex, Forwarder};
 use tokio::net::{TcpListener, TcpStream};
 
 pub const T: Duration = Duration::from_secs(20);
@@ -147,10 +147,9 @@ pub async fn exec(mut req: Request<Incoming>) -> Response<Bytes> {
                 let on = hyper::upgrade::on(&mut req);
                 tokio::spawn(async move {
                     let ws = upgrade::server::websocket(on).await.unwrap();
-                    let session =
-                        remotecommand::server::accept_websocket(ws, &protocol, opts)
-                            .await
-                            .unwrap();
+                    let session = remotecommand::server::accept_websocket(ws, &protocol, opts)
+                        .await
+                        .unwrap();
                     run_toy(session).await;
                 });
                 response
@@ -181,7 +180,6 @@ pub async fn exec(mut req: Request<Incoming>) -> Response<Bytes> {
         }
     }
 }
-
 
 /// What a client session saw.
 pub struct Result_ {
@@ -224,7 +222,6 @@ pub async fn drive(
     }
 }
 
-
 /// A TCP server that answers every connection with `pong:`, then echoes until EOF.
 pub async fn echo_server() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -250,7 +247,9 @@ pub fn forwarder(echo: SocketAddr) -> Arc<dyn Forwarder> {
             ));
         }
         let tcp = TcpStream::connect(echo).await.map_err(|e| e.to_string())?;
-        portforward::pump(stream, tcp).await.map_err(|e| e.to_string())
+        portforward::pump(stream, tcp)
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 
@@ -259,7 +258,10 @@ pub async fn portforward_endpoint(mut req: Request<Incoming>, echo: SocketAddr) 
     let headers = req.headers().clone();
     if upgrade::is_websocket_request(&headers) {
         let offered = upgrade::offered_websocket_protocols(&headers);
-        if offered.iter().any(|p| p.starts_with(portforward::TUNNEL_PREFIX)) {
+        if offered
+            .iter()
+            .any(|p| p.starts_with(portforward::TUNNEL_PREFIX))
+        {
             let tunnel = format!("{}{}", portforward::TUNNEL_PREFIX, portforward::PROTOCOL_V1);
             let (_, response) = match upgrade::server::accept_websocket(&headers, &[&tunnel]) {
                 Ok(ok) => ok,
@@ -304,9 +306,9 @@ pub async fn portforward_endpoint(mut req: Request<Incoming>, echo: SocketAddr) 
     let on = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         let io = upgrade::server::upgraded(on).await.unwrap();
-        let (conn, incoming) = spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
+        let (conn, incoming) =
+            spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
         portforward::spdy::serve(conn, incoming, forwarder(echo), Duration::from_secs(30)).await;
     });
     response
 }
-
