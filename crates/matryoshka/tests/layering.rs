@@ -134,3 +134,20 @@ fn apimachinery_is_the_bottom_of_the_workspace() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn the_registry_speaks_no_http_and_the_test_program_stays_small() {
+    let all = dependencies();
+    let http = [
+        "http",
+        "hyper",
+        "hyper-util",
+        "kube",
+        "apiserver",
+        "registry",
+    ];
+    assert_eq!(violations(&all, &["oci"], &http), Vec::<String>::new());
+    // The test program runs in images without libc: std, rustls and safe syscalls only.
+    let mtest: Vec<&String> = all["mtest"].iter().collect();
+    assert_eq!(mtest, ["rustix", "rustls"], "{mtest:?}");
+}
