@@ -15,6 +15,7 @@ pub mod archive;
 pub mod digest;
 pub mod error;
 pub mod hosts;
+pub mod import;
 pub mod manifest;
 pub mod name;
 pub mod store;

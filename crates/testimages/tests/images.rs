@@ -186,3 +186,32 @@ fn a_docker_save_tarball_is_read_as_an_oci_image() {
     let images = archive.images(Some(&renamed)).expect("renamed");
     assert_eq!(images[0].names[0].to_string(), "docker.io/library/other:3");
 }
+
+#[tokio::test]
+async fn an_archive_is_imported_straight_into_a_registry_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = oci::Registry::open(dir.path()).await.expect("opens");
+    let pause = testimages::pause().expect("pause");
+    let imported = reg.import(&pause.path, None).await.expect("imports");
+    let names: Vec<String> = imported.iter().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(names, testimages::PAUSE_NAMES);
+    let req = oci::Request::route(
+        "HEAD",
+        "/v2/pause/manifests/3.9",
+        Some("ns=registry.k8s.io"),
+    )
+    .expect("routes");
+    let r = reg
+        .serve(
+            &req,
+            futures::stream::empty::<std::io::Result<bytes::Bytes>>(),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header_value("Docker-Content-Digest"),
+        Some(pause.manifest_digest.as_str())
+    );
+    // Importing again finds everything there.
+    assert_eq!(reg.import(&pause.path, None).await.expect("again").len(), 2);
+}
