@@ -2,7 +2,6 @@
 //! every negative answer, for negative caching), its name server, the schema version.
 
 use std::net::IpAddr;
-use std::str::FromStr;
 
 use hickory_proto::rr::rdata::{A, AAAA, NS, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record};
@@ -64,7 +63,7 @@ impl Zone {
             )));
         }
         let fqdn = |s: &str| {
-            Name::from_str(&format!("{s}."))
+            Name::from_ascii(&format!("{s}."))
                 .map_err(|e| Error::Config(format!("invalid name {s:?}: {e}")))
         };
         Ok(Zone {
@@ -88,7 +87,7 @@ impl Zone {
 
     /// A name under the zone: `<prefix>.<zone>.`.
     pub(crate) fn child(&self, prefix: &str) -> Option<Name> {
-        Name::from_str(&format!("{prefix}.{}.", self.domain)).ok()
+        Name::from_ascii(&format!("{prefix}.{}.", self.domain)).ok()
     }
 
     /// The zone's SOA record, as CoreDNS writes it: `ns.dns.<zone>. hostmaster.<zone>.

@@ -22,7 +22,6 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::str::FromStr;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{CNAME, PTR, SRV};
@@ -265,7 +264,7 @@ fn external_name(n: &str) -> Option<Name> {
     if n.is_empty() || n.parse::<IpAddr>().is_ok() {
         return None;
     }
-    Name::from_str(&format!("{n}.")).ok()
+    Name::from_ascii(&format!("{n}.")).ok()
 }
 
 /// The CNAME of an ExternalName Service and what its target resolves to: inside the zone
@@ -419,7 +418,7 @@ fn srv(zone: &Zone, q: &ServiceName<'_>, qname: &Name, items: &[Item<'_>]) -> (V
             Some(h) => format!("{h}.{}.svc.{}.", q.key, zone.domain),
             None => format!("{}.svc.{}.", q.key, zone.domain),
         };
-        let Ok(target_name) = Name::from_str(&target) else {
+        let Ok(target_name) = Name::from_ascii(&target) else {
             continue;
         };
         if seen_srv.insert((target.clone(), port)) {
@@ -440,7 +439,7 @@ fn srv(zone: &Zone, q: &ServiceName<'_>, qname: &Name, items: &[Item<'_>]) -> (V
 /// address (CoreDNS `serviceRecordForIP`).
 fn ptr(zone: &Zone, r: &Records, ip: IpAddr) -> Vec<Name> {
     if let Some(key) = r.cluster_ips.get(&ip).and_then(|k| k.first()) {
-        return Name::from_str(&format!("{key}.svc.{}.", zone.domain))
+        return Name::from_ascii(&format!("{key}.svc.{}.", zone.domain))
             .into_iter()
             .collect();
     }
@@ -457,7 +456,7 @@ fn ptr(zone: &Zone, r: &Records, ip: IpAddr) -> Vec<Name> {
                     continue;
                 }
                 let host = endpoint_hostname(ep.hostname.as_deref(), ip);
-                if let Ok(n) = Name::from_str(&format!("{host}.{key}.svc.{}.", zone.domain)) {
+                if let Ok(n) = Name::from_ascii(&format!("{host}.{key}.svc.{}.", zone.domain)) {
                     if !out.contains(&n) {
                         out.push(n);
                     }
@@ -467,3 +466,6 @@ fn ptr(zone: &Zone, r: &Records, ip: IpAddr) -> Vec<Name> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
