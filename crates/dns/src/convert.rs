@@ -13,7 +13,8 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// The legacy annotation with `publishNotReadyAddresses`' meaning, still named by the DNS
 /// specification's definition of _ready_.
-pub const TOLERATE_UNREADY_ANNOTATION: &str = "service.alpha.kubernetes.io/tolerate-unready-endpoints";
+pub const TOLERATE_UNREADY_ANNOTATION: &str =
+    "service.alpha.kubernetes.io/tolerate-unready-endpoints";
 
 fn protocol(p: Option<&str>) -> Box<str> {
     p.unwrap_or("TCP").to_ascii_lowercase().into_boxed_str()
@@ -35,7 +36,7 @@ pub fn service_record(svc: &Service) -> Option<ServiceRecord> {
             Some(ips) if !ips.is_empty() => ips.iter().map(String::as_str).collect(),
             _ => spec.cluster_ip.as_deref().into_iter().collect(),
         };
-        if ips.iter().any(|ip| *ip == "None") {
+        if ips.contains(&"None") {
             ServiceKind::Headless
         } else {
             let parsed: Vec<IpAddr> = ips.iter().filter_map(|ip| ip.parse().ok()).collect();
@@ -52,7 +53,12 @@ pub fn service_record(svc: &Service) -> Option<ServiceRecord> {
         .iter()
         .flatten()
         .map(|p| PortRecord {
-            name: p.name.as_deref().unwrap_or("").to_ascii_lowercase().into_boxed_str(),
+            name: p
+                .name
+                .as_deref()
+                .unwrap_or("")
+                .to_ascii_lowercase()
+                .into_boxed_str(),
             protocol: protocol(p.protocol.as_deref()),
             port: port(p.port),
         })
@@ -84,7 +90,12 @@ pub fn slice_record(slice: &EndpointSlice) -> Option<(&str, SliceRecord)> {
         .iter()
         .flatten()
         .map(|p| PortRecord {
-            name: p.name.as_deref().unwrap_or("").to_ascii_lowercase().into_boxed_str(),
+            name: p
+                .name
+                .as_deref()
+                .unwrap_or("")
+                .to_ascii_lowercase()
+                .into_boxed_str(),
             protocol: protocol(p.protocol.as_deref()),
             port: p.port.and_then(port),
         })
@@ -118,7 +129,12 @@ pub fn pod_ips(pod: &Pod) -> Box<[IpAddr]> {
         .filter_map(|p| p.ip.parse().ok())
         .collect();
     if ips.is_empty() {
-        ips.extend(status.pod_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok()));
+        ips.extend(
+            status
+                .pod_ip
+                .as_deref()
+                .and_then(|ip| ip.parse::<IpAddr>().ok()),
+        );
     }
     ips.into_boxed_slice()
 }
@@ -142,7 +158,10 @@ mod tests {
         .unwrap();
         assert_eq!(
             r.kind,
-            ServiceKind::ClusterIp(Box::new(["10.96.0.7".parse().unwrap(), "fd00::7".parse().unwrap()]))
+            ServiceKind::ClusterIp(Box::new([
+                "10.96.0.7".parse().unwrap(),
+                "fd00::7".parse().unwrap()
+            ]))
         );
         assert_eq!(&*r.ports[0].name, "http");
         assert_eq!(&*r.ports[0].protocol, "tcp");
@@ -155,8 +174,10 @@ mod tests {
     fn headless_and_external_name_services_are_told_apart() {
         let h = service_record(&svc(json!({"spec": {"clusterIP": "None"}}))).unwrap();
         assert_eq!(h.kind, ServiceKind::Headless);
-        let e = service_record(&svc(json!({"spec": {"type": "ExternalName", "externalName": "WWW.Example.com."}})))
-            .unwrap();
+        let e = service_record(&svc(
+            json!({"spec": {"type": "ExternalName", "externalName": "WWW.Example.com."}}),
+        ))
+        .unwrap();
         assert_eq!(e.kind, ServiceKind::ExternalName("www.example.com".into()));
     }
 
@@ -195,8 +216,10 @@ mod tests {
 
     #[test]
     fn a_slice_without_a_service_label_is_ignored() {
-        let s: EndpointSlice =
-            serde_json::from_value(json!({"metadata": {"name": "x"}, "addressType": "IPv4", "endpoints": []})).unwrap();
+        let s: EndpointSlice = serde_json::from_value(
+            json!({"metadata": {"name": "x"}, "addressType": "IPv4", "endpoints": []}),
+        )
+        .unwrap();
         assert!(slice_record(&s).is_none());
     }
 }

@@ -30,7 +30,9 @@ pub enum Error {
     Kube(#[from] kube::Error),
     /// A watch delivered objects of more than one logical cluster: the client given to the
     /// view is a cross-cluster client, which would mix clusters' names.
-    #[error("{kind} {name} belongs to cluster {cluster:?}: a view is fed by one cluster's client only")]
+    #[error(
+        "{kind} {name} belongs to cluster {cluster:?}: a view is fed by one cluster's client only"
+    )]
     CrossCluster {
         kind: String,
         name: String,

@@ -216,7 +216,9 @@ impl RequestHandler for Handler {
             return send(request, error(ResponseCode::FormErr), out).await;
         };
         let qtype = query.query_type();
-        if query.query_class() != DNSClass::IN || matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
+        if query.query_class() != DNSClass::IN
+            || matches!(qtype, RecordType::AXFR | RecordType::IXFR)
+        {
             return send(request, error(ResponseCode::Refused), out).await;
         }
         let original = query.original();

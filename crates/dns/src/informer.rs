@@ -19,8 +19,8 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -109,7 +109,11 @@ enum Change {
 type Changes = Pin<Box<dyn Stream<Item = (Kind, Result<Change>)> + Send>>;
 
 fn cross_cluster<K: Resource<DynamicType = ()>>(o: &K) -> Option<Error> {
-    let cluster = o.meta().annotations.as_ref()?.get(CROSS_CLUSTER_ANNOTATION)?;
+    let cluster = o
+        .meta()
+        .annotations
+        .as_ref()?
+        .get(CROSS_CLUSTER_ANNOTATION)?;
     let m = o.meta();
     Some(Error::CrossCluster {
         kind: K::kind(&()).to_string(),
@@ -130,10 +134,16 @@ where
         .default_backoff()
         .map(move |ev| {
             let change = match ev {
-                Ok(Event::Apply(o)) => cross_cluster(&o).map_or_else(|| Ok(Change::Apply(reduce(o))), Err),
-                Ok(Event::Delete(o)) => cross_cluster(&o).map_or_else(|| Ok(Change::Delete(reduce(o))), Err),
+                Ok(Event::Apply(o)) => {
+                    cross_cluster(&o).map_or_else(|| Ok(Change::Apply(reduce(o))), Err)
+                }
+                Ok(Event::Delete(o)) => {
+                    cross_cluster(&o).map_or_else(|| Ok(Change::Delete(reduce(o))), Err)
+                }
                 Ok(Event::Init) => Ok(Change::Init),
-                Ok(Event::InitApply(o)) => cross_cluster(&o).map_or_else(|| Ok(Change::InitApply(reduce(o))), Err),
+                Ok(Event::InitApply(o)) => {
+                    cross_cluster(&o).map_or_else(|| Ok(Change::InitApply(reduce(o))), Err)
+                }
                 Ok(Event::InitDone) => Ok(Change::InitDone),
                 Err(e) => Err(Error::Config(format!("watch of {kind:?} failed: {e}"))),
             };
@@ -146,9 +156,21 @@ where
 /// the client is a cross-cluster one). Pods are watched only for [`PodMode::Verified`].
 pub async fn run(client: kube::Client, view: Arc<View>, pods: PodMode) -> Result<()> {
     let mut streams: Vec<Changes> = vec![
-        changes(Api::<Namespace>::all(client.clone()), Kind::Namespaces, listed_namespace),
-        changes(Api::<Service>::all(client.clone()), Kind::Services, listed_service),
-        changes(Api::<EndpointSlice>::all(client.clone()), Kind::Slices, listed_slice),
+        changes(
+            Api::<Namespace>::all(client.clone()),
+            Kind::Namespaces,
+            listed_namespace,
+        ),
+        changes(
+            Api::<Service>::all(client.clone()),
+            Kind::Services,
+            listed_service,
+        ),
+        changes(
+            Api::<EndpointSlice>::all(client.clone()),
+            Kind::Slices,
+            listed_slice,
+        ),
     ];
     if pods == PodMode::Verified {
         streams.push(changes(Api::<Pod>::all(client), Kind::Pods, listed_pod));

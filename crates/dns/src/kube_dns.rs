@@ -43,7 +43,10 @@ const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 fn labels() -> BTreeMap<String, String> {
     BTreeMap::from([
         ("k8s-app".to_string(), "kube-dns".to_string()),
-        ("kubernetes.io/cluster-service".to_string(), "true".to_string()),
+        (
+            "kubernetes.io/cluster-service".to_string(),
+            "true".to_string(),
+        ),
     ])
 }
 
@@ -86,7 +89,10 @@ pub async fn ensure_service(client: &kube::Client, cluster_ip: IpAddr) -> Result
     if let Some(s) = api.get_opt(NAME).await? {
         return Ok(s);
     }
-    match api.create(&PostParams::default(), &service(cluster_ip)).await {
+    match api
+        .create(&PostParams::default(), &service(cluster_ip))
+        .await
+    {
         Ok(s) => Ok(s),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(api.get(NAME).await?),
         Err(e) => Err(e.into()),
@@ -100,7 +106,13 @@ pub fn slice_name(node: &str) -> String {
 
 /// The EndpointSlice publishing `node`'s DNS server at `addr`:`port`, owned by the Node
 /// (uid `node_uid`).
-pub fn node_slice(node: &str, node_uid: &str, addr: IpAddr, port: u16, ready: bool) -> EndpointSlice {
+pub fn node_slice(
+    node: &str,
+    node_uid: &str,
+    addr: IpAddr,
+    port: u16,
+    ready: bool,
+) -> EndpointSlice {
     let mut labels = BTreeMap::from([
         (SERVICE_NAME_LABEL.to_string(), NAME.to_string()),
         (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
@@ -172,7 +184,10 @@ pub async fn publish_node(
 /// Removes `node`'s slice (when its server stops); absent is fine.
 pub async fn withdraw_node(client: &kube::Client, node: &str) -> Result<()> {
     let api: Api<EndpointSlice> = Api::namespaced(client.clone(), NAMESPACE);
-    match api.delete(&slice_name(node), &DeleteParams::default()).await {
+    match api
+        .delete(&slice_name(node), &DeleteParams::default())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),

@@ -25,7 +25,10 @@ pub enum Target<'a> {
     /// A name under `svc.<zone>`.
     Service(ServiceName<'a>),
     /// `<dashed-ip>.<ns>.pod.<zone>`.
-    Pod { namespace: &'a str, ip: Option<IpAddr> },
+    Pod {
+        namespace: &'a str,
+        ip: Option<IpAddr>,
+    },
     /// A name in the zone no Kubernetes record can have.
     Invalid,
     /// A reverse name; `Some` when it spells a whole address.
@@ -114,7 +117,9 @@ pub fn classify<'a>(name: &'a str, zone: &str) -> Target<'a> {
         None => {}
         Some(p) => match p.split_once('.') {
             None if !p.is_empty() => name.endpoint = Some(p),
-            Some((port, proto)) if !proto.contains('.') && !port.is_empty() && !proto.is_empty() => {
+            Some((port, proto))
+                if !proto.contains('.') && !port.is_empty() && !proto.is_empty() =>
+            {
                 name.port = Some((strip_underscore(port), strip_underscore(proto)))
             }
             _ => return Target::Invalid,
@@ -131,9 +136,17 @@ fn strip_underscore(s: &str) -> &str {
 /// colons written as dashes (`fd00--1`).
 pub fn dashed_ip(label: &str) -> Option<IpAddr> {
     if label.matches('-').count() == 3 && !label.contains("--") {
-        label.replace('-', ".").parse::<Ipv4Addr>().ok().map(IpAddr::V4)
+        label
+            .replace('-', ".")
+            .parse::<Ipv4Addr>()
+            .ok()
+            .map(IpAddr::V4)
     } else {
-        label.replace('-', ":").parse::<Ipv6Addr>().ok().map(IpAddr::V6)
+        label
+            .replace('-', ":")
+            .parse::<Ipv6Addr>()
+            .ok()
+            .map(IpAddr::V6)
     }
 }
 
@@ -150,7 +163,11 @@ pub fn dashed(ip: IpAddr) -> String {
 
 fn reverse(name: &str) -> Option<Target<'static>> {
     if let Some(r) = strip_zone(name, "in-addr.arpa") {
-        let labels: Vec<&str> = if r.is_empty() { vec![] } else { r.split('.').collect() };
+        let labels: Vec<&str> = if r.is_empty() {
+            vec![]
+        } else {
+            r.split('.').collect()
+        };
         if labels.len() != 4 {
             return Some(Target::Reverse(None));
         }
@@ -168,7 +185,11 @@ fn reverse(name: &str) -> Option<Target<'static>> {
         return Some(Target::Reverse(Some(IpAddr::V4(Ipv4Addr::from(octets)))));
     }
     if let Some(r) = strip_zone(name, "ip6.arpa") {
-        let labels: Vec<&str> = if r.is_empty() { vec![] } else { r.split('.').collect() };
+        let labels: Vec<&str> = if r.is_empty() {
+            vec![]
+        } else {
+            r.split('.').collect()
+        };
         if labels.len() != 32 {
             return Some(Target::Reverse(None));
         }
@@ -236,11 +257,20 @@ mod tests {
     #[test]
     fn fixed_names_and_empty_non_terminals_are_recognised() {
         assert_eq!(classify("cluster.local.", Z), Target::Apex);
-        assert_eq!(classify("dns-version.cluster.local.", Z), Target::DnsVersion);
+        assert_eq!(
+            classify("dns-version.cluster.local.", Z),
+            Target::DnsVersion
+        );
         assert_eq!(classify("ns.dns.cluster.local.", Z), Target::NameServer);
         assert_eq!(classify("svc.cluster.local.", Z), Target::Kind);
-        assert_eq!(classify("default.svc.cluster.local.", Z), Target::Namespace("default"));
-        assert_eq!(classify("default.pod.cluster.local.", Z), Target::Namespace("default"));
+        assert_eq!(
+            classify("default.svc.cluster.local.", Z),
+            Target::Namespace("default")
+        );
+        assert_eq!(
+            classify("default.pod.cluster.local.", Z),
+            Target::Namespace("default")
+        );
     }
 
     #[test]
@@ -302,7 +332,10 @@ mod tests {
             Target::Reverse(Some("2001:db8::1".parse().unwrap()))
         );
         assert_eq!(classify("3.10.in-addr.arpa.", Z), Target::Reverse(None));
-        assert_eq!(classify("01.0.3.10.in-addr.arpa.", Z), Target::Reverse(None));
+        assert_eq!(
+            classify("01.0.3.10.in-addr.arpa.", Z),
+            Target::Reverse(None)
+        );
     }
 
     #[test]

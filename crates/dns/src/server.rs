@@ -118,13 +118,19 @@ async fn bind(addr: SocketAddr) -> Result<(UdpSocket, TcpListener)> {
         source,
     };
     if addr.port() != 0 {
-        let udp = UdpSocket::bind(addr).await.map_err(|e| bind_err("udp", e))?;
-        let tcp = TcpListener::bind(addr).await.map_err(|e| bind_err("tcp", e))?;
+        let udp = UdpSocket::bind(addr)
+            .await
+            .map_err(|e| bind_err("udp", e))?;
+        let tcp = TcpListener::bind(addr)
+            .await
+            .map_err(|e| bind_err("tcp", e))?;
         return Ok((udp, tcp));
     }
     let mut last = None;
     for _ in 0..16 {
-        let udp = UdpSocket::bind(addr).await.map_err(|e| bind_err("udp", e))?;
+        let udp = UdpSocket::bind(addr)
+            .await
+            .map_err(|e| bind_err("udp", e))?;
         let port = udp.local_addr().map_err(|e| bind_err("udp", e))?.port();
         match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
             Ok(tcp) => return Ok((udp, tcp)),

@@ -157,7 +157,13 @@ impl Records {
         }
     }
 
-    fn upsert_slice(&mut self, owner: Box<str>, key: Box<str>, name: Box<str>, slice: SliceRecord) -> bool {
+    fn upsert_slice(
+        &mut self,
+        owner: Box<str>,
+        key: Box<str>,
+        name: Box<str>,
+        slice: SliceRecord,
+    ) -> bool {
         if self.slice_owner.get(&owner) == Some(&key)
             && self.slices.get(&key).and_then(|s| s.get(&name)) == Some(&slice)
         {
@@ -165,7 +171,10 @@ impl Records {
         }
         self.remove_slice(&owner, &name);
         self.index_slice(&key, &slice, true);
-        self.slices.entry(key.clone()).or_default().insert(name, slice);
+        self.slices
+            .entry(key.clone())
+            .or_default()
+            .insert(name, slice);
         self.slice_owner.insert(owner, key);
         true
     }
@@ -220,11 +229,7 @@ impl Records {
 
     /// How many Services, EndpointSlices and pods the view holds.
     pub fn counts(&self) -> (usize, usize, usize) {
-        (
-            self.services.len(),
-            self.slice_owner.len(),
-            self.pods.len(),
-        )
+        (self.services.len(), self.slice_owner.len(), self.pods.len())
     }
 }
 
@@ -270,7 +275,9 @@ impl Update<'_> {
     }
 
     pub fn upsert_service(&mut self, namespace: &str, name: &str, svc: ServiceRecord) {
-        self.changed |= self.records.upsert_service(service_key(namespace, name), svc);
+        self.changed |= self
+            .records
+            .upsert_service(service_key(namespace, name), svc);
     }
 
     pub fn remove_service(&mut self, namespace: &str, name: &str) {
@@ -286,7 +293,9 @@ impl Update<'_> {
     }
 
     pub fn remove_slice(&mut self, namespace: &str, name: &str) {
-        self.changed |= self.records.remove_slice(&format!("{namespace}/{name}"), name);
+        self.changed |= self
+            .records
+            .remove_slice(&format!("{namespace}/{name}"), name);
     }
 
     pub fn upsert_pod(&mut self, namespace: &str, name: &str, ips: Box<[IpAddr]>) {
@@ -295,7 +304,9 @@ impl Update<'_> {
     }
 
     pub fn remove_pod(&mut self, namespace: &str, name: &str) {
-        self.changed |= self.records.remove_pod(&format!("{namespace}/{name}"), namespace);
+        self.changed |= self
+            .records
+            .remove_pod(&format!("{namespace}/{name}"), namespace);
     }
 
     /// Drops every namespace (before a fresh list replaces them).
@@ -429,7 +440,10 @@ mod tests {
         let r = v.read();
         assert!(!r.slices.contains_key("a.ns"));
         assert!(r.slices["b.ns"].contains_key("s"));
-        assert_eq!(r.endpoint_ips[&ip("10.0.0.1")], vec![Box::<str>::from("b.ns")]);
+        assert_eq!(
+            r.endpoint_ips[&ip("10.0.0.1")],
+            vec![Box::<str>::from("b.ns")]
+        );
     }
 
     #[test]

@@ -63,7 +63,7 @@ impl Zone {
             )));
         }
         let fqdn = |s: &str| {
-            Name::from_ascii(&format!("{s}."))
+            Name::from_ascii(format!("{s}."))
                 .map_err(|e| Error::Config(format!("invalid name {s:?}: {e}")))
         };
         Ok(Zone {
@@ -87,7 +87,7 @@ impl Zone {
 
     /// A name under the zone: `<prefix>.<zone>.`.
     pub(crate) fn child(&self, prefix: &str) -> Option<Name> {
-        Name::from_ascii(&format!("{prefix}.{}.", self.domain)).ok()
+        Name::from_ascii(format!("{prefix}.{}.", self.domain)).ok()
     }
 
     /// The zone's SOA record, as CoreDNS writes it: `ns.dns.<zone>. hostmaster.<zone>.
@@ -107,7 +107,11 @@ impl Zone {
 
     /// The zone's NS record.
     pub fn ns(&self) -> Record {
-        Record::from_rdata(self.name.clone(), self.ttl, RData::NS(NS(self.ns_name.clone())))
+        Record::from_rdata(
+            self.name.clone(),
+            self.ttl,
+            RData::NS(NS(self.ns_name.clone())),
+        )
     }
 
     /// An address record of the name server `ns.dns.<zone>`.

@@ -18,19 +18,25 @@ use support::{Env, Upstream, Via, answers, ask, config, until};
 async fn create_ns(client: &kube::Client, name: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    api.create(&PostParams::default(), &ns).await.expect("namespace");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
 }
 
 async fn create_svc(client: &kube::Client, ns: &str, v: serde_json::Value) -> Service {
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
     let svc: Service = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &svc).await.expect("service")
+    api.create(&PostParams::default(), &svc)
+        .await
+        .expect("service")
 }
 
 async fn create_slice(client: &kube::Client, ns: &str, v: serde_json::Value) {
     let api: Api<EndpointSlice> = Api::namespaced(client.clone(), ns);
     let s: EndpointSlice = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &s).await.expect("endpointslice");
+    api.create(&PostParams::default(), &s)
+        .await
+        .expect("endpointslice");
 }
 
 fn cluster_ip(s: &Service) -> String {
@@ -96,8 +102,12 @@ async fn each_cluster_resolves_its_own_services_over_udp_and_tcp() {
     let env = Env::start(&["a", "b"]).await;
     let upstream = Upstream::start().await;
     let (ca, cb) = (env.cluster("a"), env.cluster("b"));
-    let dns_a = dns::ClusterDns::start(ca.clone(), config(upstream.addr)).await.unwrap();
-    let dns_b = dns::ClusterDns::start(cb.clone(), config(upstream.addr)).await.unwrap();
+    let dns_a = dns::ClusterDns::start(ca.clone(), config(upstream.addr))
+        .await
+        .unwrap();
+    let dns_b = dns::ClusterDns::start(cb.clone(), config(upstream.addr))
+        .await
+        .unwrap();
     dns_a.synced(support::WAIT).await.unwrap();
     dns_b.synced(support::WAIT).await.unwrap();
     let (a, b): (SocketAddr, SocketAddr) = (dns_a.addrs()[0], dns_b.addrs()[0]);
@@ -119,24 +129,64 @@ async fn each_cluster_resolves_its_own_services_over_udp_and_tcp() {
     assert_eq!(m.answers()[0].ttl(), 5);
     let m = ask(a, "WEB.Shop.svc.cluster.local.", RecordType::A, Via::Tcp).await;
     assert_eq!(answers(&m), vec![format!("A {web_ip}")]);
-    assert_eq!(m.answers()[0].name().to_ascii(), "WEB.Shop.svc.cluster.local.");
+    assert_eq!(
+        m.answers()[0].name().to_ascii(),
+        "WEB.Shop.svc.cluster.local."
+    );
 
     // SRV of a named port, and PTR of the cluster IP.
-    let m = ask(a, "_http._tcp.web.shop.svc.cluster.local.", RecordType::SRV, Via::Udp).await;
-    assert_eq!(answers(&m), vec!["SRV 0 100 80 web.shop.svc.cluster.local.".to_string()]);
+    let m = ask(
+        a,
+        "_http._tcp.web.shop.svc.cluster.local.",
+        RecordType::SRV,
+        Via::Udp,
+    )
+    .await;
+    assert_eq!(
+        answers(&m),
+        vec!["SRV 0 100 80 web.shop.svc.cluster.local.".to_string()]
+    );
     let octets: Vec<&str> = web_ip.split('.').rev().collect();
     let rev = format!("{}.in-addr.arpa.", octets.join("."));
     let m = ask(a, &rev, RecordType::PTR, Via::Udp).await;
-    assert_eq!(answers(&m), vec!["PTR web.shop.svc.cluster.local.".to_string()]);
+    assert_eq!(
+        answers(&m),
+        vec!["PTR web.shop.svc.cluster.local.".to_string()]
+    );
 
     // Headless: ready endpoints only, StatefulSet hostnames, SRV per endpoint.
-    let m = until(a, "db.shop.svc.cluster.local.", RecordType::A, |m| m.answers().len() == 2).await;
+    let m = until(a, "db.shop.svc.cluster.local.", RecordType::A, |m| {
+        m.answers().len() == 2
+    })
+    .await;
     assert_eq!(answers(&m), vec!["A 10.244.1.10", "A 10.244.2.11"]);
-    let m = ask(a, "db-0.db.shop.svc.cluster.local.", RecordType::A, Via::Udp).await;
+    let m = ask(
+        a,
+        "db-0.db.shop.svc.cluster.local.",
+        RecordType::A,
+        Via::Udp,
+    )
+    .await;
     assert_eq!(answers(&m), vec!["A 10.244.1.10"]);
-    let m = ask(a, "db-2.db.shop.svc.cluster.local.", RecordType::A, Via::Udp).await;
-    assert_eq!(m.response_code(), ResponseCode::NXDomain, "db-2 is not ready");
-    let m = ask(a, "_pg._tcp.db.shop.svc.cluster.local.", RecordType::SRV, Via::Udp).await;
+    let m = ask(
+        a,
+        "db-2.db.shop.svc.cluster.local.",
+        RecordType::A,
+        Via::Udp,
+    )
+    .await;
+    assert_eq!(
+        m.response_code(),
+        ResponseCode::NXDomain,
+        "db-2 is not ready"
+    );
+    let m = ask(
+        a,
+        "_pg._tcp.db.shop.svc.cluster.local.",
+        RecordType::SRV,
+        Via::Udp,
+    )
+    .await;
     assert_eq!(
         answers(&m),
         vec![
@@ -149,14 +199,26 @@ async fn each_cluster_resolves_its_own_services_over_udp_and_tcp() {
     assert_eq!(answers(&m), vec!["PTR db-0.db.shop.svc.cluster.local."]);
 
     // Pod records (`pods insecure`) in an existing namespace.
-    let m = ask(a, "10-244-1-77.shop.pod.cluster.local.", RecordType::A, Via::Udp).await;
+    let m = ask(
+        a,
+        "10-244-1-77.shop.pod.cluster.local.",
+        RecordType::A,
+        Via::Udp,
+    )
+    .await;
     assert_eq!(answers(&m), vec!["A 10.244.1.77"]);
 
     // ExternalName: the CNAME, then the upstream's answer for the target.
-    let m = until(a, "ext.shop.svc.cluster.local.", RecordType::A, |m| m.answers().len() == 2).await;
+    let m = until(a, "ext.shop.svc.cluster.local.", RecordType::A, |m| {
+        m.answers().len() == 2
+    })
+    .await;
     assert_eq!(
         answers(&m),
-        vec!["A 192.0.2.3".to_string(), "CNAME www.example.test.".to_string()]
+        vec![
+            "A 192.0.2.3".to_string(),
+            "CNAME www.example.test.".to_string()
+        ]
     );
     assert!(upstream.was_asked("www.example.test."));
 
@@ -169,7 +231,10 @@ async fn each_cluster_resolves_its_own_services_over_udp_and_tcp() {
     assert_eq!(m.name_servers()[0].record_type(), RecordType::SOA);
 
     // Isolation: neither cluster sees the other's names, though both share the API server.
-    let m = until(b, "only-b.default.svc.cluster.local.", RecordType::A, |m| !m.answers().is_empty()).await;
+    let m = until(b, "only-b.default.svc.cluster.local.", RecordType::A, |m| {
+        !m.answers().is_empty()
+    })
+    .await;
     assert_eq!(answers(&m), vec![format!("A {}", cluster_ip(&only_b))]);
     for (server, foreign) in [
         (a, "only-b.default.svc.cluster.local."),
@@ -180,7 +245,11 @@ async fn each_cluster_resolves_its_own_services_over_udp_and_tcp() {
     ] {
         for via in [Via::Udp, Via::Tcp] {
             let m = ask(server, foreign, RecordType::A, via).await;
-            assert_eq!(m.response_code(), ResponseCode::NXDomain, "{foreign} at {server} via {via:?}");
+            assert_eq!(
+                m.response_code(),
+                ResponseCode::NXDomain,
+                "{foreign} at {server} via {via:?}"
+            );
             assert!(m.answers().is_empty());
         }
     }
@@ -195,7 +264,10 @@ async fn each_cluster_resolves_its_own_services_over_udp_and_tcp() {
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
-    until(a, name, RecordType::A, |m| m.response_code() == ResponseCode::NXDomain).await;
+    until(a, name, RecordType::A, |m| {
+        m.response_code() == ResponseCode::NXDomain
+    })
+    .await;
 
     dns_a.shutdown().await;
     dns_b.shutdown().await;
@@ -206,7 +278,9 @@ async fn each_cluster_resolves_its_own_services_over_udp_and_tcp() {
 async fn names_outside_the_cluster_are_forwarded_upstream() {
     let env = Env::start(&["a"]).await;
     let upstream = Upstream::start().await;
-    let server = dns::ClusterDns::start(env.cluster("a"), config(upstream.addr)).await.unwrap();
+    let server = dns::ClusterDns::start(env.cluster("a"), config(upstream.addr))
+        .await
+        .unwrap();
     server.synced(support::WAIT).await.unwrap();
     let addr = server.addrs()[0];
     for via in [Via::Udp, Via::Tcp] {
@@ -219,7 +293,13 @@ async fn names_outside_the_cluster_are_forwarded_upstream() {
     }
     assert!(upstream.was_asked("api.example.test."));
     // A name in the cluster domain never goes upstream.
-    let m = ask(addr, "api.example.test.svc.cluster.local.", RecordType::A, Via::Udp).await;
+    let m = ask(
+        addr,
+        "api.example.test.svc.cluster.local.",
+        RecordType::A,
+        Via::Udp,
+    )
+    .await;
     assert_eq!(m.response_code(), ResponseCode::NXDomain);
     assert!(!upstream.was_asked("api.example.test.svc.cluster.local."));
 
@@ -239,9 +319,21 @@ async fn names_outside_the_cluster_are_forwarded_upstream() {
     cfg.forward_timeout = std::time::Duration::from_millis(200);
     let server = dns::ClusterDns::start(env.cluster("a"), cfg).await.unwrap();
     server.synced(support::WAIT).await.unwrap();
-    let m = ask(server.addrs()[0], "api.example.test.", RecordType::A, Via::Udp).await;
+    let m = ask(
+        server.addrs()[0],
+        "api.example.test.",
+        RecordType::A,
+        Via::Udp,
+    )
+    .await;
     assert_eq!(m.response_code(), ResponseCode::ServFail);
-    let m = ask(server.addrs()[0], "kubernetes.default.svc.cluster.local.", RecordType::A, Via::Udp).await;
+    let m = ask(
+        server.addrs()[0],
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::A,
+        Via::Udp,
+    )
+    .await;
     assert_eq!(answers(&m), vec!["A 10.96.0.1"]);
     server.shutdown().await;
     upstream.stop().await;
@@ -252,12 +344,17 @@ async fn large_answers_are_truncated_over_udp_and_whole_over_tcp() {
     let env = Env::start(&["a"]).await;
     let upstream = Upstream::start().await;
     let ca = env.cluster("a");
-    let server = dns::ClusterDns::start(ca.clone(), config(upstream.addr)).await.unwrap();
+    let server = dns::ClusterDns::start(ca.clone(), config(upstream.addr))
+        .await
+        .unwrap();
     server.synced(support::WAIT).await.unwrap();
     populate_a(&ca).await;
     let addr = server.addrs()[0];
     let name = "many.shop.svc.cluster.local.";
-    until(addr, name, RecordType::A, |m| m.truncated() || m.answers().len() == 100).await;
+    until(addr, name, RecordType::A, |m| {
+        m.truncated() || m.answers().len() == 100
+    })
+    .await;
 
     let m = ask(addr, name, RecordType::A, Via::Udp).await;
     assert!(m.truncated(), "100 A records do not fit 512 bytes");
@@ -267,7 +364,10 @@ async fn large_answers_are_truncated_over_udp_and_whole_over_tcp() {
     assert!(!m.truncated(), "they fit the EDNS payload");
     assert_eq!(m.answers().len(), 100);
     let m = ask(addr, name, RecordType::A, Via::UdpEdns(1232)).await;
-    assert!(m.truncated(), "100 × 16 bytes (compressed names) exceed 1232");
+    assert!(
+        m.truncated(),
+        "100 × 16 bytes (compressed names) exceed 1232"
+    );
     assert!(m.to_vec().unwrap().len() <= 1232);
     assert!(m.answers().len() > 50);
     let m = ask(addr, name, RecordType::A, Via::Tcp).await;
@@ -282,7 +382,9 @@ async fn the_kube_dns_service_and_node_endpoints_are_published() {
     let env = Env::start(&["a"]).await;
     let upstream = Upstream::start().await;
     let ca = env.cluster("a");
-    let svc = dns::kube_dns::ensure_service(&ca, dns::kube_dns::DEFAULT_CLUSTER_IP).await.unwrap();
+    let svc = dns::kube_dns::ensure_service(&ca, dns::kube_dns::DEFAULT_CLUSTER_IP)
+        .await
+        .unwrap();
     assert_eq!(cluster_ip(&svc), "10.96.0.10");
     let spec = svc.spec.as_ref().unwrap();
     assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Local"));
@@ -290,15 +392,24 @@ async fn the_kube_dns_service_and_node_endpoints_are_published() {
         .ports
         .iter()
         .flatten()
-        .map(|p| (p.name.clone().unwrap(), (p.port, p.protocol.clone().unwrap())))
+        .map(|p| {
+            (
+                p.name.clone().unwrap(),
+                (p.port, p.protocol.clone().unwrap()),
+            )
+        })
         .collect();
     assert_eq!(ports["dns"], (53, "UDP".to_string()));
     assert_eq!(ports["dns-tcp"], (53, "TCP".to_string()));
     // Idempotent: a second call finds it.
-    let again = dns::kube_dns::ensure_service(&ca, dns::kube_dns::DEFAULT_CLUSTER_IP).await.unwrap();
+    let again = dns::kube_dns::ensure_service(&ca, dns::kube_dns::DEFAULT_CLUSTER_IP)
+        .await
+        .unwrap();
     assert_eq!(again.metadata.uid, svc.metadata.uid);
 
-    let server = dns::ClusterDns::start(ca.clone(), config(upstream.addr)).await.unwrap();
+    let server = dns::ClusterDns::start(ca.clone(), config(upstream.addr))
+        .await
+        .unwrap();
     server.synced(support::WAIT).await.unwrap();
     let addr = server.addrs()[0];
     // The node's address pods reach (the API refuses loopback endpoints, as upstream does);
@@ -313,10 +424,25 @@ async fn the_kube_dns_service_and_node_endpoints_are_published() {
         .await
         .unwrap();
 
-    let m = until(addr, "kube-dns.kube-system.svc.cluster.local.", RecordType::A, |m| !m.answers().is_empty()).await;
+    let m = until(
+        addr,
+        "kube-dns.kube-system.svc.cluster.local.",
+        RecordType::A,
+        |m| !m.answers().is_empty(),
+    )
+    .await;
     assert_eq!(answers(&m), vec!["A 10.96.0.10"]);
-    let m = ask(addr, "_dns._udp.kube-dns.kube-system.svc.cluster.local.", RecordType::SRV, Via::Udp).await;
-    assert_eq!(answers(&m), vec!["SRV 0 100 53 kube-dns.kube-system.svc.cluster.local."]);
+    let m = ask(
+        addr,
+        "_dns._udp.kube-dns.kube-system.svc.cluster.local.",
+        RecordType::SRV,
+        Via::Udp,
+    )
+    .await;
+    assert_eq!(
+        answers(&m),
+        vec!["SRV 0 100 53 kube-dns.kube-system.svc.cluster.local."]
+    );
     let m = ask(addr, "ns.dns.cluster.local.", RecordType::A, Via::Udp).await;
     assert_eq!(answers(&m), vec!["A 10.96.0.10"]);
     let m = until(
@@ -379,7 +505,13 @@ async fn verified_pod_records_need_a_pod_with_that_address() {
     .unwrap();
     let m = until(addr, name, RecordType::A, |m| !m.answers().is_empty()).await;
     assert_eq!(answers(&m), vec!["A 10.244.3.4"]);
-    let m = ask(addr, "10-244-3-5.default.pod.cluster.local.", RecordType::A, Via::Udp).await;
+    let m = ask(
+        addr,
+        "10-244-3-5.default.pod.cluster.local.",
+        RecordType::A,
+        Via::Udp,
+    )
+    .await;
     assert_eq!(m.response_code(), ResponseCode::NXDomain);
     server.shutdown().await;
     upstream.stop().await;

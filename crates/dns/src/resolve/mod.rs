@@ -99,7 +99,13 @@ struct Missing;
 
 /// Resolves a query. `qname` is the query's name as sent (its spelling is kept in answers),
 /// `lower` the same name lowercased.
-pub fn resolve(zone: &Zone, view: &View, qname: &Name, lower: &str, qtype: RecordType) -> Resolution {
+pub fn resolve(
+    zone: &Zone,
+    view: &View,
+    qname: &Name,
+    lower: &str,
+    qtype: RecordType,
+) -> Resolution {
     let records = view.read();
     resolve_in(zone, &records, view.serial(), qname, lower, qtype, 0)
 }
@@ -126,7 +132,11 @@ fn resolve_in(
     match classify(lower, &zone.domain) {
         Target::Outside | Target::Reverse(None) => Resolution::Forward,
         Target::Reverse(Some(ip)) => {
-            let names = if qtype == RecordType::PTR { ptr(zone, r, ip) } else { Vec::new() };
+            let names = if qtype == RecordType::PTR {
+                ptr(zone, r, ip)
+            } else {
+                Vec::new()
+            };
             if names.is_empty() {
                 // kubeadm's `fallthrough in-addr.arpa ip6.arpa`: not ours, ask upstream.
                 return Resolution::Forward;
@@ -144,9 +154,7 @@ fn resolve_in(
             RecordType::NS => {
                 let mut a = Answer::records(vec![zone.ns()]);
                 if let Some(ns) = zone.child("ns.dns") {
-                    a.additionals = kube_dns_ips(r)
-                        .map(|ip| zone.ns_address(&ns, ip))
-                        .collect();
+                    a.additionals = kube_dns_ips(r).map(|ip| zone.ns_address(&ns, ip)).collect();
                 }
                 Resolution::Answer(a)
             }
@@ -220,7 +228,9 @@ fn resolve_in(
                             Host::External(n) => external_name(n),
                             Host::Ip(_) => None,
                         })
-                        .map(|t| Record::from_rdata(qname.clone(), zone.ttl, RData::CNAME(CNAME(t))))
+                        .map(|t| {
+                            Record::from_rdata(qname.clone(), zone.ttl, RData::CNAME(CNAME(t)))
+                        })
                         .into_iter()
                         .collect(),
                 ),
@@ -264,7 +274,7 @@ fn external_name(n: &str) -> Option<Name> {
     if n.is_empty() || n.parse::<IpAddr>().is_ok() {
         return None;
     }
-    Name::from_ascii(&format!("{n}.")).ok()
+    Name::from_ascii(format!("{n}.")).ok()
 }
 
 /// The CNAME of an ExternalName Service and what its target resolves to: inside the zone
@@ -283,7 +293,10 @@ fn chase(
     };
     let cname = Record::from_rdata(qname.clone(), zone.ttl, RData::CNAME(CNAME(target.clone())));
     let target_lower = format!("{ext}.");
-    if !matches!(classify(&target_lower, &zone.domain), Target::Outside | Target::Reverse(_)) {
+    if !matches!(
+        classify(&target_lower, &zone.domain),
+        Target::Outside | Target::Reverse(_)
+    ) {
         if depth >= MAX_CNAME_CHAIN || target_lower == lower_of(qname) {
             return Resolution::Answer(Answer::records(vec![cname]));
         }
@@ -404,7 +417,12 @@ fn lookup<'r>(r: &'r Records, q: &ServiceName<'_>) -> Result<Vec<Item<'r>>, Miss
 }
 
 /// SRV records and their targets' addresses (CoreDNS `plugin.SRV`).
-fn srv(zone: &Zone, q: &ServiceName<'_>, qname: &Name, items: &[Item<'_>]) -> (Vec<Record>, Vec<Record>) {
+fn srv(
+    zone: &Zone,
+    q: &ServiceName<'_>,
+    qname: &Name,
+    items: &[Item<'_>],
+) -> (Vec<Record>, Vec<Record>) {
     let weight = u16::try_from(100 / items.len().max(1)).unwrap_or(1).max(1);
     let mut answers = Vec::new();
     let mut additionals = Vec::new();
@@ -439,7 +457,7 @@ fn srv(zone: &Zone, q: &ServiceName<'_>, qname: &Name, items: &[Item<'_>]) -> (V
 /// address (CoreDNS `serviceRecordForIP`).
 fn ptr(zone: &Zone, r: &Records, ip: IpAddr) -> Vec<Name> {
     if let Some(key) = r.cluster_ips.get(&ip).and_then(|k| k.first()) {
-        return Name::from_ascii(&format!("{key}.svc.{}.", zone.domain))
+        return Name::from_ascii(format!("{key}.svc.{}.", zone.domain))
             .into_iter()
             .collect();
     }
@@ -456,10 +474,10 @@ fn ptr(zone: &Zone, r: &Records, ip: IpAddr) -> Vec<Name> {
                     continue;
                 }
                 let host = endpoint_hostname(ep.hostname.as_deref(), ip);
-                if let Ok(n) = Name::from_ascii(&format!("{host}.{key}.svc.{}.", zone.domain)) {
-                    if !out.contains(&n) {
-                        out.push(n);
-                    }
+                if let Ok(n) = Name::from_ascii(format!("{host}.{key}.svc.{}.", zone.domain))
+                    && !out.contains(&n)
+                {
+                    out.push(n);
                 }
             }
         }

@@ -63,10 +63,19 @@ fn cluster() -> View {
         }
         let http = || vec![port("http", "tcp", 80)];
         u.upsert_service("testns", "svc1", cluster_ip(&["10.0.0.1"], http()));
-        u.upsert_slice("testns", "svc1-x", "svc1", slice(http(), vec![ep("172.0.0.1", Some("ep1a"), true)]));
+        u.upsert_slice(
+            "testns",
+            "svc1-x",
+            "svc1",
+            slice(http(), vec![ep("172.0.0.1", Some("ep1a"), true)]),
+        );
         u.upsert_service("testns", "svcempty", cluster_ip(&["10.0.0.2"], http()));
         u.upsert_service("testns", "svc6", cluster_ip(&["1234:abcd::1"], http()));
-        u.upsert_service("testns", "svc-dual-stack", cluster_ip(&["10.0.0.3", "10::3"], http()));
+        u.upsert_service(
+            "testns",
+            "svc-dual-stack",
+            cluster_ip(&["10.0.0.3", "10::3"], http()),
+        );
         u.upsert_service("testns", "hdls1", headless(http()));
         u.upsert_slice(
             "testns",
@@ -87,10 +96,21 @@ fn cluster() -> View {
             "testns",
             "hdls1-v6",
             "hdls1",
-            slice(http(), vec![ep("5678:abcd::1", None, true), ep("5678:abcd::2", None, true)]),
+            slice(
+                http(),
+                vec![
+                    ep("5678:abcd::1", None, true),
+                    ep("5678:abcd::2", None, true),
+                ],
+            ),
         );
         u.upsert_service("testns", "hdlsprtls", headless(vec![]));
-        u.upsert_slice("testns", "hdlsprtls-x", "hdlsprtls", slice(vec![], vec![ep("172.0.0.20", None, true)]));
+        u.upsert_slice(
+            "testns",
+            "hdlsprtls-x",
+            "hdlsprtls",
+            slice(vec![], vec![ep("172.0.0.20", None, true)]),
+        );
         u.upsert_service("testns", "hdls-none-ready", headless(http()));
         u.upsert_slice(
             "testns",
@@ -113,12 +133,19 @@ fn cluster() -> View {
             publish_not_ready: false,
         };
         u.upsert_service("testns", "external", ext("ext.interwebs.test"));
-        u.upsert_service("testns", "external-to-service", ext("svc1.testns.svc.cluster.local"));
+        u.upsert_service(
+            "testns",
+            "external-to-service",
+            ext("svc1.testns.svc.cluster.local"),
+        );
         u.upsert_service("testns", "external-ip", ext("1.2.3.4"));
         u.upsert_service(
             "kube-system",
             "kube-dns",
-            cluster_ip(&["10.96.0.10"], vec![port("dns", "udp", 53), port("dns-tcp", "tcp", 53)]),
+            cluster_ip(
+                &["10.96.0.10"],
+                vec![port("dns", "udp", 53), port("dns-tcp", "tcp", 53)],
+            ),
         );
         u.upsert_service(
             "default",
@@ -212,7 +239,10 @@ fn a_cluster_ip_service_answers_its_cluster_ip() {
     // Specification 2.3.1: `kubernetes.default.svc.cluster.local. IN A`.
     assert_eq!(
         query("kubernetes.default.svc.cluster.local.", A),
-        lines(&["No Error", "kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"])
+        lines(&[
+            "No Error",
+            "kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"
+        ])
     );
     assert_eq!(
         query("svc1.testns.svc.cluster.local.", A),
@@ -221,7 +251,10 @@ fn a_cluster_ip_service_answers_its_cluster_ip() {
     // Without endpoints it still answers (kube-proxy rejects the connection, DNS does not).
     assert_eq!(
         query("svcempty.testns.svc.cluster.local.", A),
-        lines(&["No Error", "svcempty.testns.svc.cluster.local. 5 IN A 10.0.0.2"])
+        lines(&[
+            "No Error",
+            "svcempty.testns.svc.cluster.local. 5 IN A 10.0.0.2"
+        ])
     );
 }
 
@@ -238,15 +271,24 @@ fn address_families_are_answered_separately() {
     assert_eq!(query("svc1.testns.svc.cluster.local.", AAAA), nodata());
     assert_eq!(
         query("svc6.testns.svc.cluster.local.", AAAA),
-        lines(&["No Error", "svc6.testns.svc.cluster.local. 5 IN AAAA 1234:abcd::1"])
+        lines(&[
+            "No Error",
+            "svc6.testns.svc.cluster.local. 5 IN AAAA 1234:abcd::1"
+        ])
     );
     assert_eq!(
         query("svc-dual-stack.testns.svc.cluster.local.", A),
-        lines(&["No Error", "svc-dual-stack.testns.svc.cluster.local. 5 IN A 10.0.0.3"])
+        lines(&[
+            "No Error",
+            "svc-dual-stack.testns.svc.cluster.local. 5 IN A 10.0.0.3"
+        ])
     );
     assert_eq!(
         query("svc-dual-stack.testns.svc.cluster.local.", AAAA),
-        lines(&["No Error", "svc-dual-stack.testns.svc.cluster.local. 5 IN AAAA 10::3"])
+        lines(&[
+            "No Error",
+            "svc-dual-stack.testns.svc.cluster.local. 5 IN AAAA 10::3"
+        ])
     );
 }
 
@@ -256,13 +298,22 @@ fn missing_services_and_namespaces_are_nxdomain_with_the_soa() {
     assert_eq!(query("svc0.testns.svc.cluster.local.", AAAA), nxdomain());
     assert_eq!(query("svc0.svc-nons.svc.cluster.local.", A), nxdomain());
     assert_eq!(query("svc1.nsnoexist.svc.cluster.local.", A), nxdomain());
-    assert_eq!(query("bogusendpoint.svc0.testns.svc.cluster.local.", A), nxdomain());
-    assert_eq!(query("bogusendpoint.hdls1.testns.svc.cluster.local.", A), nxdomain());
+    assert_eq!(
+        query("bogusendpoint.svc0.testns.svc.cluster.local.", A),
+        nxdomain()
+    );
+    assert_eq!(
+        query("bogusendpoint.hdls1.testns.svc.cluster.local.", A),
+        nxdomain()
+    );
     assert_eq!(query("foo.cluster.local.", NS), nxdomain());
     assert_eq!(query("foo.svc.cluster.local.", NS), nxdomain());
     assert_eq!(query("a.b.svc1.testns.svc.cluster.local.", A), nxdomain());
     // The search-list expansions of an external name (ndots:5) end here, fast.
-    assert_eq!(query("example.com.testns.svc.cluster.local.", A), nxdomain());
+    assert_eq!(
+        query("example.com.testns.svc.cluster.local.", A),
+        nxdomain()
+    );
     assert_eq!(query("example.com.svc.cluster.local.", A), nxdomain());
     assert_eq!(query("example.com.cluster.local.", A), nxdomain());
 }
@@ -354,9 +405,18 @@ fn srv_records_of_a_cluster_ip_service_point_at_the_service() {
 
 #[test]
 fn srv_names_of_ports_a_service_lacks_do_not_exist() {
-    assert_eq!(query("_dns._udp.svc1.testns.svc.cluster.local.", SRV), nxdomain());
-    assert_eq!(query("_http._udp.svc1.testns.svc.cluster.local.", SRV), nxdomain());
-    assert_eq!(query("_http._tcp.hdlsprtls.testns.svc.cluster.local.", SRV), nxdomain());
+    assert_eq!(
+        query("_dns._udp.svc1.testns.svc.cluster.local.", SRV),
+        nxdomain()
+    );
+    assert_eq!(
+        query("_http._udp.svc1.testns.svc.cluster.local.", SRV),
+        nxdomain()
+    );
+    assert_eq!(
+        query("_http._tcp.hdlsprtls.testns.svc.cluster.local.", SRV),
+        nxdomain()
+    );
     // The UDP and TCP ports of one number are told apart by protocol.
     assert_eq!(
         query("_dns._udp.kube-dns.kube-system.svc.cluster.local.", SRV),
@@ -392,25 +452,40 @@ fn a_headless_service_answers_its_ready_endpoints() {
     );
     assert_eq!(
         query("hdlsprtls.testns.svc.cluster.local.", A),
-        lines(&["No Error", "hdlsprtls.testns.svc.cluster.local. 5 IN A 172.0.0.20"])
+        lines(&[
+            "No Error",
+            "hdlsprtls.testns.svc.cluster.local. 5 IN A 172.0.0.20"
+        ])
     );
 }
 
 #[test]
 fn a_headless_service_without_ready_endpoints_does_not_exist() {
-    assert_eq!(query("hdls-none-ready.testns.svc.cluster.local.", A), nxdomain());
-    assert_eq!(query("hdls-none-ready.testns.svc.cluster.local.", AAAA), nxdomain());
+    assert_eq!(
+        query("hdls-none-ready.testns.svc.cluster.local.", A),
+        nxdomain()
+    );
+    assert_eq!(
+        query("hdls-none-ready.testns.svc.cluster.local.", AAAA),
+        nxdomain()
+    );
 }
 
 #[test]
 fn publishing_not_ready_addresses_counts_every_endpoint() {
     assert_eq!(
         query("hdls-pnr.testns.svc.cluster.local.", A),
-        lines(&["No Error", "hdls-pnr.testns.svc.cluster.local. 5 IN A 172.0.0.31"])
+        lines(&[
+            "No Error",
+            "hdls-pnr.testns.svc.cluster.local. 5 IN A 172.0.0.31"
+        ])
     );
     assert_eq!(
         query("web-0.hdls-pnr.testns.svc.cluster.local.", A),
-        lines(&["No Error", "web-0.hdls-pnr.testns.svc.cluster.local. 5 IN A 172.0.0.31"])
+        lines(&[
+            "No Error",
+            "web-0.hdls-pnr.testns.svc.cluster.local. 5 IN A 172.0.0.31"
+        ])
     );
 }
 
@@ -427,23 +502,38 @@ fn endpoints_are_named_by_hostname_or_dashed_address() {
     );
     assert_eq!(
         query("172-0-0-2.hdls1.testns.svc.cluster.local.", A),
-        lines(&["No Error", "172-0-0-2.hdls1.testns.svc.cluster.local. 5 IN A 172.0.0.2"])
+        lines(&[
+            "No Error",
+            "172-0-0-2.hdls1.testns.svc.cluster.local. 5 IN A 172.0.0.2"
+        ])
     );
     assert_eq!(
         query("5678-abcd--1.hdls1.testns.svc.cluster.local.", AAAA),
-        lines(&["No Error", "5678-abcd--1.hdls1.testns.svc.cluster.local. 5 IN AAAA 5678:abcd::1"])
+        lines(&[
+            "No Error",
+            "5678-abcd--1.hdls1.testns.svc.cluster.local. 5 IN AAAA 5678:abcd::1"
+        ])
     );
     assert_eq!(
         query("172-0-0-20.hdlsprtls.testns.svc.cluster.local.", A),
-        lines(&["No Error", "172-0-0-20.hdlsprtls.testns.svc.cluster.local. 5 IN A 172.0.0.20"])
+        lines(&[
+            "No Error",
+            "172-0-0-20.hdlsprtls.testns.svc.cluster.local. 5 IN A 172.0.0.20"
+        ])
     );
     // An endpoint of a ClusterIP Service is named too (CoreDNS).
     assert_eq!(
         query("ep1a.svc1.testns.svc.cluster.local.", A),
-        lines(&["No Error", "ep1a.svc1.testns.svc.cluster.local. 5 IN A 172.0.0.1"])
+        lines(&[
+            "No Error",
+            "ep1a.svc1.testns.svc.cluster.local. 5 IN A 172.0.0.1"
+        ])
     );
     // A hostname of an unready endpoint does not exist.
-    assert_eq!(query("unready.hdls1.testns.svc.cluster.local.", A), nxdomain());
+    assert_eq!(
+        query("unready.hdls1.testns.svc.cluster.local.", A),
+        nxdomain()
+    );
 }
 
 #[test]
@@ -474,7 +564,10 @@ fn an_external_name_is_a_cname_followed_upstream() {
     // Specification 2.5.
     assert_eq!(
         query("external.testns.svc.cluster.local.", CNAME),
-        lines(&["No Error", "external.testns.svc.cluster.local. 5 IN CNAME ext.interwebs.test."])
+        lines(&[
+            "No Error",
+            "external.testns.svc.cluster.local. 5 IN CNAME ext.interwebs.test."
+        ])
     );
     assert_eq!(
         query("external.testns.svc.cluster.local.", A),
@@ -484,12 +577,21 @@ fn an_external_name_is_a_cname_followed_upstream() {
         ])
     );
     // No endpoints, ports or subdomains under it.
-    assert_eq!(query("endpoint.external.testns.svc.cluster.local.", CNAME), nxdomain());
-    assert_eq!(query("_http._tcp.external.testns.svc.cluster.local.", SRV), nxdomain());
+    assert_eq!(
+        query("endpoint.external.testns.svc.cluster.local.", CNAME),
+        nxdomain()
+    );
+    assert_eq!(
+        query("_http._tcp.external.testns.svc.cluster.local.", SRV),
+        nxdomain()
+    );
     // SRV of an ExternalName itself: it exists, without SRV records.
     assert_eq!(query("external.testns.svc.cluster.local.", SRV), nodata());
     // An ExternalName that is an IP address serves nothing (CoreDNS).
-    assert_eq!(query("external-ip.testns.svc.cluster.local.", A), nxdomain());
+    assert_eq!(
+        query("external-ip.testns.svc.cluster.local.", A),
+        nxdomain()
+    );
 }
 
 #[test]
@@ -519,7 +621,10 @@ fn an_external_name_pointing_at_itself_does_not_loop() {
         )
     });
     let out = query_in(&v, PodMode::Insecure, "self.testns.svc.cluster.local.", A);
-    assert!(out.starts_with("No Error\nself.testns.svc.cluster.local. 5 IN CNAME"), "{out}");
+    assert!(
+        out.starts_with("No Error\nself.testns.svc.cluster.local. 5 IN CNAME"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -527,15 +632,24 @@ fn ptr_records_name_cluster_ips_and_ready_endpoints() {
     // Specification 2.3.3 and 2.4.3.
     assert_eq!(
         query("1.0.96.10.in-addr.arpa.", PTR),
-        lines(&["No Error", "1.0.96.10.in-addr.arpa. 5 IN PTR kubernetes.default.svc.cluster.local."])
+        lines(&[
+            "No Error",
+            "1.0.96.10.in-addr.arpa. 5 IN PTR kubernetes.default.svc.cluster.local."
+        ])
     );
     assert_eq!(
         query("4.0.0.172.in-addr.arpa.", PTR),
-        lines(&["No Error", "4.0.0.172.in-addr.arpa. 5 IN PTR dup-name.hdls1.testns.svc.cluster.local."])
+        lines(&[
+            "No Error",
+            "4.0.0.172.in-addr.arpa. 5 IN PTR dup-name.hdls1.testns.svc.cluster.local."
+        ])
     );
     assert_eq!(
         query("2.0.0.172.in-addr.arpa.", PTR),
-        lines(&["No Error", "2.0.0.172.in-addr.arpa. 5 IN PTR 172-0-0-2.hdls1.testns.svc.cluster.local."])
+        lines(&[
+            "No Error",
+            "2.0.0.172.in-addr.arpa. 5 IN PTR 172-0-0-2.hdls1.testns.svc.cluster.local."
+        ])
     );
     assert_eq!(
         query(
@@ -552,7 +666,11 @@ fn ptr_records_name_cluster_ips_and_ready_endpoints() {
 #[test]
 fn reverse_names_the_cluster_does_not_know_go_upstream() {
     // kubeadm's `fallthrough in-addr.arpa ip6.arpa`.
-    assert_eq!(query("9.0.0.172.in-addr.arpa.", PTR), "FORWARD", "an unready endpoint");
+    assert_eq!(
+        query("9.0.0.172.in-addr.arpa.", PTR),
+        "FORWARD",
+        "an unready endpoint"
+    );
     assert_eq!(query("8.8.8.8.in-addr.arpa.", PTR), "FORWARD");
     assert_eq!(query("0.172.in-addr.arpa.", PTR), "FORWARD");
     assert_eq!(query("1.0.96.10.in-addr.arpa.", A), "FORWARD");
@@ -570,24 +688,62 @@ fn pod_names_follow_the_pods_option() {
     let name = "172-0-0-2.testns.pod.cluster.local.";
     assert_eq!(
         query_in(&v, PodMode::Insecure, name, A),
-        lines(&["No Error", "172-0-0-2.testns.pod.cluster.local. 5 IN A 172.0.0.2"])
+        lines(&[
+            "No Error",
+            "172-0-0-2.testns.pod.cluster.local. 5 IN A 172.0.0.2"
+        ])
     );
     assert_eq!(query_in(&v, PodMode::Insecure, name, AAAA), nodata());
     assert_eq!(
-        query_in(&v, PodMode::Insecure, "1234-abcd--1.testns.pod.cluster.local.", AAAA),
-        lines(&["No Error", "1234-abcd--1.testns.pod.cluster.local. 5 IN AAAA 1234:abcd::1"])
+        query_in(
+            &v,
+            PodMode::Insecure,
+            "1234-abcd--1.testns.pod.cluster.local.",
+            AAAA
+        ),
+        lines(&[
+            "No Error",
+            "1234-abcd--1.testns.pod.cluster.local. 5 IN AAAA 1234:abcd::1"
+        ])
     );
-    assert_eq!(query_in(&v, PodMode::Insecure, "172-0-0-2.nsnoexist.pod.cluster.local.", A), nxdomain());
-    assert_eq!(query_in(&v, PodMode::Insecure, "podname.testns.pod.cluster.local.", A), nxdomain());
+    assert_eq!(
+        query_in(
+            &v,
+            PodMode::Insecure,
+            "172-0-0-2.nsnoexist.pod.cluster.local.",
+            A
+        ),
+        nxdomain()
+    );
+    assert_eq!(
+        query_in(
+            &v,
+            PodMode::Insecure,
+            "podname.testns.pod.cluster.local.",
+            A
+        ),
+        nxdomain()
+    );
     assert_eq!(query_in(&v, PodMode::Disabled, name, A), nxdomain());
     // Verified: only an IP a pod of that namespace has.
     assert_eq!(query_in(&v, PodMode::Verified, name, A), nxdomain());
     v.update(|u| u.upsert_pod("testns", "p", Box::new([ip("172.0.0.2")])));
     assert_eq!(
         query_in(&v, PodMode::Verified, name, A),
-        lines(&["No Error", "172-0-0-2.testns.pod.cluster.local. 5 IN A 172.0.0.2"])
+        lines(&[
+            "No Error",
+            "172-0-0-2.testns.pod.cluster.local. 5 IN A 172.0.0.2"
+        ])
     );
-    assert_eq!(query_in(&v, PodMode::Verified, "172-0-0-2.default.pod.cluster.local.", A), nxdomain());
+    assert_eq!(
+        query_in(
+            &v,
+            PodMode::Verified,
+            "172-0-0-2.default.pod.cluster.local.",
+            A
+        ),
+        nxdomain()
+    );
     v.update(|u| u.remove_pod("testns", "p"));
     assert_eq!(query_in(&v, PodMode::Verified, name, A), nxdomain());
 }
@@ -596,6 +752,18 @@ fn pod_names_follow_the_pods_option() {
 fn the_ttl_is_configurable() {
     let q = Name::from_ascii("svc1.testns.svc.cluster.local.").unwrap();
     let z = Zone::new("cluster.local", 30, PodMode::Insecure).unwrap();
-    let out = render(resolve(&z, &cluster(), &q, "svc1.testns.svc.cluster.local.", A));
-    assert_eq!(out, lines(&["No Error", "svc1.testns.svc.cluster.local. 30 IN A 10.0.0.1"]));
+    let out = render(resolve(
+        &z,
+        &cluster(),
+        &q,
+        "svc1.testns.svc.cluster.local.",
+        A,
+    ));
+    assert_eq!(
+        out,
+        lines(&[
+            "No Error",
+            "svc1.testns.svc.cluster.local. 30 IN A 10.0.0.1"
+        ])
+    );
 }

@@ -77,11 +77,12 @@ async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
     api.create(&PostParams::default(), &obj)
         .await
         .expect("create the LogicalCluster");
-    let ready = kube::runtime::wait::await_condition(api, name, |c: Option<&kube::api::DynamicObject>| {
-        c.and_then(|c| c.data.pointer("/status/phase"))
-            .and_then(|p| p.as_str())
-            == Some("Ready")
-    });
+    let ready =
+        kube::runtime::wait::await_condition(api, name, |c: Option<&kube::api::DynamicObject>| {
+            c.and_then(|c| c.data.pointer("/status/phase"))
+                .and_then(|p| p.as_str())
+                == Some("Ready")
+        });
     tokio::time::timeout(WAIT, ready)
         .await
         .expect("the cluster is Ready in time")
@@ -192,7 +193,11 @@ struct UpstreamHandler {
 
 #[async_trait::async_trait]
 impl RequestHandler for UpstreamHandler {
-    async fn handle_request<R: ResponseHandler>(&self, request: &Request, mut out: R) -> ResponseInfo {
+    async fn handle_request<R: ResponseHandler>(
+        &self,
+        request: &Request,
+        mut out: R,
+    ) -> ResponseInfo {
         let q = &request.queries()[0];
         let name = q.name().to_string();
         self.asked.lock().push(name.clone());
@@ -202,11 +207,19 @@ impl RequestHandler for UpstreamHandler {
         let mut records = Vec::new();
         if name == "big.example.test." && q.query_type() == RecordType::A {
             for i in 0..100u8 {
-                records.push(Record::from_rdata(owner.clone(), 60, RData::A(A::new(192, 0, 2, i))));
+                records.push(Record::from_rdata(
+                    owner.clone(),
+                    60,
+                    RData::A(A::new(192, 0, 2, i)),
+                ));
             }
         } else if name.ends_with(".example.test.") && q.query_type() == RecordType::A {
             let n = name.trim_end_matches('.').split('.').count() as u8;
-            records.push(Record::from_rdata(owner, 60, RData::A(A::new(192, 0, 2, n))));
+            records.push(Record::from_rdata(
+                owner,
+                60,
+                RData::A(A::new(192, 0, 2, n)),
+            ));
         } else {
             header.set_response_code(ResponseCode::NXDomain);
         }
