@@ -101,10 +101,8 @@ fn populate(
             );
             let eps = (0..endpoints)
                 .map(|e| EndpointRecord {
-                    addresses: Box::new([std::net::Ipv4Addr::from(
-                        0x0af4_0000u32 + (i * endpoints + e) as u32,
-                    )
-                    .into()]),
+                    address: std::net::Ipv4Addr::from(0x0af4_0000u32 + (i * endpoints + e) as u32)
+                        .into(),
                     hostname: Some(format!("{name}-{e}").into()),
                     ready: true,
                 })

@@ -103,16 +103,22 @@ pub fn slice_record(slice: &EndpointSlice) -> Option<(&str, SliceRecord)> {
     let endpoints = slice
         .endpoints
         .iter()
-        .map(|e| EndpointRecord {
-            addresses: e.addresses.iter().filter_map(|a| a.parse().ok()).collect(),
-            hostname: e
+        .flat_map(|e| {
+            let hostname: Option<Box<str>> = e
                 .hostname
                 .as_deref()
                 .filter(|h| !h.is_empty())
-                .map(|h| h.to_ascii_lowercase().into_boxed_str()),
-            ready: e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
+                .map(|h| h.to_ascii_lowercase().into_boxed_str());
+            let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+            e.addresses
+                .iter()
+                .filter_map(|a| a.parse().ok())
+                .map(move |address| EndpointRecord {
+                    address,
+                    hostname: hostname.clone(),
+                    ready,
+                })
         })
-        .filter(|e| !e.addresses.is_empty())
         .collect();
     Some((service, SliceRecord { ports, endpoints }))
 }

@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -54,10 +55,11 @@ pub struct ServiceRecord {
     pub publish_not_ready: bool,
 }
 
-/// One endpoint of an EndpointSlice.
+/// One address of an endpoint of an EndpointSlice (an endpoint with several addresses is
+/// one record per address, sharing the hostname).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointRecord {
-    pub addresses: Box<[IpAddr]>,
+    pub address: IpAddr,
     /// The endpoint's `hostname` (StatefulSet pods: the pod's hostname under its subdomain).
     pub hostname: Option<Box<str>>,
     /// `conditions.ready` (unset means ready, as the API documents).
@@ -76,31 +78,32 @@ pub struct SliceRecord {
 pub struct Records {
     pub(crate) namespaces: HashSet<Box<str>>,
     /// Keyed `<name>.<namespace>`, the order they appear in a query name.
-    pub(crate) services: HashMap<Box<str>, ServiceRecord>,
+    pub(crate) services: HashMap<Arc<str>, ServiceRecord>,
     /// Service key → slice name → slice.
-    pub(crate) slices: HashMap<Box<str>, HashMap<Box<str>, SliceRecord>>,
+    pub(crate) slices: HashMap<Arc<str>, HashMap<Box<str>, SliceRecord>>,
     /// `<namespace>/<slice>` → the service key it is filed under.
-    slice_owner: HashMap<Box<str>, Box<str>>,
-    /// Cluster IP → service keys (one, except briefly while a Service is replaced).
-    pub(crate) cluster_ips: HashMap<IpAddr, Vec<Box<str>>>,
+    slice_owner: HashMap<Box<str>, Arc<str>>,
+    /// Cluster IP → service keys (one, except briefly while a Service is replaced); the keys
+    /// share the maps' strings.
+    pub(crate) cluster_ips: HashMap<IpAddr, Vec<Arc<str>>>,
     /// Endpoint IP → service keys, once per slice endpoint holding it.
-    pub(crate) endpoint_ips: HashMap<IpAddr, Vec<Box<str>>>,
+    pub(crate) endpoint_ips: HashMap<IpAddr, Vec<Arc<str>>>,
     /// Verified pod records only: `<namespace>/<pod>` → its IPs.
     pods: HashMap<Box<str>, Box<[IpAddr]>>,
     /// Verified pod records only: pod IP → namespaces of pods holding it.
-    pub(crate) pod_ips: HashMap<IpAddr, Vec<Box<str>>>,
+    pub(crate) pod_ips: HashMap<IpAddr, Vec<Arc<str>>>,
 }
 
 /// `<name>.<namespace>`, the key of a Service.
-pub fn service_key(namespace: &str, name: &str) -> Box<str> {
-    format!("{name}.{namespace}").into_boxed_str()
+pub fn service_key(namespace: &str, name: &str) -> Arc<str> {
+    format!("{name}.{namespace}").into()
 }
 
-fn add_multi(map: &mut HashMap<IpAddr, Vec<Box<str>>>, ip: IpAddr, key: &str) {
-    map.entry(ip).or_default().push(key.into());
+fn add_multi(map: &mut HashMap<IpAddr, Vec<Arc<str>>>, ip: IpAddr, key: &Arc<str>) {
+    map.entry(ip).or_default().push(key.clone());
 }
 
-fn remove_multi(map: &mut HashMap<IpAddr, Vec<Box<str>>>, ip: IpAddr, key: &str) {
+fn remove_multi(map: &mut HashMap<IpAddr, Vec<Arc<str>>>, ip: IpAddr, key: &str) {
     if let Some(keys) = map.get_mut(&ip) {
         if let Some(i) = keys.iter().position(|k| &**k == key) {
             keys.swap_remove(i);
@@ -112,7 +115,7 @@ fn remove_multi(map: &mut HashMap<IpAddr, Vec<Box<str>>>, ip: IpAddr, key: &str)
 }
 
 impl Records {
-    fn index_service(&mut self, key: &str, svc: &ServiceRecord, add: bool) {
+    fn index_service(&mut self, key: &Arc<str>, svc: &ServiceRecord, add: bool) {
         if let ServiceKind::ClusterIp(ips) = &svc.kind {
             for ip in ips.iter() {
                 if add {
@@ -124,19 +127,17 @@ impl Records {
         }
     }
 
-    fn index_slice(&mut self, key: &str, slice: &SliceRecord, add: bool) {
+    fn index_slice(&mut self, key: &Arc<str>, slice: &SliceRecord, add: bool) {
         for ep in slice.endpoints.iter() {
-            for ip in ep.addresses.iter() {
-                if add {
-                    add_multi(&mut self.endpoint_ips, *ip, key);
-                } else {
-                    remove_multi(&mut self.endpoint_ips, *ip, key);
-                }
+            if add {
+                add_multi(&mut self.endpoint_ips, ep.address, key);
+            } else {
+                remove_multi(&mut self.endpoint_ips, ep.address, key);
             }
         }
     }
 
-    fn upsert_service(&mut self, key: Box<str>, svc: ServiceRecord) -> bool {
+    fn upsert_service(&mut self, key: Arc<str>, svc: ServiceRecord) -> bool {
         if self.services.get(&key) == Some(&svc) {
             return false;
         }
@@ -148,9 +149,9 @@ impl Records {
     }
 
     fn remove_service(&mut self, key: &str) -> bool {
-        match self.services.remove(key) {
-            Some(old) => {
-                self.index_service(key, &old, false);
+        match self.services.remove_entry(key) {
+            Some((key, old)) => {
+                self.index_service(&key, &old, false);
                 true
             }
             None => false,
@@ -160,16 +161,21 @@ impl Records {
     fn upsert_slice(
         &mut self,
         owner: Box<str>,
-        key: Box<str>,
+        key: Arc<str>,
         name: Box<str>,
         slice: SliceRecord,
     ) -> bool {
         if self.slice_owner.get(&owner) == Some(&key)
-            && self.slices.get(&key).and_then(|s| s.get(&name)) == Some(&slice)
+            && self.slices.get(&*key).and_then(|s| s.get(&name)) == Some(&slice)
         {
             return false;
         }
         self.remove_slice(&owner, &name);
+        // One string per service key, shared by the slice map, the owner map and the index.
+        let key = match self.slices.get_key_value(&*key) {
+            Some((k, _)) => k.clone(),
+            None => key,
+        };
         self.index_slice(&key, &slice, true);
         self.slices
             .entry(key.clone())
@@ -201,8 +207,9 @@ impl Records {
             return false;
         }
         self.remove_pod(&key, namespace);
+        let namespace: Arc<str> = namespace.into();
         for ip in ips.iter() {
-            add_multi(&mut self.pod_ips, *ip, namespace);
+            add_multi(&mut self.pod_ips, *ip, &namespace);
         }
         self.pods.insert(key, ips);
         true
@@ -408,7 +415,7 @@ mod tests {
             endpoints: ips
                 .iter()
                 .map(|a| EndpointRecord {
-                    addresses: Box::new([ip(a)]),
+                    address: ip(a),
                     hostname: None,
                     ready: true,
                 })
@@ -442,7 +449,7 @@ mod tests {
         assert!(r.slices["b.ns"].contains_key("s"));
         assert_eq!(
             r.endpoint_ips[&ip("10.0.0.1")],
-            vec![Box::<str>::from("b.ns")]
+            vec![Arc::<str>::from("b.ns")]
         );
     }
 

@@ -380,7 +380,8 @@ fn lookup<'r>(r: &'r Records, q: &ServiceName<'_>) -> Result<Vec<Item<'r>>, Miss
                     if !ep.ready && !svc.publish_not_ready {
                         continue;
                     }
-                    for ip in ep.addresses.iter().copied() {
+                    {
+                        let ip = ep.address;
                         let host = endpoint_hostname(ep.hostname.as_deref(), ip);
                         if q.endpoint.is_some_and(|e| e != host) {
                             continue;
@@ -470,7 +471,7 @@ fn ptr(zone: &Zone, r: &Records, ip: IpAddr) -> Vec<Name> {
         let pnr = r.services.get(key).is_some_and(|s| s.publish_not_ready);
         for slice in r.slices.get(key).into_iter().flat_map(|s| s.values()) {
             for ep in slice.endpoints.iter() {
-                if (!ep.ready && !pnr) || !ep.addresses.contains(&ip) {
+                if (!ep.ready && !pnr) || ep.address != ip {
                     continue;
                 }
                 let host = endpoint_hostname(ep.hostname.as_deref(), ip);

@@ -41,7 +41,7 @@ fn headless(ports: Vec<PortRecord>) -> ServiceRecord {
 
 fn ep(addr: &str, hostname: Option<&str>, ready: bool) -> EndpointRecord {
     EndpointRecord {
-        addresses: Box::new([ip(addr)]),
+        address: ip(addr),
         hostname: hostname.map(Into::into),
         ready,
     }
