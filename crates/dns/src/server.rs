@@ -222,8 +222,9 @@ pub struct ClusterDns {
 impl ClusterDns {
     /// Starts watching the cluster `client` addresses and serving its names. `client` must
     /// address one cluster (`/clusters/<name>` or a plain Kubernetes endpoint), never the
-    /// cross-cluster view. Queries are answered from the moment this returns; call
-    /// [`ClusterDns::synced`] before advertising the server (publishing its endpoint).
+    /// cross-cluster view. Queries are answered from the moment this returns (names in the
+    /// zone with SERVFAIL until the first lists are in); call [`ClusterDns::synced`] before
+    /// advertising the server (publishing its endpoint).
     pub async fn start(client: kube::Client, config: Config) -> Result<ClusterDns> {
         let view = Arc::new(View::new());
         let server = Server::start(view.clone(), &config).await?;

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -247,7 +247,9 @@ pub struct View {
     records: RwLock<Records>,
     /// The SOA serial: the Unix time of the last change, as CoreDNS reports it.
     serial: AtomicU32,
-    synced: watch::Sender<bool>,
+    /// Read on every query; `synced_tx` wakes those waiting for it.
+    synced: AtomicBool,
+    synced_tx: watch::Sender<bool>,
 }
 
 impl Default for View {
@@ -350,7 +352,8 @@ impl View {
         View {
             records: RwLock::new(Records::default()),
             serial: AtomicU32::new(now_serial()),
-            synced: watch::channel(false).0,
+            synced: AtomicBool::new(false),
+            synced_tx: watch::channel(false).0,
         }
     }
 
@@ -386,17 +389,18 @@ impl View {
 
     /// Marks the view complete: every watch has listed its objects once.
     pub fn set_synced(&self) {
-        self.synced.send_replace(true);
+        self.synced.store(true, Ordering::Release);
+        self.synced_tx.send_replace(true);
     }
 
     /// Whether every watch has listed its objects once.
     pub fn is_synced(&self) -> bool {
-        *self.synced.borrow()
+        self.synced.load(Ordering::Acquire)
     }
 
     /// Waits until the view is synced.
     pub async fn synced(&self) {
-        let mut rx = self.synced.subscribe();
+        let mut rx = self.synced_tx.subscribe();
         let _ = rx.wait_for(|s| *s).await;
     }
 }

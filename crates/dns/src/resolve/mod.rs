@@ -17,7 +17,8 @@
 //!   addresses go in the additional section. A bare SRV query lists every port.
 //! - ExternalName: a CNAME to the external name, followed by the target's records.
 //! - A name in the zone that does not exist is NXDOMAIN, an existing name without records of
-//!   the type NODATA; both carry the zone's SOA in the authority section.
+//!   the type NODATA; both carry the zone's SOA in the authority section. Until the view has
+//!   synced, names in the zone are SERVFAIL (nothing can be said to be absent yet).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -106,6 +107,20 @@ pub fn resolve(
     lower: &str,
     qtype: RecordType,
 ) -> Resolution {
+    let outside = matches!(
+        classify(lower, &zone.domain),
+        Target::Outside | Target::Reverse(_)
+    );
+    if !outside && !view.is_synced() {
+        // Before the first lists, absence proves nothing: a negative answer would be cached
+        // by clients (CoreDNS answers SERVFAIL until it has synced, too).
+        return Resolution::Answer(Answer {
+            rcode: ResponseCode::ServFail,
+            answers: Vec::new(),
+            authority: Vec::new(),
+            additionals: Vec::new(),
+        });
+    }
     let records = view.read();
     resolve_in(zone, &records, view.serial(), qname, lower, qtype, 0)
 }

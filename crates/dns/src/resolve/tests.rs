@@ -57,6 +57,7 @@ fn slice(ports: Vec<PortRecord>, endpoints: Vec<EndpointRecord>) -> SliceRecord 
 /// The test cluster (CoreDNS's test fixtures, in namespace `testns`).
 fn cluster() -> View {
     let v = View::new();
+    v.set_synced();
     v.update(|u| {
         for ns in ["testns", "default", "kube-system"] {
             u.upsert_namespace(ns);
@@ -765,5 +766,23 @@ fn the_ttl_is_configurable() {
             "No Error",
             "svc1.testns.svc.cluster.local. 30 IN A 10.0.0.1"
         ])
+    );
+}
+
+#[test]
+fn before_the_first_lists_names_in_the_zone_are_servfail_not_nxdomain() {
+    let v = View::new();
+    assert_eq!(
+        query_in(&v, PodMode::Insecure, "svc1.testns.svc.cluster.local.", A),
+        "Server Failure"
+    );
+    assert_eq!(
+        query_in(&v, PodMode::Insecure, "example.com.", A),
+        "FORWARD"
+    );
+    v.set_synced();
+    assert_eq!(
+        query_in(&v, PodMode::Insecure, "svc1.testns.svc.cluster.local.", A),
+        nxdomain()
     );
 }
