@@ -25,6 +25,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A watch failed (it is retried with backoff).
+    #[error("watch of {kind} failed: {source}")]
+    Watch {
+        kind: &'static str,
+        #[source]
+        source: kube::runtime::watcher::Error,
+    },
     /// A request to the Kubernetes API failed.
     #[error("kubernetes API request failed: {0}")]
     Kube(#[from] kube::Error),

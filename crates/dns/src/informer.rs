@@ -48,6 +48,17 @@ enum Kind {
     Pods,
 }
 
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Namespaces => "namespaces",
+            Kind::Services => "services",
+            Kind::Slices => "endpointslices",
+            Kind::Pods => "pods",
+        }
+    }
+}
+
 fn listed_namespace(n: Namespace) -> Listed {
     Listed::Namespace(n.name_any())
 }
@@ -145,7 +156,10 @@ where
                     cross_cluster(&o).map_or_else(|| Ok(Change::InitApply(reduce(o))), Err)
                 }
                 Ok(Event::InitDone) => Ok(Change::InitDone),
-                Err(e) => Err(Error::Config(format!("watch of {kind:?} failed: {e}"))),
+                Err(source) => Err(Error::Watch {
+                    kind: kind.name(),
+                    source,
+                }),
             };
             (kind, change)
         })
