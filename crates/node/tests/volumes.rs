@@ -78,7 +78,9 @@ impl ObjectSource for Counting {
     ) -> Result<TokenRequest, SourceError> {
         self.token_requests.fetch_add(1, Ordering::SeqCst);
         if self.fail_tokens.load(Ordering::SeqCst) {
-            return Err(SourceError("the server is currently unable to handle the request".into()));
+            return Err(SourceError(
+                "the server is currently unable to handle the request".into(),
+            ));
         }
         self.inner.request_token(ns, sa, req).await
     }
@@ -152,8 +154,16 @@ fn mode(p: &Path) -> u32 {
 async fn a_configmap_update_reaches_the_mounted_file_and_immutable_ones_are_not_watched() {
     let s = start().await;
     let c = &s.env.client;
-    create::<ConfigMap>(c, json!({"metadata": {"name": "app"}, "data": {"level": "info", "other": "x"}})).await;
-    create::<ConfigMap>(c, json!({"metadata": {"name": "frozen"}, "immutable": true, "data": {"k": "v1"}})).await;
+    create::<ConfigMap>(
+        c,
+        json!({"metadata": {"name": "app"}, "data": {"level": "info", "other": "x"}}),
+    )
+    .await;
+    create::<ConfigMap>(
+        c,
+        json!({"metadata": {"name": "frozen"}, "immutable": true, "data": {"k": "v1"}}),
+    )
+    .await;
     let pod: Pod = create(c, json!({"metadata": {"name": "p"}, "spec": {
         "containers": [{"name": "c", "image": "busybox"}],
         "volumes": [
@@ -168,25 +178,48 @@ async fn a_configmap_update_reaches_the_mounted_file_and_immutable_ones_are_not_
     assert!(volumes.volumes["cfg"].read_only);
     assert_eq!(read(dir.join("conf/level")), "info");
     assert_eq!(mode(&dir.join("conf/level")), 0o600);
-    assert_eq!(mode(&dir), 0o777, "on disk, world-writable like an emptyDir");
-    assert!(!mount::is_mounted(&dir).unwrap(), "configMap volumes are not tmpfs");
+    assert_eq!(
+        mode(&dir),
+        0o777,
+        "on disk, world-writable like an emptyDir"
+    );
+    assert!(
+        !mount::is_mounted(&dir).unwrap(),
+        "configMap volumes are not tmpfs"
+    );
     let all = volume_dir(&s.manager, &pod, "kubernetes.io~configmap", "all");
     assert_eq!(read(all.join("other")), "x");
     assert_eq!(mode(&all.join("other")), 0o644);
 
-    let watched: Vec<String> = s.manager.watched_objects().into_iter().map(|o| o.name).collect();
+    let watched: Vec<String> = s
+        .manager
+        .watched_objects()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
     assert_eq!(watched, ["app"], "immutable objects are not watched");
 
     let before = fs::read_link(dir.join("..data")).unwrap();
     Api::<ConfigMap>::namespaced(c.clone(), "default")
-        .patch("app", &PatchParams::default(), &Patch::Merge(json!({"data": {"level": "debug"}})))
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"level": "debug"}})),
+        )
         .await
         .unwrap();
-    let results = s.manager.object_changed(ObjectKind::ConfigMap, "default", "app").await;
+    let results = s
+        .manager
+        .object_changed(ObjectKind::ConfigMap, "default", "app")
+        .await;
     assert_eq!(results.len(), 1);
     assert!(results[0].1.as_ref().expect("resynced"), "files changed");
     assert_eq!(read(dir.join("conf/level")), "debug");
-    assert_ne!(fs::read_link(dir.join("..data")).unwrap(), before, "..data swapped");
+    assert_ne!(
+        fs::read_link(dir.join("..data")).unwrap(),
+        before,
+        "..data swapped"
+    );
 
     // A deleted source keeps the last content.
     Api::<ConfigMap>::namespaced(c.clone(), "default")
@@ -196,36 +229,73 @@ async fn a_configmap_update_reaches_the_mounted_file_and_immutable_ones_are_not_
     assert!(s.manager.resync(&pod).await.is_err());
     assert_eq!(read(dir.join("conf/level")), "debug");
 
-    s.manager.teardown(pod.metadata.uid.as_deref().unwrap()).await.unwrap();
-    assert!(!s.manager.pod_dir(pod.metadata.uid.as_deref().unwrap()).exists());
+    s.manager
+        .teardown(pod.metadata.uid.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        !s.manager
+            .pod_dir(pod.metadata.uid.as_deref().unwrap())
+            .exists()
+    );
 }
 
 #[tokio::test]
 async fn a_missing_configmap_fails_the_mount_until_it_exists() {
     let s = start().await;
     let c = &s.env.client;
-    let pod: Pod = create(c, json!({"metadata": {"name": "p"}, "spec": {
+    let pod: Pod = create(
+        c,
+        json!({"metadata": {"name": "p"}, "spec": {
         "containers": [{"name": "c", "image": "busybox"}],
         "volumes": [
             {"name": "cfg", "configMap": {"name": "later"}},
             {"name": "opt", "configMap": {"name": "nowhere", "optional": true}},
             {"name": "sec", "secret": {"secretName": "creds"}}
-        ]}})).await;
+        ]}}),
+    )
+    .await;
     let err = s.manager.setup(&pod).await.unwrap_err();
-    let VolumeError::SetUp(failures) = &err else { panic!("{err}") };
+    let VolumeError::SetUp(failures) = &err else {
+        panic!("{err}")
+    };
     let messages: Vec<String> = failures.iter().map(|f| f.event_message()).collect();
-    assert_eq!(messages, [
-        "MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not found",
-        "MountVolume.SetUp failed for volume \"sec\" : secret \"creds\" not found",
-    ]);
-    create::<ConfigMap>(c, json!({"metadata": {"name": "later"}, "data": {"a": "1"}})).await;
-    create::<Secret>(c, json!({"metadata": {"name": "creds"}, "stringData": {"password": "hunter2"}})).await;
-    let volumes = s.manager.setup(&pod).await.expect("set up once the sources exist");
-    assert!(volumes.volumes["opt"].path.join("..data").is_dir(), "optional and missing: empty");
+    assert_eq!(
+        messages,
+        [
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not found",
+            "MountVolume.SetUp failed for volume \"sec\" : secret \"creds\" not found",
+        ]
+    );
+    create::<ConfigMap>(
+        c,
+        json!({"metadata": {"name": "later"}, "data": {"a": "1"}}),
+    )
+    .await;
+    create::<Secret>(
+        c,
+        json!({"metadata": {"name": "creds"}, "stringData": {"password": "hunter2"}}),
+    )
+    .await;
+    let volumes = s
+        .manager
+        .setup(&pod)
+        .await
+        .expect("set up once the sources exist");
+    assert!(
+        volumes.volumes["opt"].path.join("..data").is_dir(),
+        "optional and missing: empty"
+    );
     let sec = volume_dir(&s.manager, &pod, "kubernetes.io~secret", "sec");
     assert_eq!(read(sec.join("password")), "hunter2");
-    assert!(mount::is_mounted_as(&sec, "tmpfs").unwrap(), "secrets live on tmpfs");
-    s.manager.teardown(pod.metadata.uid.as_deref().unwrap()).await.unwrap();
+    assert!(
+        mount::is_mounted_as(&sec, "tmpfs").unwrap(),
+        "secrets live on tmpfs"
+    );
+    s.manager
+        .teardown(pod.metadata.uid.as_deref().unwrap())
+        .await
+        .unwrap();
     assert!(mount::mounts_under(s.root.path()).unwrap().is_empty());
 }
 
@@ -234,12 +304,23 @@ async fn the_service_account_volume_holds_a_bound_token_the_ca_and_the_namespace
     let s = start().await;
     let c = &s.env.client;
     // The API server seeds the default service account and the root CA ConfigMap.
-    Api::<ServiceAccount>::namespaced(c.clone(), "default").get("default").await.expect("seeded service account");
-    let ca = match Api::<ConfigMap>::namespaced(c.clone(), "default").get_opt("kube-root-ca.crt").await.unwrap() {
+    Api::<ServiceAccount>::namespaced(c.clone(), "default")
+        .get("default")
+        .await
+        .expect("seeded service account");
+    let ca = match Api::<ConfigMap>::namespaced(c.clone(), "default")
+        .get_opt("kube-root-ca.crt")
+        .await
+        .unwrap()
+    {
         Some(cm) => cm.data.unwrap()["ca.crt"].clone(),
         None => {
             let ca = "-----BEGIN CERTIFICATE-----\n".to_string();
-            create::<ConfigMap>(c, json!({"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}})).await;
+            create::<ConfigMap>(
+                c,
+                json!({"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}}),
+            )
+            .await;
             ca
         }
     };
@@ -254,7 +335,12 @@ async fn the_service_account_volume_holds_a_bound_token_the_ca_and_the_namespace
     let uid = pod.metadata.uid.clone().unwrap();
 
     s.manager.setup(&pod).await.expect("set up");
-    let dir = volume_dir(&s.manager, &pod, "kubernetes.io~projected", "kube-api-access-abcde");
+    let dir = volume_dir(
+        &s.manager,
+        &pod,
+        "kubernetes.io~projected",
+        "kube-api-access-abcde",
+    );
     assert!(mount::is_mounted_as(&dir, "tmpfs").unwrap());
     assert_eq!(read(dir.join("namespace")), "default");
     assert_eq!(read(dir.join("ca.crt")), ca);
@@ -270,7 +356,10 @@ async fn the_service_account_volume_holds_a_bound_token_the_ca_and_the_namespace
     // Before 80 % of its lifetime the cached token is kept.
     s.manager.resync(&pod).await.unwrap();
     assert_eq!(s.source.token_requests.load(Ordering::SeqCst), 1);
-    let refresh_at = s.manager.next_token_refresh().expect("a refresh is due some time");
+    let refresh_at = s
+        .manager
+        .next_token_refresh()
+        .expect("a refresh is due some time");
 
     // Past it, a failing refresh keeps serving the old token.
     *s.clock.lock() = refresh_at + jiff::SignedDuration::from_secs(20);
@@ -286,7 +375,10 @@ async fn the_service_account_volume_holds_a_bound_token_the_ca_and_the_namespace
     assert_ne!(read(dir.join("token")), token);
 
     s.manager.teardown(&uid).await.unwrap();
-    assert!(s.manager.tokens().is_empty(), "the pod's tokens are forgotten");
+    assert!(
+        s.manager.tokens().is_empty(),
+        "the pod's tokens are forgotten"
+    );
     assert!(mount::mounts_under(s.root.path()).unwrap().is_empty());
 }
 
@@ -315,10 +407,17 @@ async fn downward_api_files_follow_label_changes() {
     assert_eq!(read(dir.join("mem")), "64");
     assert!(mount::is_mounted_as(&dir, "tmpfs").unwrap());
 
-    pod.metadata.labels.as_mut().unwrap().insert("tier".into(), "api".into());
+    pod.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("tier".into(), "api".into());
     assert!(s.manager.resync(&pod).await.unwrap());
     assert_eq!(read(dir.join("labels")), "app=\"shop\"\ntier=\"api\"");
-    s.manager.teardown(pod.metadata.uid.as_deref().unwrap()).await.unwrap();
+    s.manager
+        .teardown(pod.metadata.uid.as_deref().unwrap())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -347,7 +446,11 @@ async fn empty_dirs_are_directories_or_sized_tmpfs_and_teardown_removes_them() {
     let ram = volume_dir(&s.manager, &pod, "kubernetes.io~empty-dir", "ram");
     let podram = volume_dir(&s.manager, &pod, "kubernetes.io~empty-dir", "podram");
     assert_eq!(tmpfs_size(&ram), Some(16 * 1024), "sizeLimit");
-    assert_eq!(tmpfs_size(&podram), Some(64 * 1024), "the pod's memory limit");
+    assert_eq!(
+        tmpfs_size(&podram),
+        Some(64 * 1024),
+        "the pod's memory limit"
+    );
     match &volumes.volumes["scratch"].kind {
         node::kubelet::volumes::VolumeKind::EmptyDir { size_limit, .. } => {
             assert_eq!(*size_limit, Some(1 << 30), "recorded for eviction")
@@ -356,13 +459,27 @@ async fn empty_dirs_are_directories_or_sized_tmpfs_and_teardown_removes_them() {
     }
 
     let container = &pod.spec.as_ref().unwrap().containers[0];
-    let envs = [k8s_cri::v1::KeyValue { key: "POD".into(), value: "p".into() }];
-    let mounts = volumes.mounts_for(container, &envs, &MountOptions::default()).expect("mounts");
+    let envs = [k8s_cri::v1::KeyValue {
+        key: "POD".into(),
+        value: "p".into(),
+    }];
+    let mounts = volumes
+        .mounts_for(container, &envs, &MountOptions::default())
+        .expect("mounts");
     assert_eq!(mounts[0].host_path, scratch.display().to_string());
     let sub = PathBuf::from(&mounts[1].host_path);
-    assert_eq!(sub, s.manager.pod_dir(&uid).join("volume-subpaths/scratch/c/1"));
-    assert!(scratch.join("logs/p").is_dir(), "a missing subPath is created");
-    assert!(mount::is_mounted(&sub).unwrap(), "bound, not the user-controlled path");
+    assert_eq!(
+        sub,
+        s.manager.pod_dir(&uid).join("volume-subpaths/scratch/c/1")
+    );
+    assert!(
+        scratch.join("logs/p").is_dir(),
+        "a missing subPath is created"
+    );
+    assert!(
+        mount::is_mounted(&sub).unwrap(),
+        "bound, not the user-controlled path"
+    );
     fs::write(sub.join("from-container"), "x").unwrap();
     assert_eq!(read(scratch.join("logs/p/from-container")), "x");
     assert!(mounts[2].readonly);
@@ -396,18 +513,30 @@ fn tmpfs_size(dir: &Path) -> Option<u64> {
 async fn a_sub_path_cannot_escape_its_volume_through_a_symlink() {
     let s = start().await;
     let c = &s.env.client;
-    let pod: Pod = create(c, json!({"metadata": {"name": "p"}, "spec": {
+    let pod: Pod = create(
+        c,
+        json!({"metadata": {"name": "p"}, "spec": {
         "containers": [{"name": "c", "image": "busybox",
             "volumeMounts": [{"name": "scratch", "mountPath": "/x", "subPath": "evil"}]}],
-        "volumes": [{"name": "scratch", "emptyDir": {}}]}})).await;
+        "volumes": [{"name": "scratch", "emptyDir": {}}]}}),
+    )
+    .await;
     let volumes = s.manager.setup(&pod).await.expect("set up");
     // What a container could do in its writable volume.
     std::os::unix::fs::symlink("/etc", volumes.volumes["scratch"].path.join("evil")).unwrap();
     let container = &pod.spec.as_ref().unwrap().containers[0];
-    let err = volumes.mounts_for(container, &[], &MountOptions::default()).unwrap_err();
-    assert_eq!(err, "failed to prepare subPath for volumeMount \"scratch\" of container \"c\"");
+    let err = volumes
+        .mounts_for(container, &[], &MountOptions::default())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "failed to prepare subPath for volumeMount \"scratch\" of container \"c\""
+    );
     assert!(mount::mounts_under(s.root.path()).unwrap().is_empty());
-    s.manager.teardown(pod.metadata.uid.as_deref().unwrap()).await.unwrap();
+    s.manager
+        .teardown(pod.metadata.uid.as_deref().unwrap())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -416,17 +545,25 @@ async fn claims_of_local_volumes_resolve_to_their_path() {
     let c = &s.env.client;
     let data = tempfile::tempdir().unwrap();
     fs::write(data.path().join("db"), "rows").unwrap();
-    let pvc: PersistentVolumeClaim = create(c, json!({"metadata": {"name": "data"}, "spec": {
+    let pvc: PersistentVolumeClaim = create(
+        c,
+        json!({"metadata": {"name": "data"}, "spec": {
         "accessModes": ["ReadWriteOnce"], "volumeName": "local-1",
-        "resources": {"requests": {"storage": "1Gi"}}}})).await;
-    let pv: PersistentVolume = serde_json::from_value(json!({"metadata": {"name": "local-1"}, "spec": {
+        "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
+    let pv: PersistentVolume =
+        serde_json::from_value(json!({"metadata": {"name": "local-1"}, "spec": {
         "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
         "local": {"path": data.path()},
         "claimRef": {"namespace": "default", "name": "data", "uid": pvc.metadata.uid},
         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}}}))
-    .unwrap();
-    Api::<PersistentVolume>::all(c.clone()).create(&PostParams::default(), &pv).await.unwrap();
+        .unwrap();
+    Api::<PersistentVolume>::all(c.clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
     let pod: Pod = create(c, json!({"metadata": {"name": "p"}, "spec": {
         "containers": [{"name": "c", "image": "busybox"}],
         "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data", "readOnly": true}}]}})).await;
@@ -437,14 +574,28 @@ async fn claims_of_local_volumes_resolve_to_their_path() {
         msg.starts_with("Unable to attach or mount volumes: unmounted volumes=[d], unattached volumes=[], failed to process volumes=[d]: error processing PVC default/data: PVC default/data has non-bound phase ("),
         "{msg}"
     );
-    assert!(msg.ends_with(" or empty pvc.Spec.VolumeName (\"local-1\")"), "{msg}");
+    assert!(
+        msg.ends_with(" or empty pvc.Spec.VolumeName (\"local-1\")"),
+        "{msg}"
+    );
     Api::<PersistentVolumeClaim>::namespaced(c.clone(), "default")
-        .patch_status("data", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Bound"}})))
+        .patch_status(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+        )
         .await
         .unwrap();
     let volumes = s.manager.setup(&pod).await.expect("bound now");
     assert_eq!(volumes.volumes["d"].path, data.path());
     assert!(volumes.volumes["d"].read_only);
-    s.manager.teardown(pod.metadata.uid.as_deref().unwrap()).await.unwrap();
-    assert_eq!(read(data.path().join("db")), "rows", "teardown leaves node paths alone");
+    s.manager
+        .teardown(pod.metadata.uid.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        read(data.path().join("db")),
+        "rows",
+        "teardown leaves node paths alone"
+    );
 }

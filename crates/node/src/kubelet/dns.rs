@@ -108,7 +108,9 @@ pub fn load_host_dns(settings: &DnsSettings) -> Result<DnsConfig, String> {
 pub fn pod_dns_config(pod: &Pod, settings: &DnsSettings, host: &DnsConfig) -> PodDns {
     let spec = pod.spec.as_ref();
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
-    let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("ClusterFirst");
+    let policy = spec
+        .and_then(|s| s.dns_policy.as_deref())
+        .unwrap_or("ClusterFirst");
     let mut events = Vec::new();
     let mut cfg = host.clone();
 
@@ -145,7 +147,8 @@ pub fn pod_dns_config(pod: &Pod, settings: &DnsSettings, host: &DnsConfig) -> Po
     }
     if use_host && settings.resolv_conf.is_none() {
         for ip in &settings.node_ips {
-            cfg.servers.push(if ip.contains(':') { "::1" } else { "127.0.0.1" }.to_string());
+            cfg.servers
+                .push(if ip.contains(':') { "::1" } else { "127.0.0.1" }.to_string());
         }
         if cfg.servers.is_empty() {
             cfg.servers.push("127.0.0.1".to_string());
@@ -160,7 +163,10 @@ pub fn pod_dns_config(pod: &Pod, settings: &DnsSettings, host: &DnsConfig) -> Po
         cfg.options = merge_options(&cfg.options, dc.options.iter().flatten());
     }
     fit_limits(&mut cfg, &mut events);
-    PodDns { config: cfg, events }
+    PodDns {
+        config: cfg,
+        events,
+    }
 }
 
 fn format_pod(pod: &Pod) -> String {
@@ -178,7 +184,11 @@ fn cluster_searches(host: &[String], pod: &Pod, zone: &str) -> Vec<String> {
         return host.to_vec();
     }
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let mut all = vec![format!("{ns}.svc.{zone}"), format!("svc.{zone}"), zone.to_string()];
+    let mut all = vec![
+        format!("{ns}.svc.{zone}"),
+        format!("svc.{zone}"),
+        zone.to_string(),
+    ];
     all.extend(host.iter().cloned());
     dedup(&all)
 }
@@ -295,7 +305,10 @@ pub fn hostname_and_domain(pod: &Pod, cluster_domain: &str) -> Result<(String, S
     let spec = pod.spec.as_ref();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let mut hostname = pod_name.clone();
-    if let Some(h) = spec.and_then(|s| s.hostname.as_deref()).filter(|h| !h.is_empty()) {
+    if let Some(h) = spec
+        .and_then(|s| s.hostname.as_deref())
+        .filter(|h| !h.is_empty())
+    {
         let errs = is_dns1123_label(h);
         if !errs.is_empty() {
             return Err(format!(
@@ -319,7 +332,10 @@ pub fn hostname_and_domain(pod: &Pod, cluster_domain: &str) -> Result<(String, S
         hostname = trimmed.to_string();
     }
     let mut domain = String::new();
-    if let Some(sub) = spec.and_then(|s| s.subdomain.as_deref()).filter(|s| !s.is_empty()) {
+    if let Some(sub) = spec
+        .and_then(|s| s.subdomain.as_deref())
+        .filter(|s| !s.is_empty())
+    {
         let errs = is_dns1123_label(sub);
         if !errs.is_empty() {
             return Err(format!(
@@ -434,7 +450,9 @@ pub fn hosts_mount(files: &PodFiles<'_>, container: &Container) -> io::Result<Op
         return Ok(None);
     }
     let spec = files.pod.spec.as_ref();
-    let aliases = spec.and_then(|s| s.host_aliases.as_deref()).unwrap_or_default();
+    let aliases = spec
+        .and_then(|s| s.host_aliases.as_deref())
+        .unwrap_or_default();
     let content = if spec.and_then(|s| s.host_network) == Some(true) {
         node_hosts_file(&fs::read(files.node_hosts)?, aliases)
     } else {

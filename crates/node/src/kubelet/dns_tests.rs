@@ -21,8 +21,10 @@ fn settings() -> DnsSettings {
 }
 
 fn host() -> DnsConfig {
-    parse_resolv_conf("nameserver 192.168.1.1\nsearch corp.example. lab\noptions ndots:1 timeout:2\n")
-        .unwrap()
+    parse_resolv_conf(
+        "nameserver 192.168.1.1\nsearch corp.example. lab\noptions ndots:1 timeout:2\n",
+    )
+    .unwrap()
 }
 
 fn cfg(servers: &[&str], searches: &[&str], options: &[&str]) -> DnsConfig {
@@ -40,7 +42,10 @@ fn resolv_conf_files_parse_as_upstream() {
     assert_eq!(ok(""), cfg(&[], &[], &[]));
     assert_eq!(ok("nameserver 1.2.3.4"), cfg(&["1.2.3.4"], &[], &[]));
     assert_eq!(ok(" nameserver 1.2.3.4 #c"), cfg(&["1.2.3.4"], &[], &[]));
-    assert_eq!(ok("#nameserver 1.2.3.4\nnameserver 5.6.7.8"), cfg(&["5.6.7.8"], &[], &[]));
+    assert_eq!(
+        ok("#nameserver 1.2.3.4\nnameserver 5.6.7.8"),
+        cfg(&["5.6.7.8"], &[], &[])
+    );
     assert_eq!(
         ok("nameserver 1.2.3.4\nnameserver 5.6.7.8\nsearch a\nsearch foo. bar .\n"),
         cfg(&["1.2.3.4", "5.6.7.8"], &["foo", "bar"], &[])
@@ -49,7 +54,10 @@ fn resolv_conf_files_parse_as_upstream() {
         ok("options ndots:2\noptions ndots:5 attempts:2"),
         cfg(&[], &[], &["ndots:5", "attempts:2"])
     );
-    assert_eq!(parse_resolv_conf("nameserver\n").unwrap_err(), "nameserver list is empty ");
+    assert_eq!(
+        parse_resolv_conf("nameserver\n").unwrap_err(),
+        "nameserver list is empty "
+    );
 }
 
 #[test]
@@ -57,20 +65,40 @@ fn every_dns_policy_forms_upstreams_configuration() {
     let s = settings();
     let cluster = cfg(
         &["10.96.0.10"],
-        &["shop.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example", "lab"],
+        &[
+            "shop.svc.cluster.local",
+            "svc.cluster.local",
+            "cluster.local",
+            "corp.example",
+            "lab",
+        ],
         &["ndots:5"],
     );
     let table = [
         (json!({"containers": []}), cluster.clone()),
-        (json!({"dnsPolicy": "ClusterFirst", "containers": []}), cluster.clone()),
-        (json!({"dnsPolicy": "ClusterFirst", "hostNetwork": true, "containers": []}), host()),
-        (json!({"dnsPolicy": "ClusterFirstWithHostNet", "hostNetwork": true, "containers": []}), cluster.clone()),
-        (json!({"dnsPolicy": "ClusterFirstWithHostNet", "containers": []}), cluster),
+        (
+            json!({"dnsPolicy": "ClusterFirst", "containers": []}),
+            cluster.clone(),
+        ),
+        (
+            json!({"dnsPolicy": "ClusterFirst", "hostNetwork": true, "containers": []}),
+            host(),
+        ),
+        (
+            json!({"dnsPolicy": "ClusterFirstWithHostNet", "hostNetwork": true, "containers": []}),
+            cluster.clone(),
+        ),
+        (
+            json!({"dnsPolicy": "ClusterFirstWithHostNet", "containers": []}),
+            cluster,
+        ),
         (json!({"dnsPolicy": "Default", "containers": []}), host()),
-        (json!({"dnsPolicy": "None", "containers": [],
+        (
+            json!({"dnsPolicy": "None", "containers": [],
                "dnsConfig": {"nameservers": ["1.1.1.1"], "searches": ["x.example"],
                              "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}]}}),
-         cfg(&["1.1.1.1"], &["x.example"], &["ndots:2", "edns0"])),
+            cfg(&["1.1.1.1"], &["x.example"], &["ndots:2", "edns0"]),
+        ),
     ];
     for (spec, want) in table {
         let p = pod(spec.clone());
@@ -91,7 +119,14 @@ fn dns_config_is_appended_with_duplicates_dropped_and_options_merged() {
     assert_eq!(got.servers, ["10.96.0.10", "9.9.9.9"]);
     assert_eq!(
         got.searches,
-        ["shop.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example", "lab", "extra"]
+        [
+            "shop.svc.cluster.local",
+            "svc.cluster.local",
+            "cluster.local",
+            "corp.example",
+            "lab",
+            "extra"
+        ]
     );
     assert_eq!(got.options, ["ndots:3", "single-request-reopen"]);
 }
@@ -113,7 +148,11 @@ fn an_empty_resolv_conf_setting_points_at_the_local_resolver() {
     let mut s = settings();
     s.resolv_conf = None;
     s.node_ips = vec!["192.168.1.2".into(), "fd00::2".into()];
-    let got = pod_dns_config(&pod(json!({"dnsPolicy": "Default", "containers": []})), &s, &DnsConfig::default());
+    let got = pod_dns_config(
+        &pod(json!({"dnsPolicy": "Default", "containers": []})),
+        &s,
+        &DnsConfig::default(),
+    );
     assert_eq!(got.config, cfg(&["127.0.0.1", "::1"], &["."], &[]));
 }
 
@@ -127,8 +166,10 @@ fn limits_trim_nameservers_and_search_paths_with_events() {
     let got = pod_dns_config(&p, &settings(), &host());
     assert_eq!(got.config.servers, ["1.1.1.1", "2.2.2.2", "3.3.3.3"]);
     assert_eq!(got.config.searches.len(), MAX_SEARCH_PATHS);
-    assert_eq!(got.events[0].message,
-        "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3");
+    assert_eq!(
+        got.events[0].message,
+        "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3"
+    );
     assert!(got.events[1].message.starts_with(
         "Search Line limits were exceeded, some search paths have been omitted, the applied search line is: d0.example d1.example"));
 
@@ -138,18 +179,30 @@ fn limits_trim_nameservers_and_search_paths_with_events() {
     // Ten domains of 251 characters exceed 2048 characters: the last two are cut.
     assert_eq!(got.searches.len(), 8);
     let too_long = "y".repeat(254);
-    let p = pod(json!({"dnsPolicy": "None", "containers": [], "dnsConfig": {"searches": [too_long, "ok"]}}));
-    assert_eq!(pod_dns_config(&p, &settings(), &host()).config.searches, ["ok"]);
+    let p = pod(
+        json!({"dnsPolicy": "None", "containers": [], "dnsConfig": {"searches": [too_long, "ok"]}}),
+    );
+    assert_eq!(
+        pod_dns_config(&p, &settings(), &host()).config.searches,
+        ["ok"]
+    );
 }
 
 #[test]
 fn resolv_conf_renders_as_containerd_writes_it() {
-    let c = cfg(&["10.96.0.10", "10.96.0.11"], &["a.svc", "svc"], &["ndots:5"]);
+    let c = cfg(
+        &["10.96.0.10", "10.96.0.11"],
+        &["a.svc", "svc"],
+        &["ndots:5"],
+    );
     assert_eq!(
         String::from_utf8(resolv_conf(&c, b"")).unwrap(),
         "search a.svc svc\nnameserver 10.96.0.10\nnameserver 10.96.0.11\noptions ndots:5\n"
     );
-    assert_eq!(resolv_conf(&DnsConfig::default(), b"nameserver 1.1.1.1\n"), b"nameserver 1.1.1.1\n");
+    assert_eq!(
+        resolv_conf(&DnsConfig::default(), b"nameserver 1.1.1.1\n"),
+        b"nameserver 1.1.1.1\n"
+    );
 }
 
 #[test]
@@ -162,7 +215,10 @@ fn the_managed_hosts_file_is_byte_for_byte_upstreams() {
                 fe00::1\tip6-allnodes\n\
                 fe00::2\tip6-allrouters\n";
     let got = managed_hosts_file(&["123.45.67.89".into()], "podFoo", "", &[]);
-    assert_eq!(String::from_utf8(got).unwrap(), format!("{base}123.45.67.89\tpodFoo\n"));
+    assert_eq!(
+        String::from_utf8(got).unwrap(),
+        format!("{base}123.45.67.89\tpodFoo\n")
+    );
 
     let aliases: Vec<HostAlias> = serde_json::from_value(json!([
         {"ip": "123.45.67.89", "hostnames": ["foo", "bar", "baz"]},
@@ -197,17 +253,35 @@ fn hostnames_come_from_the_spec_or_the_pod_name() {
     assert_eq!((h.as_str(), d.as_str()), ("web-0", ""));
     let p = pod(json!({"hostname": "db", "subdomain": "db-svc", "containers": []}));
     let (h, d) = hostname_and_domain(&p, "cluster.local").unwrap();
-    assert_eq!((h.as_str(), d.as_str()), ("db", "db-svc.shop.svc.cluster.local"));
-    assert_eq!(kernel_hostname(&h, &d, true).unwrap(), "db.db-svc.shop.svc.cluster.local");
+    assert_eq!(
+        (h.as_str(), d.as_str()),
+        ("db", "db-svc.shop.svc.cluster.local")
+    );
+    assert_eq!(
+        kernel_hostname(&h, &d, true).unwrap(),
+        "db.db-svc.shop.svc.cluster.local"
+    );
     assert_eq!(kernel_hostname(&h, &d, false).unwrap(), "db");
-    assert!(kernel_hostname(&"a".repeat(40), &d, true).unwrap_err().contains("is too long (64 characters is the max"));
+    assert!(
+        kernel_hostname(&"a".repeat(40), &d, true)
+            .unwrap_err()
+            .contains("is too long (64 characters is the max")
+    );
 
     let mut long = pod(json!({"containers": []}));
     long.metadata.name = Some(format!("{}-.tail", "a".repeat(61)));
     let (h, _) = hostname_and_domain(&long, "cluster.local").unwrap();
-    assert_eq!(h, "a".repeat(61), "cut at 63 characters, trailing - and . trimmed");
+    assert_eq!(
+        h,
+        "a".repeat(61),
+        "cut at 63 characters, trailing - and . trimmed"
+    );
     let bad = pod(json!({"hostname": "Not_OK", "containers": []}));
-    assert!(hostname_and_domain(&bad, "cluster.local").unwrap_err().starts_with("pod Hostname \"Not_OK\" is not a valid DNS label: "));
+    assert!(
+        hostname_and_domain(&bad, "cluster.local")
+            .unwrap_err()
+            .starts_with("pod Hostname \"Not_OK\" is not a valid DNS label: ")
+    );
 }
 
 #[test]
@@ -232,9 +306,19 @@ fn hosts_mounts_are_written_unless_the_container_brings_its_own() {
     assert!(!m.readonly);
     let written = fs::read_to_string(dir.path().join("etc-hosts")).unwrap();
     assert!(written.ends_with("10.1.0.9\tweb-0\n"));
-    assert_eq!(fs::metadata(dir.path().join("etc-hosts")).unwrap().permissions().mode() & 0o777, 0o644);
+    assert_eq!(
+        fs::metadata(dir.path().join("etc-hosts"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o644
+    );
     assert!(hosts_mount(&files, &cs[1]).unwrap().is_none());
-    let no_ip = PodFiles { pod_ips: &[], ..files.clone() };
+    let no_ip = PodFiles {
+        pod_ips: &[],
+        ..files.clone()
+    };
     assert!(hosts_mount(&no_ip, &cs[0]).unwrap().is_none(), "no IP yet");
 }
 
@@ -265,8 +349,18 @@ fn each_container_instance_gets_its_own_termination_message_file() {
     assert_eq!(m1.container_path, "/dev/termination-log");
     assert_eq!(p1.parent().unwrap(), dir.path().join("containers/c"));
     let name = p1.file_name().unwrap().to_str().unwrap();
-    assert!(name.len() == 8 && name.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
-    assert_eq!(fs::metadata(&p1).unwrap().permissions().mode() & 0o777, 0o666);
+    assert!(
+        name.len() == 8 && name.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{name}"
+    );
+    assert_eq!(
+        fs::metadata(&p1).unwrap().permissions().mode() & 0o777,
+        0o666
+    );
     let none: Container = serde_json::from_value(json!({"name": "n"})).unwrap();
-    assert!(termination_message_mount(dir.path(), &none).unwrap().is_none());
+    assert!(
+        termination_message_mount(dir.path(), &none)
+            .unwrap()
+            .is_none()
+    );
 }

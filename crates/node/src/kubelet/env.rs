@@ -194,7 +194,10 @@ pub fn container_env(
     let enable_links = spec
         .and_then(|s| s.enable_service_links)
         .ok_or(ConfigError::NoEnableServiceLinks)?;
-    let services = ctx.services.as_ref().ok_or(ConfigError::ServicesNotSynced)?;
+    let services = ctx
+        .services
+        .as_ref()
+        .ok_or(ConfigError::ServicesNotSynced)?;
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let service_env = services::service_env(services, ns, enable_links);
 
@@ -372,12 +375,10 @@ fn secret<'a>(
         Some(Lookup::Found(s)) => Ok(Some(s)),
         Some(Lookup::Failed(msg)) => Err(ConfigError::Reference(msg.clone())),
         Some(Lookup::NotFound) | None if optional => Ok(None),
-        Some(Lookup::NotFound) | None => {
-            Err(ConfigError::Reference(format!(
+        Some(Lookup::NotFound) | None => Err(ConfigError::Reference(format!(
             "secret {} not found",
             fieldpath::go_quote(name)
-        )))
-        }
+        ))),
     }
 }
 

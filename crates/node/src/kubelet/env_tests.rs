@@ -38,7 +38,11 @@ fn ctx() -> EnvContext {
 
 fn cm(data: &[(&str, &str)]) -> Lookup<ConfigMap> {
     Lookup::Found(ConfigMap {
-        data: Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
         ..Default::default()
     })
 }
@@ -69,20 +73,22 @@ fn get<'a>(e: &'a [(String, String)], k: &str) -> Option<&'a str> {
 #[test]
 fn env_from_comes_first_and_env_overrides_it_in_order() {
     let p = pod(json!({"containers": [{"name": "c",
-        "envFrom": [
-            {"configMapRef": {"name": "base"}},
-            {"prefix": "S_", "secretRef": {"name": "creds"}},
-            {"configMapRef": {"name": "over"}}
-        ],
-        "env": [
-            {"name": "LEVEL", "value": "debug"},
-            {"name": "GREETING", "value": "hi $(NAME) at $(LEVEL), $$(NAME) $(UNSET)"},
-            {"name": "NAME", "value": "late"}
-        ]}]}));
+    "envFrom": [
+        {"configMapRef": {"name": "base"}},
+        {"prefix": "S_", "secretRef": {"name": "creds"}},
+        {"configMapRef": {"name": "over"}}
+    ],
+    "env": [
+        {"name": "LEVEL", "value": "debug"},
+        {"name": "GREETING", "value": "hi $(NAME) at $(LEVEL), $$(NAME) $(UNSET)"},
+        {"name": "NAME", "value": "late"}
+    ]}]}));
     let mut c = ctx();
-    c.config_maps.insert("base".into(), cm(&[("LEVEL", "info"), ("NAME", "base")]));
+    c.config_maps
+        .insert("base".into(), cm(&[("LEVEL", "info"), ("NAME", "base")]));
     c.config_maps.insert("over".into(), cm(&[("NAME", "over")]));
-    c.secrets.insert("creds".into(), secret(&[("PASSWORD", "s3cret")]));
+    c.secrets
+        .insert("creds".into(), secret(&[("PASSWORD", "s3cret")]));
     let e = env(&p, &c);
     let names: Vec<&str> = e.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(names, ["LEVEL", "NAME", "S_PASSWORD", "GREETING"]);
@@ -90,7 +96,10 @@ fn env_from_comes_first_and_env_overrides_it_in_order() {
     assert_eq!(get(&e, "S_PASSWORD"), Some("s3cret"));
     // Expanded against what was defined before it: NAME from the later envFrom source, not
     // from the env entry after it.
-    assert_eq!(get(&e, "GREETING"), Some("hi over at debug, $(NAME) $(UNSET)"));
+    assert_eq!(
+        get(&e, "GREETING"),
+        Some("hi over at debug, $(NAME) $(UNSET)")
+    );
     assert_eq!(get(&e, "NAME"), Some("late"));
 }
 
@@ -101,36 +110,50 @@ fn service_variables_are_appended_and_usable_in_expansion() {
         "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]}
     }))
     .unwrap();
-    let p = pod(json!({"enableServiceLinks": false, "containers": [{"name": "c", "env": [
-        {"name": "API", "value": "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"},
-        {"name": "KUBERNETES_SERVICE_PORT", "value": "mine"}
-    ]}]}));
+    let p = pod(
+        json!({"enableServiceLinks": false, "containers": [{"name": "c", "env": [
+            {"name": "API", "value": "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": "mine"}
+        ]}]}),
+    );
     let mut c = ctx();
     c.services = Some(vec![svc]);
     let e = env(&p, &c);
     assert_eq!(get(&e, "API"), Some("https://10.96.0.1:443"));
-    assert_eq!(get(&e, "KUBERNETES_SERVICE_PORT"), Some("mine"), "the pod's own wins");
+    assert_eq!(
+        get(&e, "KUBERNETES_SERVICE_PORT"),
+        Some("mine"),
+        "the pod's own wins"
+    );
     assert_eq!(get(&e, "KUBERNETES_SERVICE_HOST"), Some("10.96.0.1"));
-    assert_eq!(get(&e, "KUBERNETES_PORT_443_TCP"), Some("tcp://10.96.0.1:443"));
-    assert_eq!(e[0].0, "API", "declared variables come before service variables");
+    assert_eq!(
+        get(&e, "KUBERNETES_PORT_443_TCP"),
+        Some("tcp://10.96.0.1:443")
+    );
+    assert_eq!(
+        e[0].0, "API",
+        "declared variables come before service variables"
+    );
 }
 
 #[test]
 fn field_refs_cover_every_allowed_path() {
-    let p = pod(json!({"nodeName": "n1", "serviceAccountName": "sa", "containers": [{"name": "c", "env": [
-        {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
-        {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
-        {"name": "E", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['team']"}}},
-        {"name": "F", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        {"name": "G", "valueFrom": {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}},
-        {"name": "H", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
-        {"name": "I", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIPs"}}},
-        {"name": "J", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        {"name": "K", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIPs"}}},
-        {"name": "L", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels"}}}
-    ]}]}));
+    let p = pod(
+        json!({"nodeName": "n1", "serviceAccountName": "sa", "containers": [{"name": "c", "env": [
+            {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+            {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+            {"name": "E", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['team']"}}},
+            {"name": "F", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "G", "valueFrom": {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}},
+            {"name": "H", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+            {"name": "I", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIPs"}}},
+            {"name": "J", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "K", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIPs"}}},
+            {"name": "L", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels"}}}
+        ]}]}),
+    );
     let e = env(&p, &ctx());
     let want = [
         ("A", "web-0"),
@@ -164,7 +187,11 @@ fn resource_field_refs_use_divisors_and_node_allocatable() {
         {"name": "side"}
     ]}));
     let e = env(&p, &ctx());
-    assert_eq!(get(&e, "CPU_LIMIT"), Some("4"), "no limit: node allocatable");
+    assert_eq!(
+        get(&e, "CPU_LIMIT"),
+        Some("4"),
+        "no limit: node allocatable"
+    );
     assert_eq!(get(&e, "CPU_REQ_M"), Some("250"));
     assert_eq!(get(&e, "CPU_REQ"), Some("1"), "cpu rounds up");
     assert_eq!(get(&e, "MEM_MI"), Some("128"));
@@ -174,13 +201,13 @@ fn resource_field_refs_use_divisors_and_node_allocatable() {
 #[test]
 fn optional_references_that_cannot_resolve_leave_the_variable_out() {
     let p = pod(json!({"containers": [{"name": "c",
-        "envFrom": [{"configMapRef": {"name": "gone", "optional": true}}],
-        "env": [
-            {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k", "optional": true}}},
-            {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "there", "key": "nokey", "optional": true}}},
-            {"name": "C", "valueFrom": {"secretKeyRef": {"name": "nosecret", "key": "k", "optional": true}}},
-            {"name": "D", "value": ""}
-        ]}]}));
+    "envFrom": [{"configMapRef": {"name": "gone", "optional": true}}],
+    "env": [
+        {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k", "optional": true}}},
+        {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "there", "key": "nokey", "optional": true}}},
+        {"name": "C", "valueFrom": {"secretKeyRef": {"name": "nosecret", "key": "k", "optional": true}}},
+        {"name": "D", "value": ""}
+    ]}]}));
     let mut c = ctx();
     c.config_maps.insert("there".into(), cm(&[("k", "v")]));
     c.config_maps.insert("gone".into(), Lookup::NotFound);
@@ -198,32 +225,54 @@ fn missing_references_fail_with_upstreams_messages() {
     c.config_maps.insert("app".into(), cm(&[("k", "v")]));
     c.secrets.insert("creds".into(), secret(&[("k", "v")]));
     assert_eq!(
-        fails(json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "nope", "key": "k"}}}]), &c),
+        fails(
+            json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "nope", "key": "k"}}}]),
+            &c
+        ),
         "configmap \"nope\" not found"
     );
     assert_eq!(
-        fails(json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "level"}}}]), &c),
+        fails(
+            json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "level"}}}]),
+            &c
+        ),
         "couldn't find key level in ConfigMap ns/app"
     );
     assert_eq!(
-        fails(json!([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]), &c),
+        fails(
+            json!([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]),
+            &c
+        ),
         "secret \"nope\" not found"
     );
     assert_eq!(
-        fails(json!([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "pw"}}}]), &c),
+        fails(
+            json!([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "pw"}}}]),
+            &c
+        ),
         "couldn't find key pw in Secret ns/creds"
     );
     assert_eq!(
-        fails(json!([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "spec.containers"}}}]), &c),
+        fails(
+            json!([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "spec.containers"}}}]),
+            &c
+        ),
         "field label not supported: spec.containers"
     );
-    c.config_maps.insert("forbidden".into(), Lookup::Failed("configmaps \"forbidden\" is forbidden".into()));
+    c.config_maps.insert(
+        "forbidden".into(),
+        Lookup::Failed("configmaps \"forbidden\" is forbidden".into()),
+    );
     assert_eq!(
-        fails(json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "forbidden", "key": "k", "optional": true}}}]), &c),
+        fails(
+            json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "forbidden", "key": "k", "optional": true}}}]),
+            &c
+        ),
         "configmaps \"forbidden\" is forbidden",
         "only not-found is forgiven for optional references"
     );
-    let p = pod(json!({"containers": [{"name": "c", "envFrom": [{"secretRef": {"name": "nope"}}]}]}));
+    let p =
+        pod(json!({"containers": [{"name": "c", "envFrom": [{"secretRef": {"name": "nope"}}]}]}));
     assert_eq!(
         container_env(&p, first(&p), &c).unwrap_err().to_string(),
         "secret \"nope\" not found"
@@ -241,7 +290,9 @@ fn nothing_is_built_before_services_are_known() {
     let mut undefaulted = p.clone();
     undefaulted.spec.as_mut().unwrap().enable_service_links = None;
     assert_eq!(
-        container_env(&undefaulted, first(&undefaulted), &ctx()).unwrap_err().to_string(),
+        container_env(&undefaulted, first(&undefaulted), &ctx())
+            .unwrap_err()
+            .to_string(),
         "nil pod.spec.enableServiceLinks encountered, cannot construct envvars"
     );
 }

@@ -21,8 +21,8 @@ use std::path::PathBuf;
 
 use k8s_cri::v1::{
     Capability, Int64Value, LinuxContainerSecurityContext, LinuxPodSandboxConfig,
-    LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, SecurityProfile,
-    SeLinuxOption, SupplementalGroupsPolicy, UserNamespace, security_profile::ProfileType,
+    LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, SeLinuxOption, SecurityProfile,
+    SupplementalGroupsPolicy, UserNamespace, security_profile::ProfileType,
 };
 use k8s_openapi::api::core::v1::{Container, Pod, SELinuxOptions, SecurityContext};
 
@@ -136,7 +136,11 @@ pub fn effective_run_as_user(pod: &Pod, container: &Container) -> Option<i64> {
 pub fn fs_user(pod: &Pod) -> Option<i64> {
     let spec = pod.spec.as_ref()?;
     let mut user = None;
-    let regular = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let regular = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
     for c in regular {
         let u = effective_run_as_user(pod, c)?;
         if user.is_some_and(|x| x != u) {
@@ -181,7 +185,11 @@ pub fn verify_run_as_non_root(
     if eff.run_as_non_root != Some(true) {
         return Ok(());
     }
-    let who = format!("(pod: {:?}, container: {})", format_pod(pod), container.name);
+    let who = format!(
+        "(pod: {:?}, container: {})",
+        format_pod(pod),
+        container.name
+    );
     if let Some(uid) = eff.run_as_user {
         if uid == 0 {
             return Err(SecurityError::NonRoot(format!(
@@ -228,7 +236,10 @@ pub fn container_security(
     let unmasked = eff.as_ref().and_then(|e| e.proc_mount.as_deref()) == Some("Unmasked");
     if !unmasked {
         sc.masked_paths = DEFAULT_MASKED_PATHS.iter().map(|s| s.to_string()).collect();
-        sc.readonly_paths = DEFAULT_READONLY_PATHS.iter().map(|s| s.to_string()).collect();
+        sc.readonly_paths = DEFAULT_READONLY_PATHS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     }
     sc.seccomp = Some(seccomp_profile(pod, container, opts)?);
     if let Some((profile, deprecated)) = apparmor_profile(pod, container)? {
@@ -246,8 +257,10 @@ pub fn container_security(
     let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
     if let Some(p) = pod_sc {
         sc.supplemental_groups.extend(p.fs_group);
-        sc.supplemental_groups.extend(p.supplemental_groups.iter().flatten());
-        sc.supplemental_groups_policy = supplemental_groups_policy(p.supplemental_groups_policy.as_deref())? as i32;
+        sc.supplemental_groups
+            .extend(p.supplemental_groups.iter().flatten());
+        sc.supplemental_groups_policy =
+            supplemental_groups_policy(p.supplemental_groups_policy.as_deref())? as i32;
     }
     Ok(sc)
 }
@@ -385,7 +398,13 @@ pub fn namespace_options(pod: &Pod) -> NamespaceOption {
     let flag = |f: fn(&k8s_openapi::api::core::v1::PodSpec) -> Option<bool>| {
         spec.and_then(f).unwrap_or(false)
     };
-    let mode = |node: bool| if node { NamespaceMode::Node } else { NamespaceMode::Pod };
+    let mode = |node: bool| {
+        if node {
+            NamespaceMode::Node
+        } else {
+            NamespaceMode::Pod
+        }
+    };
     let pid = if flag(|s| s.host_pid) {
         NamespaceMode::Node
     } else if flag(|s| s.share_process_namespace) {
@@ -424,7 +443,10 @@ fn has_privileged_container(pod: &Pod) -> bool {
 
 /// The sandbox's Linux configuration (upstream `generatePodSandboxLinuxConfig`): the cgroup
 /// parent, the security context (always `RuntimeDefault` seccomp) and the sysctls.
-pub fn sandbox_linux_config(pod: &Pod, cgroup_parent: &str) -> Result<LinuxPodSandboxConfig, SecurityError> {
+pub fn sandbox_linux_config(
+    pod: &Pod,
+    cgroup_parent: &str,
+) -> Result<LinuxPodSandboxConfig, SecurityError> {
     let mut sc = LinuxSandboxSecurityContext {
         privileged: has_privileged_container(pod),
         seccomp: Some(profile(ProfileType::RuntimeDefault, String::new())),
@@ -437,8 +459,10 @@ pub fn sandbox_linux_config(pod: &Pod, cgroup_parent: &str) -> Result<LinuxPodSa
         sc.run_as_user = p.run_as_user.map(|value| Int64Value { value });
         sc.run_as_group = p.run_as_group.map(|value| Int64Value { value });
         sc.supplemental_groups.extend(p.fs_group);
-        sc.supplemental_groups.extend(p.supplemental_groups.iter().flatten());
-        sc.supplemental_groups_policy = supplemental_groups_policy(p.supplemental_groups_policy.as_deref())? as i32;
+        sc.supplemental_groups
+            .extend(p.supplemental_groups.iter().flatten());
+        sc.supplemental_groups_policy =
+            supplemental_groups_policy(p.supplemental_groups_policy.as_deref())? as i32;
         sc.selinux_options = p.se_linux_options.as_ref().map(selinux);
         for s in p.sysctls.iter().flatten() {
             sysctls.insert(dotted_sysctl_name(&s.name), s.value.clone());
@@ -517,7 +541,13 @@ pub fn admit_sysctls(pod: &Pod, allowed_unsafe: &[String]) -> Result<(), Rejecti
     };
     let host_net = spec.host_network.unwrap_or(false);
     let host_ipc = spec.host_ipc.unwrap_or(false);
-    for s in spec.security_context.as_ref().and_then(|s| s.sysctls.as_ref()).into_iter().flatten() {
+    for s in spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.sysctls.as_ref())
+        .into_iter()
+        .flatten()
+    {
         let name = dotted_sysctl_name(&s.name);
         let allowed = SAFE_SYSCTLS.contains(&name.as_str())
             || allowed_unsafe.iter().any(|a| match a.strip_suffix('*') {
@@ -528,8 +558,12 @@ pub fn admit_sysctls(pod: &Pod, allowed_unsafe: &[String]) -> Result<(), Rejecti
             Some(format!("{name:?} not allowlisted"))
         } else {
             match sysctl_namespace(&name) {
-                Some("ipc") if host_ipc => Some(format!("{name:?} not allowed with host ipc enabled")),
-                Some("net") if host_net => Some(format!("{name:?} not allowed with host net enabled")),
+                Some("ipc") if host_ipc => {
+                    Some(format!("{name:?} not allowed with host ipc enabled"))
+                }
+                Some("net") if host_net => {
+                    Some(format!("{name:?} not allowed with host net enabled"))
+                }
                 _ => None,
             }
         };

@@ -30,7 +30,8 @@ fn the_container_context_overrides_the_pods() {
             "capabilities": {"add": ["NET_ADMIN"], "drop": ["ALL"]}
         }}]
     }));
-    let sc = container_security(&p, first(&p), &no_image_user(), &SecurityOptions::default()).unwrap();
+    let sc =
+        container_security(&p, first(&p), &no_image_user(), &SecurityOptions::default()).unwrap();
     assert_eq!(sc.run_as_user, Some(Int64Value { value: 1001 }));
     assert_eq!(sc.run_as_group, Some(Int64Value { value: 2000 }));
     assert!(sc.readonly_rootfs);
@@ -47,7 +48,10 @@ fn the_container_context_overrides_the_pods() {
     assert_eq!(sc.supplemental_groups, vec![3000, 4000, 4001]);
     assert_eq!(sc.masked_paths.len(), DEFAULT_MASKED_PATHS.len());
     assert_eq!(sc.readonly_paths.len(), DEFAULT_READONLY_PATHS.len());
-    assert_eq!(sc.seccomp, Some(profile(ProfileType::Unconfined, String::new())));
+    assert_eq!(
+        sc.seccomp,
+        Some(profile(ProfileType::Unconfined, String::new()))
+    );
     assert_eq!(sc.apparmor, None);
     let ns = sc.namespace_options.unwrap();
     assert_eq!(ns.network, NamespaceMode::Pod as i32);
@@ -100,7 +104,9 @@ fn run_as_non_root_is_verified_against_the_image() {
     let root = pod(json!({"securityContext": {"runAsNonRoot": true},
         "containers": [{"name": "c", "securityContext": {"runAsUser": 0}}]}));
     assert_eq!(
-        verify_run_as_non_root(&root, first(&root), &no_image_user()).unwrap_err().to_string(),
+        verify_run_as_non_root(&root, first(&root), &no_image_user())
+            .unwrap_err()
+            .to_string(),
         "container's runAsUser breaks non-root policy (pod: \"p_ns(u)\", container: c)"
     );
 }
@@ -127,7 +133,10 @@ fn seccomp_profiles_follow_container_then_pod_then_the_node_default() {
     let cs = &p.spec.as_ref().unwrap().containers;
     assert_eq!(
         seccomp_profile(&p, &cs[0], &opts).unwrap(),
-        profile(ProfileType::Localhost, "/var/lib/node/seccomp/audit.json".into())
+        profile(
+            ProfileType::Localhost,
+            "/var/lib/node/seccomp/audit.json".into()
+        )
     );
     assert_eq!(
         seccomp_profile(&p, &cs[1], &opts).unwrap(),
@@ -156,14 +165,26 @@ fn apparmor_reads_the_field_the_annotation_then_the_pod() {
     .unwrap();
     let cs = &p.spec.as_ref().unwrap().containers;
     let get = |c: &Container| apparmor_profile(&p, c).unwrap().unwrap();
-    assert_eq!(get(&cs[0]), (profile(ProfileType::Unconfined, String::new()), "unconfined".into()));
+    assert_eq!(
+        get(&cs[0]),
+        (
+            profile(ProfileType::Unconfined, String::new()),
+            "unconfined".into()
+        )
+    );
     assert_eq!(
         get(&cs[1]),
-        (profile(ProfileType::Localhost, "k8s-deny".into()), "localhost/k8s-deny".into())
+        (
+            profile(ProfileType::Localhost, "k8s-deny".into()),
+            "localhost/k8s-deny".into()
+        )
     );
     assert_eq!(
         get(&cs[2]),
-        (profile(ProfileType::RuntimeDefault, String::new()), "runtime/default".into())
+        (
+            profile(ProfileType::RuntimeDefault, String::new()),
+            "runtime/default".into()
+        )
     );
     let plain = pod(json!({"containers": [{"name": "c"}]}));
     assert_eq!(apparmor_profile(&plain, first(&plain)).unwrap(), None);
@@ -171,8 +192,10 @@ fn apparmor_reads_the_field_the_annotation_then_the_pod() {
 
 #[test]
 fn unmasked_proc_mounts_have_no_masked_paths() {
-    let p = pod(json!({"containers": [{"name": "c", "securityContext": {"procMount": "Unmasked"}}]}));
-    let sc = container_security(&p, first(&p), &no_image_user(), &SecurityOptions::default()).unwrap();
+    let p =
+        pod(json!({"containers": [{"name": "c", "securityContext": {"procMount": "Unmasked"}}]}));
+    let sc =
+        container_security(&p, first(&p), &no_image_user(), &SecurityOptions::default()).unwrap();
     assert!(sc.masked_paths.is_empty());
     assert!(sc.readonly_paths.is_empty());
 }
@@ -191,7 +214,10 @@ fn the_sandbox_carries_host_namespaces_privilege_and_sysctls() {
     assert_eq!(lc.cgroup_parent, "/kubepods/podu");
     let sc = lc.security_context.unwrap();
     assert!(sc.privileged);
-    assert_eq!(sc.seccomp, Some(profile(ProfileType::RuntimeDefault, String::new())));
+    assert_eq!(
+        sc.seccomp,
+        Some(profile(ProfileType::RuntimeDefault, String::new()))
+    );
     assert_eq!(sc.run_as_user, Some(Int64Value { value: 5 }));
     assert_eq!(sc.supplemental_groups, vec![7]);
     let ns = sc.namespace_options.unwrap();
@@ -203,29 +229,67 @@ fn the_sandbox_carries_host_namespaces_privilege_and_sysctls() {
 
 #[test]
 fn sysctl_names_are_normalised_to_dots() {
-    assert_eq!(dotted_sysctl_name("net/ipv4/conf/eth0.100/forwarding"), "net.ipv4.conf.eth0/100.forwarding");
-    assert_eq!(dotted_sysctl_name("net.ipv4.ip_forward"), "net.ipv4.ip_forward");
+    assert_eq!(
+        dotted_sysctl_name("net/ipv4/conf/eth0.100/forwarding"),
+        "net.ipv4.conf.eth0/100.forwarding"
+    );
+    assert_eq!(
+        dotted_sysctl_name("net.ipv4.ip_forward"),
+        "net.ipv4.ip_forward"
+    );
     assert_eq!(dotted_sysctl_name("kernel"), "kernel");
 }
 
 #[test]
 fn sysctl_admission_allows_safe_and_allowlisted_ones_only() {
     let with = |sysctls: serde_json::Value, host_net: bool| {
-        pod(json!({"hostNetwork": host_net, "securityContext": {"sysctls": sysctls}, "containers": [{"name": "c"}]}))
+        pod(
+            json!({"hostNetwork": host_net, "securityContext": {"sysctls": sysctls}, "containers": [{"name": "c"}]}),
+        )
     };
-    assert!(admit_sysctls(&with(json!([{"name": "net.ipv4.tcp_syncookies", "value": "1"}]), false), &[]).is_ok());
-    let r = admit_sysctls(&with(json!([{"name": "net.core.somaxconn", "value": "1024"}]), false), &[]).unwrap_err();
-    assert_eq!(r.reason, "SysctlForbidden");
-    assert_eq!(r.message, "forbidden sysctl: \"net.core.somaxconn\" not allowlisted");
-    assert!(admit_sysctls(
-        &with(json!([{"name": "net.core.somaxconn", "value": "1024"}]), false),
-        &["net.core.*".to_string()]
+    assert!(
+        admit_sysctls(
+            &with(
+                json!([{"name": "net.ipv4.tcp_syncookies", "value": "1"}]),
+                false
+            ),
+            &[]
+        )
+        .is_ok()
+    );
+    let r = admit_sysctls(
+        &with(
+            json!([{"name": "net.core.somaxconn", "value": "1024"}]),
+            false,
+        ),
+        &[],
     )
-    .is_ok());
+    .unwrap_err();
+    assert_eq!(r.reason, "SysctlForbidden");
     assert_eq!(
-        admit_sysctls(&with(json!([{"name": "net.ipv4.tcp_syncookies", "value": "1"}]), true), &[])
-            .unwrap_err()
-            .message,
+        r.message,
+        "forbidden sysctl: \"net.core.somaxconn\" not allowlisted"
+    );
+    assert!(
+        admit_sysctls(
+            &with(
+                json!([{"name": "net.core.somaxconn", "value": "1024"}]),
+                false
+            ),
+            &["net.core.*".to_string()]
+        )
+        .is_ok()
+    );
+    assert_eq!(
+        admit_sysctls(
+            &with(
+                json!([{"name": "net.ipv4.tcp_syncookies", "value": "1"}]),
+                true
+            ),
+            &[]
+        )
+        .unwrap_err()
+        .message,
         "forbidden sysctl: \"net.ipv4.tcp_syncookies\" not allowed with host net enabled"
     );
 }

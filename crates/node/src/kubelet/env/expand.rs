@@ -49,11 +49,12 @@ pub fn expand(input: &str, mut mapping: impl FnMut(&str) -> String) -> String {
     out
 }
 
+/// One source of variable values.
+pub type Context<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// A mapping over several contexts, first match wins; unknown names stay as `$(NAME)`
 /// (upstream `MappingFuncFor`).
-pub fn lookup_in<'a>(
-    contexts: &'a [&'a dyn Fn(&str) -> Option<String>],
-) -> impl FnMut(&str) -> String + 'a {
+pub fn lookup_in<'a>(contexts: &'a [Context<'a>]) -> impl FnMut(&str) -> String + 'a {
     move |name| {
         contexts
             .iter()

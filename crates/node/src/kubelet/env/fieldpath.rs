@@ -185,8 +185,8 @@ pub fn container_resource_value(
         _ => return Err(format!("unsupported container resource : {}", fs.resource)),
     }
     .unwrap_or(&empty);
-    let known = matches!(name, "cpu" | "memory" | "ephemeral-storage")
-        || name.starts_with("hugepages-");
+    let known =
+        matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
     if !known {
         return Err(format!("unsupported container resource : {}", fs.resource));
     }
@@ -230,7 +230,9 @@ pub fn with_allocatable_limits(
     allocatable: &BTreeMap<String, Quantity>,
 ) -> Container {
     let mut c = container.clone();
-    let resources = c.resources.get_or_insert_with(ResourceRequirements::default);
+    let resources = c
+        .resources
+        .get_or_insert_with(ResourceRequirements::default);
     let limits = resources.limits.get_or_insert_with(BTreeMap::new);
     for (name, q) in allocatable {
         let defaulted = matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage")
@@ -290,7 +292,10 @@ mod tests {
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
-        assert_eq!(format_map(&m), "app=\"say \\\"hi\\\"\\n\"\nzone=\"us-east\"");
+        assert_eq!(
+            format_map(&m),
+            "app=\"say \\\"hi\\\"\\n\"\nzone=\"us-east\""
+        );
     }
 
     #[test]
@@ -312,9 +317,18 @@ mod tests {
             },
             ..Default::default()
         };
-        assert_eq!(extract_field_path(&pod, "metadata.labels['app']").unwrap(), "web");
-        assert_eq!(extract_field_path(&pod, "metadata.labels['none']").unwrap(), "");
-        assert_eq!(extract_field_path(&pod, "metadata.annotations['Note']").unwrap(), "x");
+        assert_eq!(
+            extract_field_path(&pod, "metadata.labels['app']").unwrap(),
+            "web"
+        );
+        assert_eq!(
+            extract_field_path(&pod, "metadata.labels['none']").unwrap(),
+            ""
+        );
+        assert_eq!(
+            extract_field_path(&pod, "metadata.annotations['Note']").unwrap(),
+            "x"
+        );
         assert_eq!(extract_field_path(&pod, "metadata.name").unwrap(), "p");
         assert_eq!(
             extract_field_path(&pod, "spec.nodeName").unwrap_err(),
@@ -329,7 +343,10 @@ mod tests {
 
     #[test]
     fn field_labels_convert_as_upstream() {
-        assert_eq!(convert_field_label("v1", "spec.host").unwrap(), "spec.nodeName");
+        assert_eq!(
+            convert_field_label("v1", "spec.host").unwrap(),
+            "spec.nodeName"
+        );
         assert_eq!(
             convert_field_label("v2", "metadata.name").unwrap_err(),
             "unsupported pod version: v2"
@@ -347,7 +364,10 @@ mod tests {
     #[test]
     fn cpu_is_rounded_up_to_whole_divisors() {
         let c = container(&[("cpu", "250m"), ("memory", "64Mi")], &[("cpu", "125m")]);
-        assert_eq!(container_resource_value(&sel("limits.cpu", None), &c).unwrap(), "1");
+        assert_eq!(
+            container_resource_value(&sel("limits.cpu", None), &c).unwrap(),
+            "1"
+        );
         assert_eq!(
             container_resource_value(&sel("limits.cpu", Some("1m")), &c).unwrap(),
             "250"
@@ -380,10 +400,16 @@ mod tests {
 
     #[test]
     fn unset_limits_report_node_allocatable() {
-        let alloc: BTreeMap<String, Quantity> =
-            [("cpu".to_string(), q("3")), ("memory".to_string(), q("2Gi"))].into();
+        let alloc: BTreeMap<String, Quantity> = [
+            ("cpu".to_string(), q("3")),
+            ("memory".to_string(), q("2Gi")),
+        ]
+        .into();
         let c = with_allocatable_limits(&container(&[("memory", "1Gi")], &[]), &alloc);
-        assert_eq!(container_resource_value(&sel("limits.cpu", None), &c).unwrap(), "3");
+        assert_eq!(
+            container_resource_value(&sel("limits.cpu", None), &c).unwrap(),
+            "3"
+        );
         assert_eq!(
             container_resource_value(&sel("limits.memory", Some("1Mi")), &c).unwrap(),
             "1024"

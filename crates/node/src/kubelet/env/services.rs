@@ -76,7 +76,11 @@ fn variables(svc: &Service) -> Vec<(String, String)> {
         }
     }
     for (i, p) in ports.iter().enumerate() {
-        let protocol = p.protocol.as_deref().filter(|p| !p.is_empty()).unwrap_or("TCP");
+        let protocol = p
+            .protocol
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or("TCP");
         let lower = protocol.to_lowercase();
         let host_port = join_host_port(&ip, p.port);
         let url = format!("{lower}://{host_port}");
@@ -165,7 +169,11 @@ mod tests {
 
     #[test]
     fn ipv6_cluster_ips_are_bracketed_in_urls() {
-        let env = service_env(&[svc("ns", "v6", "fd00::10", &[(None, 80, "TCP")])], "ns", true);
+        let env = service_env(
+            &[svc("ns", "v6", "fd00::10", &[(None, 80, "TCP")])],
+            "ns",
+            true,
+        );
         assert_eq!(env["V6_PORT"], "tcp://[fd00::10]:80");
         assert_eq!(env["V6_PORT_80_TCP_ADDR"], "fd00::10");
         assert!(!env.contains_key("V6_SERVICE_PORT_"));
@@ -174,7 +182,12 @@ mod tests {
     #[test]
     fn the_kubernetes_service_is_injected_even_without_service_links() {
         let all = [
-            svc("default", "kubernetes", "10.96.0.1", &[(Some("https"), 443, "TCP")]),
+            svc(
+                "default",
+                "kubernetes",
+                "10.96.0.1",
+                &[(Some("https"), 443, "TCP")],
+            ),
             svc("default", "other", "10.96.0.9", &[(None, 80, "TCP")]),
             svc("ns", "web", "10.96.0.2", &[(None, 80, "TCP")]),
             svc("ns", "headless", "None", &[(None, 80, "TCP")]),
@@ -187,7 +200,10 @@ mod tests {
         let on = service_env(&all, "ns", true);
         assert_eq!(on["WEB_SERVICE_HOST"], "10.96.0.2");
         assert!(!on.contains_key("OTHER_SERVICE_HOST"));
-        assert!(!on.keys().any(|k| k.starts_with("HEADLESS") || k.starts_with("EXTERNAL")));
+        assert!(
+            !on.keys()
+                .any(|k| k.starts_with("HEADLESS") || k.starts_with("EXTERNAL"))
+        );
     }
 
     #[test]
@@ -196,7 +212,13 @@ mod tests {
             svc("default", "kubernetes", "10.96.0.1", &[(None, 443, "TCP")]),
             svc("ns", "kubernetes", "10.96.0.50", &[(None, 443, "TCP")]),
         ];
-        assert_eq!(service_env(&all, "ns", true)["KUBERNETES_SERVICE_HOST"], "10.96.0.50");
-        assert_eq!(service_env(&all, "ns", false)["KUBERNETES_SERVICE_HOST"], "10.96.0.1");
+        assert_eq!(
+            service_env(&all, "ns", true)["KUBERNETES_SERVICE_HOST"],
+            "10.96.0.50"
+        );
+        assert_eq!(
+            service_env(&all, "ns", false)["KUBERNETES_SERVICE_HOST"],
+            "10.96.0.1"
+        );
     }
 }

@@ -40,6 +40,9 @@ impl FileProjection {
     }
 }
 
+/// A hook run on a new timestamped directory before it becomes visible.
+pub type SetPerms<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
+
 /// A volume's content: relative path → file.
 pub type Payload = BTreeMap<String, FileProjection>;
 
@@ -69,10 +72,14 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> A
 /// Checks one payload path (upstream `validatePath`).
 pub fn validate_path(p: &str) -> Result<(), AtomicError> {
     if p.is_empty() {
-        return Err(AtomicError::InvalidPath(format!("must not be empty: {p:?}")));
+        return Err(AtomicError::InvalidPath(format!(
+            "must not be empty: {p:?}"
+        )));
     }
     if p.starts_with('/') {
-        return Err(AtomicError::InvalidPath(format!("must be relative path: {p}")));
+        return Err(AtomicError::InvalidPath(format!(
+            "must be relative path: {p}"
+        )));
     }
     if p.len() > MAX_PATH_LENGTH {
         return Err(AtomicError::InvalidPath(format!(
@@ -82,7 +89,9 @@ pub fn validate_path(p: &str) -> Result<(), AtomicError> {
     let items: Vec<&str> = p.split('/').collect();
     for item in &items {
         if *item == ".." {
-            return Err(AtomicError::InvalidPath(format!("must not contain '..': {p}")));
+            return Err(AtomicError::InvalidPath(format!(
+                "must not contain '..': {p}"
+            )));
         }
         if item.len() > MAX_FILE_NAME_LENGTH {
             return Err(AtomicError::InvalidPath(format!(
@@ -91,7 +100,9 @@ pub fn validate_path(p: &str) -> Result<(), AtomicError> {
         }
     }
     if items[0].starts_with("..") && items[0].len() > 2 {
-        return Err(AtomicError::InvalidPath(format!("must not start with '..': {p}")));
+        return Err(AtomicError::InvalidPath(format!(
+            "must not start with '..': {p}"
+        )));
     }
     Ok(())
 }
@@ -114,7 +125,7 @@ fn clean(p: &str) -> String {
 pub fn write(
     target: &Path,
     payload: &Payload,
-    set_perms: Option<&dyn Fn(&Path) -> io::Result<()>>,
+    set_perms: Option<SetPerms<'_>>,
 ) -> Result<bool, AtomicError> {
     let mut clean_payload: BTreeMap<String, &FileProjection> = BTreeMap::new();
     for (k, v) in payload {
@@ -139,10 +150,7 @@ pub fn write(
     }
 
     let ts_dir = new_timestamp_dir(target)?;
-    let ts_name = ts_dir
-        .file_name()
-        .map(PathBuf::from)
-        .unwrap_or_default();
+    let ts_name = ts_dir.file_name().map(PathBuf::from).unwrap_or_default();
     let written = write_payload(&clean_payload, &ts_dir).and_then(|()| {
         if let Some(f) = set_perms {
             f(&ts_dir).map_err(io_err("setting permissions in", &ts_dir))?;
@@ -174,10 +182,8 @@ pub fn write(
             Err(e) => return Err(io_err("removing old user-visible path", &path)(e)),
         }
     }
-    if let Some(old) = old_ts_path {
-        if old != ts_dir {
-            fs::remove_dir_all(&old).map_err(io_err("removing old data directory", &old))?;
-        }
+    if let Some(old) = old_ts_path.filter(|old| *old != ts_dir) {
+        fs::remove_dir_all(&old).map_err(io_err("removing old data directory", &old))?;
     }
     Ok(true)
 }

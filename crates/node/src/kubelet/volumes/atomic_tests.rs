@@ -20,7 +20,10 @@ fn data_target(dir: &Path) -> PathBuf {
 #[test]
 fn a_first_write_links_every_name_through_data_into_a_timestamped_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let p = payload(&[("config.yaml", "a: 1\n", 0o644), ("sub/dir/key", "v", 0o400)]);
+    let p = payload(&[
+        ("config.yaml", "a: 1\n", 0o644),
+        ("sub/dir/key", "v", 0o400),
+    ]);
     assert!(write(dir.path(), &p, None).unwrap());
 
     let ts = data_target(dir.path());
@@ -30,15 +33,27 @@ fn a_first_write_links_every_name_through_data_into_a_timestamped_directory() {
     let stamp = &name[2..];
     assert_eq!(stamp.as_bytes()[4], b'_', "{name}");
     assert!(stamp[20..].bytes().all(|b| b.is_ascii_digit()), "{name}");
-    assert_eq!(fs::metadata(dir.path().join(&ts)).unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(
+        fs::metadata(dir.path().join(&ts)).unwrap().mode() & 0o7777,
+        0o755
+    );
 
     assert_eq!(
         fs::read_link(dir.path().join("config.yaml")).unwrap(),
         PathBuf::from("..data/config.yaml")
     );
-    assert_eq!(fs::read_link(dir.path().join("sub")).unwrap(), PathBuf::from("..data/sub"));
-    assert_eq!(fs::read_to_string(dir.path().join("config.yaml")).unwrap(), "a: 1\n");
-    assert_eq!(fs::read_to_string(dir.path().join("sub/dir/key")).unwrap(), "v");
+    assert_eq!(
+        fs::read_link(dir.path().join("sub")).unwrap(),
+        PathBuf::from("..data/sub")
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("config.yaml")).unwrap(),
+        "a: 1\n"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("sub/dir/key")).unwrap(),
+        "v"
+    );
     let mode = |p: &str| fs::metadata(dir.path().join(p)).unwrap().mode() & 0o7777;
     assert_eq!(mode("config.yaml"), 0o644);
     assert_eq!(mode("sub/dir/key"), 0o400);
@@ -60,7 +75,11 @@ fn an_update_swaps_data_removes_old_names_and_the_old_directory() {
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
-        &payload(&[("keep", "1", 0o644), ("gone", "x", 0o644), ("d/nested", "n", 0o644)]),
+        &payload(&[
+            ("keep", "1", 0o644),
+            ("gone", "x", 0o644),
+            ("d/nested", "n", 0o644),
+        ]),
         None,
     )
     .unwrap();
@@ -75,7 +94,10 @@ fn an_update_swaps_data_removes_old_names_and_the_old_directory() {
     );
     let new = data_target(dir.path());
     assert_ne!(old, new);
-    assert!(!dir.path().join(&old).exists(), "the old directory is removed");
+    assert!(
+        !dir.path().join(&old).exists(),
+        "the old directory is removed"
+    );
     assert_eq!(fs::read_to_string(dir.path().join("keep")).unwrap(), "2");
     assert_eq!(fs::read_to_string(dir.path().join("new")).unwrap(), "y");
     assert!(fs::symlink_metadata(dir.path().join("gone")).is_err());
@@ -127,7 +149,10 @@ fn paths_are_checked_as_upstream() {
     }
     let dir = tempfile::tempdir().unwrap();
     let err = write(dir.path(), &payload(&[("../escape", "x", 0o644)]), None).unwrap_err();
-    assert_eq!(err.to_string(), "invalid path: must not contain '..': ../escape");
+    assert_eq!(
+        err.to_string(),
+        "invalid path: must not contain '..': ../escape"
+    );
     assert!(!dir.path().join("..data").exists());
 }
 
@@ -144,7 +169,10 @@ fn the_permission_hook_sees_the_new_content_before_it_is_visible() {
     let target = dir.path().to_path_buf();
     let hook = |ts: &Path| -> io::Result<()> {
         assert!(ts.join("k").is_file());
-        assert!(fs::read_link(target.join("..data")).is_err(), "not swapped yet");
+        assert!(
+            fs::read_link(target.join("..data")).is_err(),
+            "not swapped yet"
+        );
         Ok(())
     };
     write(dir.path(), &payload(&[("k", "v", 0o644)]), Some(&hook)).unwrap();
@@ -181,9 +209,10 @@ fn readers_never_see_a_partial_update() {
                     // Through one resolution of `..data`: both files of one version.
                     if let Ok(ts) = fs::read_link(root.join("..data")) {
                         let dir = root.join(ts);
-                        if let (Ok(a), Ok(b)) =
-                            (fs::read_to_string(dir.join("a")), fs::read_to_string(dir.join("b")))
-                        {
+                        if let (Ok(a), Ok(b)) = (
+                            fs::read_to_string(dir.join("a")),
+                            fs::read_to_string(dir.join("b")),
+                        ) {
                             assert_eq!(a, b, "one version's files differ");
                         }
                     }

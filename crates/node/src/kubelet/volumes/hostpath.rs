@@ -28,7 +28,9 @@ pub fn check_type(path: &Path, ty: Option<&str>) -> Result<(), String> {
             if is(&|m| m.is_dir()) {
                 Ok(())
             } else {
-                Err(format!("hostPath type check failed: {p} is not a directory"))
+                Err(format!(
+                    "hostPath type check failed: {p} is not a directory"
+                ))
             }
         }
         "FileOrCreate" if meta.is_none() => make_file(path),
@@ -58,7 +60,8 @@ fn ok_if(ok: bool, msg: impl FnOnce() -> String) -> Result<(), String> {
 
 /// `mkdir -p` with 0755 (upstream `MakeDir`; the kubelet runs with umask 022).
 fn make_dir(path: &Path) -> Result<(), String> {
-    fs::create_dir_all(path).map_err(|e| format!("mkdir {}: {}", path.display(), os_message(&e)))?;
+    fs::create_dir_all(path)
+        .map_err(|e| format!("mkdir {}: {}", path.display(), os_message(&e)))?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o755))
         .map_err(|e| format!("chmod {}: {}", path.display(), os_message(&e)))
 }
@@ -121,9 +124,12 @@ pub async fn resolve_claim(
         Err(e) => return Err(wrap(format!("failed to fetch PVC from API server: {e}"))),
     };
     if let Some((pod_name, pod_uid)) = owner {
-        let controlled = pvc.metadata.owner_references.iter().flatten().any(|r| {
-            r.controller == Some(true) && r.uid == pod_uid
-        });
+        let controlled = pvc
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.uid == pod_uid);
         if !controlled {
             return Err(format!(
                 "PVC {namespace}/{claim} was not created for pod {namespace}/{pod_name} (pod is not owner)"
@@ -135,7 +141,11 @@ pub async fn resolve_claim(
             "can't start pod because PVC {namespace}/{claim} is being deleted"
         )));
     }
-    let phase = pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let phase = pvc
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
     let volume_name = pvc
         .spec
         .as_ref()
@@ -236,7 +246,10 @@ mod tests {
         assert!(check_type(d, Some("Directory")).is_ok());
         assert_eq!(
             check_type(&file, Some("Directory")).unwrap_err(),
-            format!("hostPath type check failed: {} is not a directory", file.display())
+            format!(
+                "hostPath type check failed: {} is not a directory",
+                file.display()
+            )
         );
         assert_eq!(
             check_type(&d.join("missing"), Some("Directory")).unwrap_err(),
@@ -253,16 +266,25 @@ mod tests {
         assert!(check_type(&sock, Some("Socket")).is_ok());
         assert_eq!(
             check_type(&file, Some("Socket")).unwrap_err(),
-            format!("hostPath type check failed: {} is not a socket file", file.display())
+            format!(
+                "hostPath type check failed: {} is not a socket file",
+                file.display()
+            )
         );
         assert!(check_type(Path::new("/dev/null"), Some("CharDevice")).is_ok());
         assert_eq!(
             check_type(&file, Some("CharDevice")).unwrap_err(),
-            format!("hostPath type check failed: {} is not a character device", file.display())
+            format!(
+                "hostPath type check failed: {} is not a character device",
+                file.display()
+            )
         );
         assert_eq!(
             check_type(&file, Some("BlockDevice")).unwrap_err(),
-            format!("hostPath type check failed: {} is not a block device", file.display())
+            format!(
+                "hostPath type check failed: {} is not a block device",
+                file.display()
+            )
         );
         assert_eq!(
             check_type(&file, Some("Weird")).unwrap_err(),
@@ -275,7 +297,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let new_dir = dir.path().join("a/b/c");
         check_type(&new_dir, Some("DirectoryOrCreate")).unwrap();
-        assert_eq!(fs::metadata(&new_dir).unwrap().permissions().mode() & 0o777, 0o755);
+        assert_eq!(
+            fs::metadata(&new_dir).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
         let new_file = dir.path().join("a/file");
         check_type(&new_file, Some("FileOrCreate")).unwrap();
         let m = fs::metadata(&new_file).unwrap();

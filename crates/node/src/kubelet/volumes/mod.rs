@@ -30,6 +30,7 @@ mod setup;
 pub mod source;
 pub mod subpath;
 pub mod token;
+pub mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
@@ -94,7 +95,10 @@ pub enum VolumeKind {
     Projected,
     HostPath,
     /// A claim and the PersistentVolume it is bound to.
-    Claim { claim: String, volume: String },
+    Claim {
+        claim: String,
+        volume: String,
+    },
 }
 
 /// One set-up volume of a pod.
@@ -361,7 +365,9 @@ impl VolumeManager {
     /// [`resync_all`](Self::resync_all) next at the latest).
     pub fn next_token_refresh(&self) -> Option<jiff::Timestamp> {
         let uids: Vec<String> = self.pods.lock().keys().cloned().collect();
-        uids.iter().filter_map(|u| self.tokens.next_refresh(u)).min()
+        uids.iter()
+            .filter_map(|u| self.tokens.next_refresh(u))
+            .min()
     }
 
     /// Unmounts everything below the pod's directory and removes it; forgets the pod and its
@@ -381,7 +387,10 @@ impl VolumeManager {
 
     /// Tears down the directories of pods not in `keep` (after an agent restart); returns their
     /// UIDs.
-    pub async fn cleanup_orphans(&self, keep: &HashSet<String>) -> Result<Vec<String>, VolumeError> {
+    pub async fn cleanup_orphans(
+        &self,
+        keep: &HashSet<String>,
+    ) -> Result<Vec<String>, VolumeError> {
         let dir = self.config.root_dir.join("pods");
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,

@@ -19,14 +19,8 @@ pub fn mount_tmpfs(dir: &Path, size: Option<i64>) -> io::Result<()> {
         .map(|s| std::ffi::CString::new(format!("size={s}")))
         .transpose()
         .map_err(io::Error::other)?;
-    rustix::mount::mount(
-        "tmpfs",
-        dir,
-        "tmpfs",
-        MountFlags::empty(),
-        data.as_deref(),
-    )
-    .map_err(io::Error::from)
+    rustix::mount::mount("tmpfs", dir, "tmpfs", MountFlags::empty(), data.as_deref())
+        .map_err(io::Error::from)
 }
 
 /// One line of `/proc/self/mountinfo`: the mount point and the file system type.
@@ -60,7 +54,10 @@ fn unescape_octal(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             let digit = |c: u8| u32::from(c - b'0');
             let v = digit(b[i + 1]) * 64 + digit(b[i + 2]) * 8 + digit(b[i + 3]);
             out.push(u8::try_from(v).unwrap_or(b'?'));

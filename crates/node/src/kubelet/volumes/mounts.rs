@@ -63,7 +63,9 @@ impl PodVolumes {
         let mut host_path = vol.path.clone();
         if !sub.is_empty() {
             if sub.starts_with('/') {
-                return Err(format!("error SubPath `{sub}` must not be an absolute path"));
+                return Err(format!(
+                    "error SubPath `{sub}` must not be an absolute path"
+                ));
             }
             if sub.split('/').any(|c| c == "..") {
                 return Err(format!(
@@ -115,7 +117,10 @@ impl PodVolumes {
 /// `subPathExpr` against the container's environment: every reference must have a non-empty
 /// value (upstream `ExpandContainerVolumeMounts`).
 pub fn expand_sub_path_expr(expr: &str, envs: &[KeyValue]) -> Result<String, String> {
-    let map: HashMap<&str, &str> = envs.iter().map(|kv| (kv.key.as_str(), kv.value.as_str())).collect();
+    let map: HashMap<&str, &str> = envs
+        .iter()
+        .map(|kv| (kv.key.as_str(), kv.value.as_str()))
+        .collect();
     let mut missing = BTreeSet::new();
     let out = expand(expr, |name| match map.get(name) {
         Some(v) if !v.is_empty() => v.to_string(),
@@ -223,13 +228,22 @@ mod tests {
             {"name": "data", "mountPath": "/ro", "readOnly": true}
         ]));
         let m = pv.mounts_for(&c, &[], &MountOptions::default()).unwrap();
-        assert_eq!(m[0].host_path, dir.path().join("data").display().to_string());
+        assert_eq!(
+            m[0].host_path,
+            dir.path().join("data").display().to_string()
+        );
         assert_eq!(m[0].container_path, "/data");
         assert!(!m[0].readonly);
-        assert_eq!(m[0].propagation, MountPropagation::PropagationHostToContainer as i32);
+        assert_eq!(
+            m[0].propagation,
+            MountPropagation::PropagationHostToContainer as i32
+        );
         assert!(m[1].readonly, "a read-only volume mounts read-only");
         assert!(m[2].readonly);
-        assert_eq!(m[2].propagation, MountPropagation::PropagationPrivate as i32);
+        assert_eq!(
+            m[2].propagation,
+            MountPropagation::PropagationPrivate as i32
+        );
     }
 
     #[test]
@@ -237,8 +251,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pv = volumes(dir.path());
         let err = |mounts: serde_json::Value| {
-            pv.mounts_for(&container(mounts), &[kv("EMPTY", "")], &MountOptions::default())
-                .unwrap_err()
+            pv.mounts_for(
+                &container(mounts),
+                &[kv("EMPTY", "")],
+                &MountOptions::default(),
+            )
+            .unwrap_err()
         };
         assert_eq!(
             err(serde_json::json!([{"name": "nope", "mountPath": "/x"}])),
@@ -253,11 +271,15 @@ mod tests {
             "unable to provision SubPath `a/../..`: must not contain '..'"
         );
         assert_eq!(
-            err(serde_json::json!([{"name": "data", "mountPath": "/x", "subPathExpr": "$(NOPE)/$(EMPTY)"}])),
+            err(
+                serde_json::json!([{"name": "data", "mountPath": "/x", "subPathExpr": "$(NOPE)/$(EMPTY)"}])
+            ),
             "missing value for EMPTY, NOPE"
         );
         assert_eq!(
-            err(serde_json::json!([{"name": "data", "mountPath": "/x", "mountPropagation": "Sideways"}])),
+            err(
+                serde_json::json!([{"name": "data", "mountPath": "/x", "mountPropagation": "Sideways"}])
+            ),
             "invalid MountPropagation mode: \"Sideways\""
         );
         assert!(
@@ -280,7 +302,13 @@ mod tests {
         let off = pv.mounts_for(&c, &[], &MountOptions::default()).unwrap();
         assert!(!off[0].recursive_read_only);
         let on = pv
-            .mounts_for(&c, &[], &MountOptions { supports_recursive_read_only: true })
+            .mounts_for(
+                &c,
+                &[],
+                &MountOptions {
+                    supports_recursive_read_only: true,
+                },
+            )
             .unwrap();
         assert!(on[0].recursive_read_only);
         let _ = PathBuf::new();

@@ -92,8 +92,18 @@ mod tests {
         symlink("sub/f", root.join("link")).unwrap();
 
         set_volume_ownership(&root, 2345, false, false).unwrap();
-        for p in [root.clone(), root.join("sub"), root.join("sub/f"), root.join("link")] {
-            assert_eq!(fs::symlink_metadata(&p).unwrap().gid(), 2345, "{}", p.display());
+        for p in [
+            root.clone(),
+            root.join("sub"),
+            root.join("sub/f"),
+            root.join("link"),
+        ] {
+            assert_eq!(
+                fs::symlink_metadata(&p).unwrap().gid(),
+                2345,
+                "{}",
+                p.display()
+            );
         }
         assert_eq!(mode(&root), 0o2775);
         assert_eq!(mode(&root.join("sub")), 0o2770);

@@ -34,14 +34,23 @@ pub fn config_map_payload(
     let empty = BTreeMap::new();
     let data = cm.and_then(|c| c.data.as_ref()).unwrap_or(&empty);
     let empty_bin = BTreeMap::new();
-    let binary = cm.and_then(|c| c.binary_data.as_ref()).unwrap_or(&empty_bin);
+    let binary = cm
+        .and_then(|c| c.binary_data.as_ref())
+        .unwrap_or(&empty_bin);
     let get = |k: &str| -> Option<Vec<u8>> {
         data.get(k)
             .map(|s| s.as_bytes().to_vec())
             .or_else(|| binary.get(k).map(|b| b.0.clone()))
     };
     let keys = data.keys().chain(binary.keys());
-    make_payload(items, keys, get, default_mode, optional, "configmap references non-existent config key")
+    make_payload(
+        items,
+        keys,
+        get,
+        default_mode,
+        optional,
+        "configmap references non-existent config key",
+    )
 }
 
 /// The files of a secret source. A missing optional Secret is passed as `None`. (`stringData`
@@ -55,7 +64,14 @@ pub fn secret_payload(
     let empty = BTreeMap::new();
     let data = secret.and_then(|s| s.data.as_ref()).unwrap_or(&empty);
     let get = |k: &str| data.get(k).map(|b| b.0.clone());
-    make_payload(items, data.keys(), get, default_mode, optional, "references non-existent secret key")
+    make_payload(
+        items,
+        data.keys(),
+        get,
+        default_mode,
+        optional,
+        "references non-existent secret key",
+    )
 }
 
 fn make_payload<'a>(
@@ -170,7 +186,11 @@ mod tests {
 
     fn cm(data: &[(&str, &str)], binary: &[(&str, &[u8])]) -> ConfigMap {
         ConfigMap {
-            data: Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             binary_data: Some(
                 binary
                     .iter()
@@ -191,8 +211,13 @@ mod tests {
 
     #[test]
     fn every_key_becomes_a_file_without_items() {
-        let p = config_map_payload(None, Some(&cm(&[("a", "1")], &[("bin", b"\x00\x01")])), 0o644, false)
-            .unwrap();
+        let p = config_map_payload(
+            None,
+            Some(&cm(&[("a", "1")], &[("bin", b"\x00\x01")])),
+            0o644,
+            false,
+        )
+        .unwrap();
         assert_eq!(p["a"], FileProjection::new("1", 0o644));
         assert_eq!(p["bin"].data, vec![0, 1]);
     }
@@ -215,7 +240,11 @@ mod tests {
             config_map_payload(Some(&items), Some(&c), 0o644, false).unwrap_err(),
             "configmap references non-existent config key: nope"
         );
-        assert!(config_map_payload(Some(&items), Some(&c), 0o644, true).unwrap().is_empty());
+        assert!(
+            config_map_payload(Some(&items), Some(&c), 0o644, true)
+                .unwrap()
+                .is_empty()
+        );
         let s = Secret {
             data: Some([("t".to_string(), ByteString(b"x".to_vec()))].into()),
             ..Default::default()
@@ -234,19 +263,20 @@ mod tests {
             "spec": {"containers": [{"name": "c", "resources": {"limits": {"memory": "64Mi"}}}]}
         }))
         .unwrap();
-        let file = |path: &str, field: Option<&str>, res: Option<(&str, &str)>| DownwardAPIVolumeFile {
-            path: path.into(),
-            field_ref: field.map(|f| ObjectFieldSelector {
-                api_version: Some("v1".into()),
-                field_path: f.into(),
-            }),
-            resource_field_ref: res.map(|(c, r)| ResourceFieldSelector {
-                container_name: Some(c.into()),
-                resource: r.into(),
-                divisor: Some(Quantity("1Mi".into())),
-            }),
-            mode: None,
-        };
+        let file =
+            |path: &str, field: Option<&str>, res: Option<(&str, &str)>| DownwardAPIVolumeFile {
+                path: path.into(),
+                field_ref: field.map(|f| ObjectFieldSelector {
+                    api_version: Some("v1".into()),
+                    field_path: f.into(),
+                }),
+                resource_field_ref: res.map(|(c, r)| ResourceFieldSelector {
+                    container_name: Some(c.into()),
+                    resource: r.into(),
+                    divisor: Some(Quantity("1Mi".into())),
+                }),
+                mode: None,
+            };
         let alloc: BTreeMap<String, Quantity> = [("cpu".into(), Quantity("2".into()))].into();
         let items = [
             file("labels", Some("metadata.labels"), None),

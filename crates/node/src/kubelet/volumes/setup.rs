@@ -18,9 +18,9 @@ use super::payload::{self, aggregate, mode_or_default};
 use super::source::{ObjectSource, SourceError};
 use super::token::TokenManager;
 use super::{
-    CONFIG_MAP_PLUGIN, DOWNWARD_API_PLUGIN, EMPTY_DIR_PLUGIN, MountedVolume, ObjectKind,
-    ObjectRef, PROJECTED_PLUGIN, PodVolumes, SECRET_PLUGIN, SetUpFailure, VolumeConfig,
-    VolumeKind, hostpath, mount, ownership,
+    CONFIG_MAP_PLUGIN, DOWNWARD_API_PLUGIN, EMPTY_DIR_PLUGIN, MountedVolume, ObjectKind, ObjectRef,
+    PROJECTED_PLUGIN, PodVolumes, SECRET_PLUGIN, SetUpFailure, VolumeConfig, VolumeKind, hostpath,
+    mount, ownership,
 };
 use crate::kubelet::env::fieldpath::go_quote;
 use crate::kubelet::security;
@@ -81,7 +81,11 @@ pub(super) async fn setup_all(ctx: Ctx<'_>) -> Outcome {
     if let Err(e) = make_pod_dirs(&pod_dir) {
         failures.push(SetUpFailure {
             volume: String::new(),
-            message: format!("creating {}: {}", pod_dir.display(), hostpath::os_message(&e)),
+            message: format!(
+                "creating {}: {}",
+                pod_dir.display(),
+                hostpath::os_message(&e)
+            ),
             unprocessed: false,
         });
         return Outcome {
@@ -93,7 +97,13 @@ pub(super) async fn setup_all(ctx: Ctx<'_>) -> Outcome {
     }
     let mut run = Run::new(ctx);
     let mut changed = false;
-    let specs = run.ctx.pod.spec.as_ref().and_then(|s| s.volumes.clone()).unwrap_or_default();
+    let specs = run
+        .ctx
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
     for v in &specs {
         match run.setup_one(v).await {
             Ok((mounted, c)) => {
@@ -116,14 +126,23 @@ pub(super) async fn refresh_all(ctx: Ctx<'_>, volumes: &PodVolumes) -> Outcome {
     let mut run = Run::new(ctx);
     let mut failures = Vec::new();
     let mut changed = false;
-    let specs = run.ctx.pod.spec.as_ref().and_then(|s| s.volumes.clone()).unwrap_or_default();
+    let specs = run
+        .ctx
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
     for v in &specs {
         let Some(mounted) = volumes.volumes.get(&v.name) else {
             continue;
         };
         let updatable = matches!(
             mounted.kind,
-            VolumeKind::ConfigMap | VolumeKind::Secret | VolumeKind::DownwardApi | VolumeKind::Projected
+            VolumeKind::ConfigMap
+                | VolumeKind::Secret
+                | VolumeKind::DownwardApi
+                | VolumeKind::Projected
         );
         if !updatable {
             continue;
@@ -149,7 +168,11 @@ pub(super) async fn refresh_all(ctx: Ctx<'_>, volumes: &PodVolumes) -> Outcome {
 }
 
 fn make_pod_dirs(pod_dir: &Path) -> io::Result<()> {
-    for d in [pod_dir.to_path_buf(), pod_dir.join("volumes"), pod_dir.join("plugins")] {
+    for d in [
+        pod_dir.to_path_buf(),
+        pod_dir.join("volumes"),
+        pod_dir.join("plugins"),
+    ] {
         if !d.is_dir() {
             fs::create_dir_all(&d)?;
             fs::set_permissions(&d, fs::Permissions::from_mode(POD_DIR_MODE))?;
@@ -160,10 +183,16 @@ fn make_pod_dirs(pod_dir: &Path) -> io::Result<()> {
 
 impl<'a> Run<'a> {
     fn new(ctx: Ctx<'a>) -> Self {
-        let sc = ctx.pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
-        let fs_group = sc.and_then(|s| s.fs_group).and_then(|g| u32::try_from(g).ok());
-        let on_root_mismatch = sc.and_then(|s| s.fs_group_change_policy.as_deref())
-            == Some("OnRootMismatch");
+        let sc = ctx
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.as_ref());
+        let fs_group = sc
+            .and_then(|s| s.fs_group)
+            .and_then(|g| u32::try_from(g).ok());
+        let on_root_mismatch =
+            sc.and_then(|s| s.fs_group_change_policy.as_deref()) == Some("OnRootMismatch");
         let fs_user = security::fs_user(ctx.pod).and_then(|u| u32::try_from(u).ok());
         Run {
             ctx,
@@ -179,7 +208,12 @@ impl<'a> Run<'a> {
     }
 
     fn namespace(&self) -> &str {
-        self.ctx.pod.metadata.namespace.as_deref().unwrap_or("default")
+        self.ctx
+            .pod
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or("default")
     }
 
     async fn setup_one(&mut self, v: &Volume) -> Result<(MountedVolume, bool), SetUpFailure> {
@@ -201,7 +235,11 @@ impl<'a> Run<'a> {
         };
         if let Some(ed) = &v.empty_dir {
             let medium = ed.medium.as_deref().unwrap_or_default();
-            let size_limit = ed.size_limit.as_ref().and_then(|q| Q::parse(&q.0).ok()).map(|q| q.value());
+            let size_limit = ed
+                .size_limit
+                .as_ref()
+                .and_then(|q| Q::parse(&q.0).ok())
+                .map(|q| q.value());
             let dir = self.plugin_dir(EMPTY_DIR_PLUGIN, &v.name);
             let (memory, tmpfs_size) = match medium {
                 "" => {
@@ -228,7 +266,11 @@ impl<'a> Run<'a> {
             };
             return Ok((mounted(kind, dir, false), false));
         }
-        if v.config_map.is_some() || v.secret.is_some() || v.downward_api.is_some() || v.projected.is_some() {
+        if v.config_map.is_some()
+            || v.secret.is_some()
+            || v.downward_api.is_some()
+            || v.projected.is_some()
+        {
             let (plugin, kind, on_tmpfs) = if v.config_map.is_some() {
                 (CONFIG_MAP_PLUGIN, VolumeKind::ConfigMap, false)
             } else if v.secret.is_some() {
@@ -314,7 +356,10 @@ impl<'a> Run<'a> {
             .get("memory")
             .and_then(|q| Q::parse(&q.0).ok())
             .map(|q| q.value());
-        for candidate in [pod_memory_limit(self.ctx.pod), size_limit].into_iter().flatten() {
+        for candidate in [pod_memory_limit(self.ctx.pod), size_limit]
+            .into_iter()
+            .flatten()
+        {
             if candidate > 0 && size.is_none_or(|s| candidate <= s) {
                 size = Some(candidate);
             }
@@ -444,7 +489,12 @@ impl<'a> Run<'a> {
         let request = TokenRequest {
             metadata: ObjectMeta::default(),
             spec: TokenRequestSpec {
-                audiences: t.audience.iter().filter(|a| !a.is_empty()).cloned().collect(),
+                audiences: t
+                    .audience
+                    .iter()
+                    .filter(|a| !a.is_empty())
+                    .cloned()
+                    .collect(),
                 expiration_seconds: t.expiration_seconds,
                 bound_object_ref: Some(BoundObjectReference {
                     api_version: Some("v1".into()),
@@ -456,7 +506,11 @@ impl<'a> Run<'a> {
             status: None,
         };
         let ns = self.namespace().to_string();
-        let tr = self.ctx.tokens.get(self.ctx.source, &ns, &sa, &request).await?;
+        let tr = self
+            .ctx
+            .tokens
+            .get(self.ctx.source, &ns, &sa, &request)
+            .await?;
         let token = tr.status.map(|s| s.token).unwrap_or_default();
         // With an fsGroup, ownership adds group read (0640) after writing.
         let mode = if self.fs_user.is_some() || self.fs_group.is_some() {
@@ -471,15 +525,34 @@ impl<'a> Run<'a> {
 
     /// ConfigMap `name`: `None` when missing and optional; missing and required is upstream's
     /// `configmap "<name>" not found`.
-    async fn config_map(&mut self, name: &str, optional: bool) -> Result<Option<ConfigMap>, String> {
+    async fn config_map(
+        &mut self,
+        name: &str,
+        optional: bool,
+    ) -> Result<Option<ConfigMap>, String> {
         let key = self.key(ObjectKind::ConfigMap, name);
-        if let Some(Cached { object: Some(CachedObject::ConfigMap(cm)), .. }) = self.ctx.cached.get(&key) {
+        if let Some(Cached {
+            object: Some(CachedObject::ConfigMap(cm)),
+            ..
+        }) = self.ctx.cached.get(&key)
+        {
             let cm = cm.clone();
-            self.objects.insert(key, Cached { immutable: true, object: Some(CachedObject::ConfigMap(cm.clone())) });
+            self.objects.insert(
+                key,
+                Cached {
+                    immutable: true,
+                    object: Some(CachedObject::ConfigMap(cm.clone())),
+                },
+            );
             return Ok(Some(cm));
         }
         let found = self.ctx.source.config_map(self.namespace(), name).await;
-        let found = self.record(key, found, |cm: &ConfigMap| cm.immutable == Some(true), CachedObject::ConfigMap)?;
+        let found = self.record(
+            key,
+            found,
+            |cm: &ConfigMap| cm.immutable == Some(true),
+            CachedObject::ConfigMap,
+        )?;
         match found {
             Some(cm) => Ok(Some(cm)),
             None if optional => Ok(None),
@@ -490,13 +563,28 @@ impl<'a> Run<'a> {
     /// Secret `name`, as [`config_map`](Self::config_map) (`secret "<name>" not found`).
     async fn secret(&mut self, name: &str, optional: bool) -> Result<Option<Secret>, String> {
         let key = self.key(ObjectKind::Secret, name);
-        if let Some(Cached { object: Some(CachedObject::Secret(s)), .. }) = self.ctx.cached.get(&key) {
+        if let Some(Cached {
+            object: Some(CachedObject::Secret(s)),
+            ..
+        }) = self.ctx.cached.get(&key)
+        {
             let s = s.clone();
-            self.objects.insert(key, Cached { immutable: true, object: Some(CachedObject::Secret(s.clone())) });
+            self.objects.insert(
+                key,
+                Cached {
+                    immutable: true,
+                    object: Some(CachedObject::Secret(s.clone())),
+                },
+            );
             return Ok(Some(s));
         }
         let found = self.ctx.source.secret(self.namespace(), name).await;
-        let found = self.record(key, found, |s: &Secret| s.immutable == Some(true), CachedObject::Secret)?;
+        let found = self.record(
+            key,
+            found,
+            |s: &Secret| s.immutable == Some(true),
+            CachedObject::Secret,
+        )?;
         match found {
             Some(s) => Ok(Some(s)),
             None if optional => Ok(None),
@@ -589,7 +677,12 @@ pub fn pod_memory_limit(pod: &Pod) -> Option<i64> {
         .and_then(|q| Q::parse(&q.0).ok())
         .map(|q| q.value())
         .unwrap_or(0);
-    Some(regular.saturating_add(sidecars).max(init_peak).saturating_add(overhead))
+    Some(
+        regular
+            .saturating_add(sidecars)
+            .max(init_peak)
+            .saturating_add(overhead),
+    )
 }
 
 #[cfg(test)]

@@ -29,8 +29,11 @@ impl From<kube::Error> for SourceError {
 /// The API objects volumes and environments need. `Ok(None)` is "not found".
 #[async_trait]
 pub trait ObjectSource: Send + Sync {
-    async fn config_map(&self, namespace: &str, name: &str)
-    -> Result<Option<ConfigMap>, SourceError>;
+    async fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMap>, SourceError>;
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, SourceError>;
     async fn persistent_volume_claim(
         &self,

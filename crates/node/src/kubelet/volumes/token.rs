@@ -81,12 +81,16 @@ impl TokenManager {
         let key = key(namespace, service_account, request);
         let cached = self.cache.lock().get(&key).cloned();
         let now = (self.clock)();
-        if let Some(tr) = &cached {
-            if !requires_refresh(tr, now, jitter()) {
-                return Ok(tr.clone());
-            }
+        if let Some(tr) = cached
+            .as_ref()
+            .filter(|tr| !requires_refresh(tr, now, jitter()))
+        {
+            return Ok(tr.clone());
         }
-        match source.request_token(namespace, service_account, request).await {
+        match source
+            .request_token(namespace, service_account, request)
+            .await
+        {
             Ok(tr) => {
                 self.cache.lock().insert(key, tr.clone());
                 Ok(tr)
@@ -187,10 +191,7 @@ pub fn requires_refresh(tr: &TokenRequest, now: Timestamp, jitter: Duration) -> 
         return true;
     };
     let max_ttl = jiff::SignedDuration::try_from(MAX_TTL).unwrap_or_default();
-    if iat
-        .checked_add(max_ttl - jitter)
-        .is_ok_and(|t| now > t)
-    {
+    if iat.checked_add(max_ttl - jitter).is_ok_and(|t| now > t) {
         return true;
     }
     exp.checked_sub(secs(ttl * 20 / 100) + jitter)
