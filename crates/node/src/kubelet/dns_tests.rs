@@ -1,6 +1,7 @@
 //! resolv.conf per policy, hosts file bytes, hostnames, termination message files.
 
 use super::*;
+use k8s_openapi::api::core::v1::HostAlias;
 use serde_json::json;
 
 fn pod(spec: serde_json::Value) -> Pod {

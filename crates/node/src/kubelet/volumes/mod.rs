@@ -21,6 +21,7 @@
 //!   it.
 
 pub mod atomic;
+mod content;
 pub mod hostpath;
 pub mod mount;
 mod mounts;
