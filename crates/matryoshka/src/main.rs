@@ -39,7 +39,8 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MATRYOSHKA_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                // hickory-server logs every DNS query at info.
+                .unwrap_or_else(|_| "info,hickory_server=warn".into()),
         )
         .with_target(false)
         .init();

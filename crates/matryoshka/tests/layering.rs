@@ -67,7 +67,15 @@ fn api_clients_depend_on_nothing_of_the_server() {
     let all = dependencies();
     // The metadata is read at all: a client's own runtime dependency is seen.
     assert!(all["controllers"].contains("runtime"), "{all:?}");
-    let clients = ["runtime", "controllers", "scheduler", "node", "platform"];
+    let clients = [
+        "runtime",
+        "controllers",
+        "scheduler",
+        "node",
+        "platform",
+        "dns",
+        "streaming",
+    ];
     let server = [
         "apiserver",
         "registry",
