@@ -198,6 +198,23 @@ fn pause() -> Outcome {
     }
 }
 
+/// Acts on SIGTERM and SIGINT. As a container's PID 1 the program would otherwise ignore them
+/// (the kernel drops signals PID 1 has no handler for) and every pod would wait out its grace
+/// period. `pause` exits 0, as upstream's pause does; every other command ends as if killed by
+/// the signal (exit code 128 + signal: 143 for SIGTERM).
+fn on_termination(pause: bool) {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) else {
+        eprintln!("mtest: cannot handle SIGTERM; it will be ignored as PID 1");
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            std::process::exit(if pause { 0 } else { 128 + sig });
+        }
+    });
+}
+
 const USAGE: &str = "usage: mtest serve-http|exit|hog|busy|sleep|dns|tcp|api|pause ...";
 
 fn main() {
@@ -218,6 +235,7 @@ fn main() {
         }
     };
     let args = Args::parse(rest);
+    on_termination(cmd == "pause");
     let outcome = match cmd.as_str() {
         "serve-http" => http::serve(&args),
         "exit" => exit(&args),

@@ -215,3 +215,54 @@ async fn an_archive_is_imported_straight_into_a_registry_store() {
     // Importing again finds everything there.
     assert_eq!(reg.import(&pause.path, None).await.expect("again").len(), 2);
 }
+
+/// Runs `mtest <args>` as PID 1 of a new PID namespace (as in a container), sends it SIGTERM
+/// from outside and returns the exit code `unshare` passes on.
+fn exit_code_on_sigterm_as_pid_1(args: &[&str]) -> Option<i32> {
+    let bin = testimages::mtest_binary().expect("mtest builds");
+    let unshare = Command::new("unshare")
+        .args(["--pid", "--fork"])
+        .arg(bin)
+        .args(args)
+        .spawn()
+        .expect("unshare runs");
+    let mut unshare = Kill(unshare);
+    let children = format!("/proc/{0}/task/{0}/children", unshare.0.id());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid1 = loop {
+        let listed = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = listed.split_whitespace().next() {
+            break pid.to_string();
+        }
+        assert!(Instant::now() < deadline, "unshare never forked its child");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The handler is installed right after start; give the program a moment to reach it.
+    std::thread::sleep(Duration::from_millis(200));
+    let kill = Command::new("kill")
+        .args(["-TERM", &pid1])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(status) = unshare.0.try_wait().expect("wait") {
+            return status.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the program ignored SIGTERM as PID 1"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn pause_as_pid_1_exits_zero_on_sigterm() {
+    assert_eq!(exit_code_on_sigterm_as_pid_1(&["pause"]), Some(0));
+}
+
+#[test]
+fn sleep_as_pid_1_ends_like_a_process_killed_by_sigterm() {
+    assert_eq!(exit_code_on_sigterm_as_pid_1(&["sleep"]), Some(143));
+}
