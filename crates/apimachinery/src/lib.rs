@@ -1,13 +1,16 @@
 //! Kubernetes API machinery without I/O.
 //!
 //! The vocabulary every other crate speaks: [`status::ApiError`] (what a client sees when a
-//! request fails), [`field`] errors with paths, and — in the modules below — schemas,
+//! request fails), [`field`] errors with paths, [`cluster`] (how logical clusters are
+//! addressed), and — in the modules below — schemas,
 //! [`labels`] and [`fields`] selectors, resource [`quantity`] values, name [`validation`],
 //! [`objectmeta`] validation, patches and codecs. Nothing here touches a socket, a file or a
 //! clock (or a random source) it was not given.
 
+pub mod admission;
 pub mod apply;
 pub mod builtin;
+pub mod cluster;
 pub mod field;
 pub mod fields;
 pub mod labels;
@@ -15,8 +18,10 @@ pub mod meta;
 pub mod objectmeta;
 pub mod patch;
 pub mod quantity;
+pub mod quota;
 pub mod schema;
 pub mod status;
+pub mod user;
 pub mod validation;
 
 pub use field::{ErrorList, FieldError, Path};

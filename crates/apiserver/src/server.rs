@@ -39,7 +39,7 @@ pub struct Config {
     /// The URL clients reach the root cluster at (logical clusters are under `/clusters/`).
     pub external_url: String,
     /// The root cluster's CA (PEM certificate and key).
-    pub root_ca: crate::certs::CertPair,
+    pub root_ca: pki::CertPair,
     /// The root cluster's service-account signing key (PKCS#8 DER).
     pub root_sa_key: Vec<u8>,
 }
@@ -151,7 +151,7 @@ impl ApiServer {
 
     /// Whether a logical cluster is served.
     pub async fn cluster_exists(&self, cluster: &str) -> bool {
-        cluster == route::ROOT_CLUSTER || crate::clusters::exists(self, cluster).await
+        cluster == apimachinery::cluster::ROOT || crate::clusters::exists(self, cluster).await
     }
 
     /// Handles one request.
@@ -199,7 +199,7 @@ impl ApiServer {
         caller: &Caller,
     ) -> Result<Response<Body>, ApiError> {
         let route = &routed.route;
-        if ctx.cluster == route::ALL_CLUSTERS {
+        if ctx.cluster == apimachinery::cluster::ALL_CLUSTERS {
             // Cross-cluster reads are for the system's own components only; to anyone else the
             // path does not exist.
             let readonly = ctx.method == Method::GET;
@@ -256,25 +256,21 @@ impl ApiServer {
     }
 }
 
-/// The annotation on a LogicalCluster naming the Kubernetes release its `/version` reports
-/// (`v1.35.6`); tenant clusters of the platform choose theirs.
-pub const VERSION_ANNOTATION: &str = "core.matryoshka.dev/kubernetes-version";
-
 /// The `/version` document of `cluster`: the release its LogicalCluster's
-/// [`VERSION_ANNOTATION`] names, else the server's own.
+/// `VERSION_ANNOTATION` names, else the server's own.
 pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value {
-    if cluster != route::ROOT_CLUSTER
+    if cluster != apimachinery::cluster::ROOT
         && let Some(lc) = server.store.cache.get(
             crate::tenancy::GROUP,
             crate::tenancy::PLURAL,
-            route::ROOT_CLUSTER,
+            apimachinery::cluster::ROOT,
             "",
             cluster,
         )
         && let Some(v) = lc
             .value()
             .pointer("/metadata/annotations")
-            .and_then(|a| a.get(VERSION_ANNOTATION))
+            .and_then(|a| a.get(apimachinery::cluster::VERSION_ANNOTATION))
             .and_then(serde_json::Value::as_str)
         && let Some((major, minor)) = parse_release(v)
     {
@@ -322,7 +318,7 @@ fn version_document(major: &str, minor: &str, git: &str) -> serde_json::Value {
 /// A ready API server over `storage` with fresh, in-memory root credentials (tests and
 /// benchmarks; `matryoshka up` keeps its credentials on disk and calls [`start_with`]).
 pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>, ApiError> {
-    let ca = crate::certs::Ca::generate("matryoshka-ca").map_err(ApiError::internal)?;
+    let ca = pki::Ca::generate("matryoshka-ca").map_err(ApiError::internal)?;
     let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
     let config = Config {
         external_url: "https://127.0.0.1:6443".into(),
@@ -361,7 +357,7 @@ pub async fn start_with(
         Arc::new(crate::services::ServiceAllocator::default()),
     );
     let server = ApiServer::new(store, catalog, config)?;
-    crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
+    crate::bootstrap::seed(&server, apimachinery::cluster::ROOT).await?;
     crate::tenancy::start(server.clone()).await?;
     crate::aggregation::start(&server)?;
     crate::crds::start(&server)?;

@@ -24,9 +24,9 @@ use registry::{ResourceDef, Strategy};
 use serde_json::{Value, json};
 
 use crate::authn::{SYSTEM_NAMESPACE, pki_secret_name};
-use crate::certs::Ca;
-use crate::route::ROOT_CLUSTER;
 use crate::server::ApiServer;
+use apimachinery::cluster::ROOT;
+use pki::Ca;
 
 pub const GROUP: &str = "core.matryoshka.dev";
 pub const VERSION: &str = "v1alpha1";
@@ -54,7 +54,7 @@ static LOGICAL_CLUSTERS: Resource = Resource {
 };
 
 /// Names that are not clusters.
-const RESERVED: &[&str] = &[ROOT_CLUSTER, "*", "system"];
+const RESERVED: &[&str] = &[ROOT, "*", "system"];
 
 struct LogicalClusterStrategy;
 
@@ -174,7 +174,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let admin = ca
         .issue_client("kubernetes-admin", &["system:masters"])
         .map_err(ApiError::internal)?;
-    let kubeconfig = crate::certs::kubeconfig(
+    let kubeconfig = pki::kubeconfig(
         name,
         &cluster_url(server, name),
         &serving_ca,
@@ -188,16 +188,14 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     );
     let pki_write = async {
         match pki {
-            Some(s) => {
-                create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, s).await
-            }
+            Some(s) => create_or_keep(server, ROOT, "", "secrets", SYSTEM_NAMESPACE, s).await,
             None => Ok(()),
         }
     };
     let (pki_done, namespaces, kc_done) = futures::join!(
         pki_write,
         crate::bootstrap::seed_namespaces(server, name),
-        create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, kc),
+        create_or_keep(server, ROOT, "", "secrets", SYSTEM_NAMESPACE, kc),
     );
     pki_done?;
     namespaces?;
@@ -227,10 +225,10 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     // 4. Ready.
     let res = server
         .catalog
-        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
+        .lookup(ROOT, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
     let loc = Location {
-        cluster: ROOT_CLUSTER,
+        cluster: ROOT,
         namespace: "",
         name,
     };
@@ -260,7 +258,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 
 /// The CA (with key) of a provisioned cluster.
 pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
-    if name == ROOT_CLUSTER {
+    if name == ROOT {
         return Ok(Ca {
             pair: server.config.root_ca.clone(),
         });
@@ -271,7 +269,7 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
         .get(
             "",
             "secrets",
-            ROOT_CLUSTER,
+            ROOT,
             SYSTEM_NAMESPACE,
             &pki_secret_name(name),
         )
@@ -285,7 +283,7 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
             .and_then(|b| String::from_utf8(b).ok())
     };
     Ok(Ca {
-        pair: crate::certs::CertPair {
+        pair: pki::CertPair {
             cert_pem: field("ca.crt").ok_or_else(|| ApiError::internal("no ca.crt"))?,
             key_pem: field("ca.key").ok_or_else(|| ApiError::internal("no ca.key"))?,
         },
@@ -309,7 +307,7 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         .ok_or_else(|| ApiError::internal("secrets are not served"))?;
     for s in [pki_secret_name(name), format!("{name}-admin-kubeconfig")] {
         let loc = Location {
-            cluster: ROOT_CLUSTER,
+            cluster: ROOT,
             namespace: SYSTEM_NAMESPACE,
             name: &s,
         };
@@ -328,10 +326,10 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     server.openapi.set(name, None);
     let res = server
         .catalog
-        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
+        .lookup(ROOT, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
     let loc = Location {
-        cluster: ROOT_CLUSTER,
+        cluster: ROOT,
         namespace: "",
         name,
     };
@@ -364,11 +362,7 @@ const PARALLEL_PROVISIONING: usize = 32;
 
 /// Brings one cluster to its desired state: provisioned, or cleaned up when being deleted.
 async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
-    let Some(obj) = server
-        .store
-        .cache
-        .get(GROUP, PLURAL, ROOT_CLUSTER, "", name)
-    else {
+    let Some(obj) = server.store.cache.get(GROUP, PLURAL, ROOT, "", name) else {
         return Ok(());
     };
     let obj = obj.value();
@@ -386,7 +380,7 @@ async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
     create_or_keep(
         &server,
-        ROOT_CLUSTER,
+        ROOT,
         "",
         "namespaces",
         "",
@@ -394,7 +388,7 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
     )
     .await?;
     let filter = Filter {
-        cluster: Some(ROOT_CLUSTER.into()),
+        cluster: Some(ROOT.into()),
         ..Filter::default()
     };
     let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, filter)?;

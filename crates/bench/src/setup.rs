@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use controllers::shared::{Shutdown, ShutdownTrigger};
+use runtime::shutdown::{Shutdown, ShutdownTrigger};
 use tokio::task::JoinHandle;
 
 /// An API server on a new embedded store under `target/bench-data` (removed with the guard).
@@ -19,6 +19,12 @@ pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok((server, data))
+}
+
+/// Clients over `server`'s in-memory transport as the system identity (what `matryoshka up`
+/// gives each in-process component).
+pub fn in_memory(server: &Arc<ApiServer>) -> runtime::ClusterClients {
+    runtime::ClusterClients::in_memory(apiserver::local::system(server.clone()))
 }
 
 /// Tasks running until [`Background::stop`]: the controllers and the scheduler, and whatever
@@ -39,13 +45,15 @@ impl Background {
             tasks: Vec::new(),
         };
         let s = bg.shutdown.clone();
-        bg.spawn(controllers::run_all(
-            server.clone(),
-            controllers::Options::default(),
+        let options =
+            controllers::Options::default().with_ca(server.config.root_ca.cert_pem.clone());
+        bg.spawn(controllers::run(
+            in_memory(server),
+            options,
             s.clone().wait(),
         ));
-        bg.spawn(scheduler::run_all(
-            server.clone(),
+        bg.spawn(scheduler::run(
+            in_memory(server),
             scheduler::Options::default(),
             s.wait(),
         ));

@@ -16,9 +16,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use runtime::error::Result;
 use serde_json::{Value, json};
 
-use crate::error::Result;
 use crate::podutil;
 
 /// The label of a StatefulSet's revisions holding their hash.

@@ -6,11 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use runtime::error::Result;
+use runtime::shared::Informers;
+
 use crate::disruption::DisruptionController;
-use crate::error::Result;
 use crate::nodelifecycle::{self, NodeLifecycleController};
 use crate::resourcequota::{self, ResourceQuotaController};
-use crate::shared::Informers;
 use crate::volumebinding::VolumeBindingController;
 
 /// Durations of the policy controllers; tests shorten them.

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use apiserver::certs::{self, Ca};
+use apiserver::ApiServer;
 use apiserver::serve::ServingCert;
+use pki::Ca;
+use runtime::ClusterClients;
 use storage::Storage;
 
 /// Flags of `matryoshka up` (named after kube-apiserver's where one exists).
@@ -98,7 +100,7 @@ fn root_credentials(dir: &Path) -> anyhow::Result<(Ca, Vec<u8>)> {
         Err(_) => {
             let der =
                 apiserver::jwt::SigningKey::generate_pkcs8().map_err(|e| anyhow::anyhow!(e))?;
-            certs::write_private_bytes(&sa_path, &der)?;
+            pki::write_private_bytes(&sa_path, &der)?;
             der
         }
     };
@@ -145,13 +147,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let tls = apiserver::serve::tls_config(serving_cert)?;
-    // The platform's CRDs, roles and `tenant-root` exist before the first client is told
-    // where to connect.
-    platform::install(&server)
+    // The platform's admission hooks, CRDs, roles and `tenant-root` exist before the first
+    // client is told where to connect.
+    for (group, plural, validator) in platform::admission::validators() {
+        server.admission.register(group, plural, validator);
+    }
+    platform::install(&in_memory(&server))
         .await
         .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;
     let admin = ca.issue_client("kubernetes-admin", &["system:masters"])?;
-    let kubeconfig = certs::kubeconfig(
+    let kubeconfig = pki::kubeconfig(
         "matryoshka",
         &url,
         &ca.pair.cert_pem,
@@ -159,7 +164,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         &admin,
     );
     let admin_path = args.data_dir.join("admin.conf");
-    certs::write_private(&admin_path, &kubeconfig)?;
+    pki::write_private(&admin_path, &kubeconfig)?;
     tracing::info!(
         address = %addr,
         kubeconfig = %admin_path.display(),
@@ -169,24 +174,28 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     // The controllers run in process over the in-memory transport, once per set of replicas
     // (leader election on a Lease in the root cluster).
-    let (stop, stopped) = controllers::shared::Shutdown::new();
+    let (stop, stopped) = runtime::shutdown::Shutdown::new();
     let identity = format!(
         "{}-{}",
         hostname().unwrap_or_else(|| "matryoshka".into()),
         std::process::id()
     );
-    let controllers = tokio::spawn(controllers::run_all(
-        server.clone(),
-        controllers::Options::default().with_leader_election(identity.clone()),
+    // Clients verify the API server with its serving CA, the same in every cluster.
+    let controller_options = controllers::Options::default()
+        .with_ca(server.config.root_ca.cert_pem.clone())
+        .with_leader_election(identity.clone());
+    let controllers = tokio::spawn(controllers::run(
+        in_memory(&server),
+        controller_options,
         stopped.clone().wait(),
     ));
-    let scheduler = tokio::spawn(scheduler::run_all(
-        server.clone(),
+    let scheduler = tokio::spawn(scheduler::run(
+        in_memory(&server),
         scheduler::Options::default().with_leader_election(identity.clone()),
         stopped.clone().wait(),
     ));
     let platform = tokio::spawn(platform::run_controllers(
-        controllers::client::ClusterClients::in_memory(server.clone()),
+        in_memory(&server),
         platform::Options::default(),
         stopped.clone().wait(),
     ));
@@ -197,8 +206,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             &args.virtual_node_instance_type,
             &["worker"],
         );
-        let client = controllers::client::ClusterClients::in_memory(server.clone())
-            .cluster(controllers::client::ROOT)
+        let client = in_memory(&server)
+            .cluster(runtime::ROOT)
             .map_err(|e| anyhow::anyhow!("a client for the virtual nodes: {e}"))?;
         Some(tokio::spawn(async move {
             let run =
@@ -223,11 +232,17 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Clients over `server`'s in-memory transport as the system identity: how every in-process
+/// component reaches the API (each gets its own, so their client caches do not compete).
+fn in_memory(server: &Arc<ApiServer>) -> ClusterClients {
+    ClusterClients::in_memory(apiserver::local::system(server.clone()))
+}
+
 /// Re-issues the serving certificate when a third of its lifetime is left, without a restart.
 async fn rotate(
     serving: Arc<ServingCert>,
     validity: Duration,
-    issue: impl Fn() -> Result<certs::CertPair, certs::Error> + Send + 'static,
+    issue: impl Fn() -> Result<pki::CertPair, pki::Error> + Send + 'static,
 ) {
     let renew_after = validity * 2 / 3;
     loop {

@@ -1,15 +1,16 @@
-//! The platform's validating admission hooks, registered on the API server for its two
-//! resources: a TenantCluster or Tenant that breaks a rule is refused with `422 Invalid` and a
-//! cause per field (the rules are [`crate::validation`]'s); a Tenant claiming more quota than
-//! its parent has left is refused with `403 Forbidden` (the check is [`crate::quota`]'s).
+//! The platform's validating admission hooks for its two resources ([`validators`], which the
+//! `matryoshka` binary registers on the API server): a TenantCluster or Tenant that breaks a
+//! rule is refused with `422 Invalid` and a cause per field (the rules are
+//! [`crate::validation`]'s); a Tenant claiming more quota than its parent has left is refused
+//! with `403 Forbidden` (the check is [`crate::quota`]'s).
 //!
 //! Updates that leave the spec alone (status, finalizers, labels) are not re-validated, so an
 //! object admitted under older rules can still be deleted and have its status written.
 
 use std::sync::Arc;
 
+use apimachinery::admission::{Objects, Request, Validator};
 use apimachinery::status::ApiError;
-use apiserver::admission::{Objects, Request, Validator};
 use serde_json::{Map, Value};
 
 use crate::crds::{GROUP, TENANT_CLUSTERS, TENANTS};
@@ -111,12 +112,14 @@ impl Validator for TenantValidator {
     }
 }
 
-/// Registers the platform's validators on `server`.
-pub fn register(server: &apiserver::ApiServer) {
-    server
-        .admission
-        .register(GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator));
-    server
-        .admission
-        .register(GROUP, TENANTS, Arc::new(TenantValidator));
+/// A validator and the resource (group, plural) whose writes it admits.
+pub type Registration = (&'static str, &'static str, Arc<dyn Validator>);
+
+/// The platform's validators, for whoever wires the process to register with the API server
+/// (`apiserver::admission::Validators::register`) before [`crate::install`].
+pub fn validators() -> Vec<Registration> {
+    vec![
+        (GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator)),
+        (GROUP, TENANTS, Arc::new(TenantValidator)),
+    ]
 }

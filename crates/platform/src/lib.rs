@@ -13,8 +13,10 @@
 //! - [`install`] (CRDs, roles, `tenant-root`) and [`run`], what `matryoshka up` calls.
 //!
 //! **Architecture Invariant:** the controllers reach clusters only through the Kubernetes API
-//! (the in-memory transport in process); the only things the platform hands the API server
-//! directly are its admission hooks.
+//! (the in-memory transport in process, through `runtime`'s clients); the only things the
+//! platform hands the API server directly are its admission hooks
+//! ([`admission::validators`]), and the `matryoshka` binary does that, so this crate depends
+//! on no server crate.
 
 pub mod admission;
 pub mod cluster;
@@ -34,14 +36,13 @@ pub mod validation;
 use std::future::Future;
 use std::sync::Arc;
 
-use apiserver::ApiServer;
-use controllers::client::{ClusterClients, ROOT};
-use controllers::error::Result;
-use controllers::informer::Informer;
-use controllers::queue::run_workers;
-use controllers::shared::Shutdown;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::Result;
+use runtime::informer::Informer;
+use runtime::queue::run_workers;
+use runtime::shutdown::Shutdown;
 
 use crate::cluster::TenantClusterController;
 use crate::nodes::NodePools;
@@ -84,23 +85,20 @@ where
     ))
 }
 
-/// Registers the admission hooks and installs the CRDs, roles and `tenant-root` into the root
-/// cluster of `server`. [`run`] does this first; call it alone to serve the resources without
-/// running the controllers.
-pub async fn install(server: &Arc<ApiServer>) -> Result<()> {
-    admission::register(server);
-    let clients = ClusterClients::in_memory(server.clone());
+/// Installs the CRDs, roles and `tenant-root` into the root cluster of `clients`. [`run`] does
+/// this first; call it alone to serve the resources without running the controllers. The
+/// admission hooks ([`admission::validators`]) must be registered with the server before.
+pub async fn install(clients: &ClusterClients) -> Result<()> {
     install::install(&clients.cluster(ROOT)?).await
 }
 
-/// Installs the platform into `server` and runs its controllers in process until `shutdown`.
+/// Installs the platform through `clients` and runs its controllers until `shutdown`.
 pub async fn run(
-    server: Arc<ApiServer>,
+    clients: ClusterClients,
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    install(&server).await?;
-    let clients = ClusterClients::in_memory(server);
+    install(&clients).await?;
     run_controllers(clients, options, shutdown).await
 }
 

@@ -12,12 +12,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::{Change, Informer, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
 use serde_json::{Map, Value, json};
-
-use controllers::client::{ClusterClients, ROOT};
-use controllers::error::{Result, ignore_not_found};
-use controllers::informer::{Change, Informer, ObjectKey, Store};
-use controllers::queue::{Action, Queue};
 
 use crate::conditions::{self, Cond};
 use crate::install::{FIELD_MANAGER, apply};

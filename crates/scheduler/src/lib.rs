@@ -4,7 +4,8 @@
 //! (`/clusters/*/...`, objects named by their `matryoshka.dev/cluster` annotation), keeps a
 //! per-cluster cache of node usage, and binds pending pods of the default scheduler through
 //! `POST .../pods/<name>/binding` in their own cluster. It reaches clusters only through the
-//! Kubernetes API (kube-rs); in process over the API server's in-memory transport.
+//! Kubernetes API (kube-rs, through `runtime`'s clients); in process over the API server's
+//! in-memory transport, which the `matryoshka` binary hands in.
 //!
 //! - plumbing: [`client`] (clients per cluster), [`informers`] (cross-cluster watches),
 //!   [`binder`] (writes), [`events`] (event recorder), [`scheduler`] (tasks and the loop);
@@ -12,8 +13,8 @@
 //! - decisions: [`framework`] (statuses and messages), [`plugins`] (filters and scores),
 //!   [`schedule`] (one cycle), [`preemption`].
 //!
-//! Entry points: [`run_all`] (in process, what `matryoshka up` spawns), [`run`] (any
-//! `ClusterClients`), or [`Scheduler::start`] (no leader election).
+//! Entry points: [`run`] (any `ClusterClients`, with leader election if asked; what
+//! `matryoshka up` spawns) or [`Scheduler::start`] (no leader election).
 
 pub mod binder;
 pub mod cache;
@@ -36,4 +37,4 @@ mod testutil;
 
 pub use client::{ClientFactory, ClusterClients, InMemory};
 pub use error::{Error, Result};
-pub use scheduler::{Options, Scheduler, Stats, run, run_all};
+pub use scheduler::{Options, Scheduler, Stats, run};

@@ -23,14 +23,13 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use parking_lot::Mutex;
 use rand::SeedableRng;
+use runtime::leader::{LeaderConfig, LeaderElector};
+use runtime::shutdown::Shutdown;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::binder;
 use crate::cache::Cache;
-use apiserver::ApiServer;
-use controllers::leader::{LeaderConfig, LeaderElector};
-use controllers::shared::Shutdown;
 
 use crate::client::{ClusterClients, ROOT};
 use crate::error::Result;
@@ -255,17 +254,8 @@ impl Scheduler {
     }
 }
 
-/// Runs the scheduler in process over `server`'s in-memory transport until `shutdown` (what
-/// `matryoshka up` spawns, with [`Options::with_leader_election`]).
-pub async fn run_all(
-    server: Arc<ApiServer>,
-    options: Options,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<()> {
-    run(ClusterClients::in_memory(server), options, shutdown).await
-}
-
-/// Runs the scheduler through `clients` until `shutdown`; with leader election it schedules
+/// Runs the scheduler through `clients` until `shutdown` (what `matryoshka up` spawns over the
+/// in-memory transport, with [`Options::with_leader_election`]); with leader election it schedules
 /// only while it holds the lease (and starts afresh, cache rebuilt, when it wins it back).
 pub async fn run(
     clients: ClusterClients,

@@ -1,68 +1,23 @@
-//! In-process validating admission hooks.
+//! Running the in-process validating admission hooks (the [`Validator`] contract is
+//! `apimachinery::admission`'s).
 //!
-//! A [`Validator`] plays the part of a validating admission webhook for one resource: after a
-//! create, update or patch has been decoded and merged, and before it is stored, the server
-//! hands it the new object (and the old one on update) with a read-only view of the watch cache
-//! ([`Objects`]) for cross-object checks. Its refusal is the answer the client sees — a
-//! `422 Invalid` with field causes, or a `403 Forbidden` — exactly as a webhook's would be.
 //! Validators are registered at run time on [`ApiServer::admission`] keyed by group and
 //! resource, so the components that own a resource (the platform crate for its CRDs) plug in
-//! without knowing anything of HTTP.
+//! without knowing anything of the server: the `matryoshka` binary registers them. On a write
+//! of the main resource the server hands each one the object with a read-only view of its
+//! watch cache ([`Objects`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use apimachinery::admission::{Objects, Operation, Request, Validator};
 use apimachinery::status::ApiError;
 use parking_lot::RwLock;
 use registry::cache::Filter;
 use registry::store::Location;
 use serde_json::Value;
 
-use crate::auth::UserInfo;
 use crate::server::{ApiServer, Ctx};
-
-/// The operation being admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Update,
-}
-
-/// What a validator is asked about (the `AdmissionRequest` of a webhook).
-pub struct Request<'a> {
-    /// The logical cluster the write is addressed to.
-    pub cluster: &'a str,
-    pub operation: Operation,
-    /// The object's namespace (empty when cluster-scoped).
-    pub namespace: &'a str,
-    /// The object as it would be stored.
-    pub object: &'a Value,
-    /// The stored object, on update.
-    pub old: Option<&'a Value>,
-    pub user: &'a UserInfo,
-    pub dry_run: bool,
-}
-
-/// A read-only view of the objects the server holds (its watch cache).
-pub trait Objects {
-    /// One object.
-    fn get(
-        &self,
-        group: &str,
-        plural: &str,
-        cluster: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Value>;
-    /// Every object of a resource in a cluster's namespace (all namespaces when empty).
-    fn list(&self, group: &str, plural: &str, cluster: &str, namespace: &str) -> Vec<Value>;
-}
-
-/// A validating admission hook for one resource.
-pub trait Validator: Send + Sync {
-    /// `Ok` admits the write; an error is returned to the client as it is.
-    fn validate(&self, req: &Request<'_>, objects: &dyn Objects) -> Result<(), ApiError>;
-}
 
 /// Validators keyed by (group, plural).
 type ByResource = HashMap<(String, String), Vec<Arc<dyn Validator>>>;
@@ -74,7 +29,8 @@ pub struct Validators {
 }
 
 impl Validators {
-    /// Registers `v` for writes of `group`/`plural` in every cluster.
+    /// Registers `v` for writes of `group`/`plural` in every cluster (after those registered
+    /// before it).
     pub fn register(&self, group: &str, plural: &str, v: Arc<dyn Validator>) {
         self.map
             .write()

@@ -10,8 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use controllers::client::ClusterClients;
-use controllers::shared::{Shutdown, ShutdownTrigger};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -19,6 +17,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use runtime::client::{ClusterClients, InMemory};
+use runtime::shutdown::{Shutdown, ShutdownTrigger};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
@@ -47,6 +47,11 @@ pub async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
     (server, dir)
 }
 
+/// Clients over `server`'s in-memory transport as the system identity.
+pub fn in_memory(server: &Arc<ApiServer>) -> ClusterClients {
+    ClusterClients::in_memory(apiserver::local::system(server.clone()))
+}
+
 /// Makes a logical cluster exist: a LogicalCluster in the root cluster, provisioned by the
 /// server until Ready.
 pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
@@ -57,7 +62,7 @@ pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
         kind: "LogicalCluster".into(),
         plural: "logicalclusters".into(),
     };
-    let root = ClusterClients::in_memory(server.clone())
+    let root = ClusterClients::in_memory(apiserver::local::system(server.clone()))
         .cluster("root")
         .unwrap();
     let api: Api<kube::api::DynamicObject> = Api::all_with(root, &ar);
@@ -84,21 +89,33 @@ impl Harness {
 
     /// Like [`Harness::start`] with the controllers' options.
     pub async fn start_with(clusters: &[&str], options: controllers::Options) -> Harness {
+        Self::start_with_cache(clusters, options, runtime::client::DEFAULT_CLIENT_CACHE).await
+    }
+
+    /// Like [`Harness::start_with`], the controllers keeping `client_cache` per-cluster clients.
+    pub async fn start_with_cache(
+        clusters: &[&str],
+        options: controllers::Options,
+        client_cache: usize,
+    ) -> Harness {
         let (server, dir) = server().await;
         for c in clusters {
             add_cluster(&server, c).await;
         }
         let (stop, shutdown) = Shutdown::new();
-        let s = server.clone();
+        let clients = ClusterClients::with_capacity(
+            Arc::new(InMemory::new(apiserver::local::system(server.clone()))),
+            client_cache,
+        );
         let controllers = tokio::spawn(async move {
-            controllers::run_all(s, options, shutdown.wait())
+            controllers::run(clients, options, shutdown.wait())
                 .await
                 .expect("controllers");
         });
         Harness {
             // A small cache: the test's own clients must not hide the controllers' task count.
             clients: ClusterClients::with_capacity(
-                Arc::new(controllers::client::InMemory::new(server.clone())),
+                Arc::new(InMemory::new(apiserver::local::system(server.clone()))),
                 TEST_CLIENT_CACHE,
             ),
             server,

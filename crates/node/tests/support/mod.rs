@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::server::ApiServer;
-use controllers::client::ClusterClients;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::Resource;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::wait::{Condition, await_condition};
 use node::{Network, Options, Timing};
+use runtime::ClusterClients;
 use serde::de::DeserializeOwned;
 
 /// How long any wait may take before the test fails.
@@ -31,7 +31,7 @@ impl Env {
         let server = apiserver::server::start(Arc::new(store))
             .await
             .expect("server");
-        let client = ClusterClients::in_memory(server.clone())
+        let client = ClusterClients::in_memory(apiserver::local::system(server.clone()))
             .cluster("root")
             .expect("root client");
         Env {
@@ -43,7 +43,7 @@ impl Env {
 
     /// A client of logical cluster `name`.
     pub fn cluster(&self, name: &str) -> kube::Client {
-        ClusterClients::in_memory(self.server.clone())
+        ClusterClients::in_memory(apiserver::local::system(self.server.clone()))
             .cluster(name)
             .expect("cluster client")
     }

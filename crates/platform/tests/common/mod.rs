@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use apiserver::ApiServer;
 use apiserver::auth::UserInfo;
-use controllers::client::ClusterClients;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
+use runtime::ClusterClients;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -43,7 +43,7 @@ impl Harness {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let ca = apiserver::certs::Ca::generate("platform-test-ca").expect("ca");
+        let ca = pki::Ca::generate("platform-test-ca").expect("ca");
         let sa = apiserver::jwt::SigningKey::generate_pkcs8().expect("sa key");
         let config = apiserver::server::Config {
             external_url: format!("https://127.0.0.1:{}", addr.port()),
@@ -68,21 +68,27 @@ impl Harness {
             tls,
             stopped(&stop),
         )));
-        let s = server.clone();
+        let clients = ClusterClients::in_memory(apiserver::local::system(server.clone()));
+        let options =
+            controllers::Options::default().with_ca(server.config.root_ca.cert_pem.clone());
         let shut = stopped(&stop);
         tasks.push(tokio::spawn(async move {
-            let _ = controllers::run_all(s, controllers::Options::default(), shut).await;
+            let _ = controllers::run(clients, options, shut).await;
         }));
-        // The platform installs before the test goes on (CRDs established, tenant-root).
-        platform::install(&server)
+        // The platform installs before the test goes on (hooks registered, CRDs established,
+        // tenant-root).
+        for (group, plural, validator) in platform::admission::validators() {
+            server.admission.register(group, plural, validator);
+        }
+        let clients = ClusterClients::in_memory(apiserver::local::system(server.clone()));
+        platform::install(&clients)
             .await
             .expect("install the platform");
-        let clients = ClusterClients::in_memory(server.clone());
         let shut = stopped(&stop);
         tasks.push(tokio::spawn(async move {
             let _ = platform::run_controllers(clients, platform::Options::default(), shut).await;
         }));
-        let root = ClusterClients::in_memory(server.clone())
+        let root = ClusterClients::in_memory(apiserver::local::system(server.clone()))
             .cluster("root")
             .expect("root client");
         Harness {

@@ -40,9 +40,6 @@ pub use filter::{Filter, Predicate, selector_predicate};
 pub use follow::Follow;
 pub use object::{CachedObject, LabelSet};
 
-/// The annotation naming an object's logical cluster in cross-cluster responses.
-pub const CLUSTER_ANNOTATION: &str = "matryoshka.dev/cluster";
-
 /// Watch event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {

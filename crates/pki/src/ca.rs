@@ -1,27 +1,33 @@
-//! Certificates: certificate authorities, serving and client certificates, kubeconfigs.
+//! Certificate authorities and the certificates they issue: serving certificates (server
+//! authentication, for DNS names and IP addresses) and client certificates (the user in the
+//! common name, groups as organizations — what Kubernetes' x509 authenticator reads).
 //!
 //! CAs are valid for ten years; leaf certificates for one year (and are re-issued by the
-//! rotation loop long before they expire).
+//! rotation loop long before they expire). Every certificate is back-dated five minutes so
+//! that a peer with a slightly slow clock accepts a fresh one.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
+
+use crate::files::write_private;
 
 /// Validity of a certificate authority.
 pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// Validity of serving and client certificates.
 pub const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// What can go wrong making or loading certificates.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A key or certificate could not be generated, parsed or signed.
     #[error("certificate generation failed: {0}")]
     Rcgen(#[from] rcgen::Error),
+    /// A CA's files could not be read or written.
     #[error("failed to read or write certificates: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -162,46 +168,11 @@ impl Ca {
     }
 }
 
-/// Writes a file readable by its owner only.
-pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    write_private_bytes(path, contents.as_bytes())
-}
-
-/// Writes bytes readable by their owner only, atomically.
-pub fn write_private_bytes(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(contents)?;
-    f.sync_all()?;
-    std::fs::rename(tmp, path)
-}
-
-/// A kubeconfig with embedded CA and client certificate.
-pub fn kubeconfig(
-    cluster_name: &str,
-    server: &str,
-    ca_pem: &str,
-    user: &str,
-    client: &CertPair,
-) -> String {
-    let b64 = |s: &str| STANDARD.encode(s.as_bytes());
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: {cluster_name}\ncontexts:\n- context:\n    cluster: {cluster_name}\n    user: {user}\n  name: {user}@{cluster_name}\ncurrent-context: {user}@{cluster_name}\npreferences: {{}}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n",
-        ca = b64(ca_pem),
-        cert = b64(&client.cert_pem),
-        key = b64(&client.key_pem),
-    )
-}
-
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+
     use super::*;
 
     #[test]

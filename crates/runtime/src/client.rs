@@ -2,10 +2,19 @@
 //!
 //! A logical cluster is addressed by the path prefix `/clusters/<name>` (none for the root
 //! cluster); cross-cluster list and watch use `/clusters/*`. A [`ClientFactory`] makes a
-//! `kube::Client` for one of those: [`InMemory`] over the API server's in-memory transport (no
-//! socket, no TLS) with the [`ClusterPrefix`] layer rewriting request paths, or [`Kubeconfig`]
-//! over HTTP(S) with the prefix in the cluster URL — against Matryoshka, or against a plain
+//! `kube::Client` for one of those: [`InMemory`] over an in-process tower service (no socket,
+//! no TLS) with the [`ClusterPrefix`] layer rewriting request paths, or [`Kubeconfig`] over
+//! HTTP(S) with the prefix in the cluster URL — against Matryoshka, or against a plain
 //! Kubernetes cluster that is a single (root) cluster.
+//!
+//! [`InMemory`] is generic over what makes its transport, so this crate knows nothing of the
+//! server: the API server offers the service (`apiserver::local::LocalService`, acting as the
+//! system identity) and the `matryoshka` binary joins the two:
+//!
+//! ```ignore
+//! let clients = ClusterClients::in_memory(move || LocalService::system(server.clone()));
+//! let pods: kube::Api<Pod> = kube::Api::all(clients.cluster("tenant-a")?);
+//! ```
 //!
 //! Every `kube::Client` owns a buffer task, so clients are not kept per cluster forever:
 //! [`ClusterClients`] caches a bounded number of them (least recently used out), which keeps
@@ -17,18 +26,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use apiserver::ApiServer;
-use apiserver::local::LocalService;
-use http::Request;
+use bytes::Bytes;
+use http::{Request, Response};
 use parking_lot::Mutex;
+use tower::BoxError;
+
+pub use apimachinery::cluster::{CLUSTER_ANNOTATION, ROOT};
 
 use crate::error::{Error, Result};
-
-/// The root (management) cluster's name.
-pub const ROOT: &str = apiserver::route::ROOT_CLUSTER;
-
-/// The annotation naming an object's cluster in cross-cluster responses.
-pub const CLUSTER_ANNOTATION: &str = apiserver::route::CLUSTER_ANNOTATION;
 
 /// The path prefix addressing every cluster at once (system identity only).
 pub const ALL_CLUSTERS_PREFIX: &str = "/clusters/*";
@@ -99,12 +104,12 @@ pub fn prefix_uri(prefix: &str, uri: &http::Uri) -> Result<http::Uri> {
 impl<S, B> tower::Service<Request<B>> for Prefixed<S>
 where
     S: tower::Service<Request<B>>,
-    S::Error: Into<tower::BoxError>,
+    S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
-    type Error = tower::BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -142,25 +147,46 @@ pub trait ClientFactory: Send + Sync + 'static {
     fn multi_cluster(&self) -> bool;
 }
 
-/// Clients over the API server's in-memory transport, acting as the system identity.
-pub struct InMemory {
-    server: Arc<ApiServer>,
+/// Clients over an in-process transport: `make` gives the tower service each new client
+/// sends its requests to (in Matryoshka, the API server's in-memory transport acting as the
+/// system identity), with the cluster's path prefix put in front.
+pub struct InMemory<M> {
+    make: M,
 }
 
-impl InMemory {
-    pub fn new(server: Arc<ApiServer>) -> Self {
-        InMemory { server }
+impl<M> InMemory<M> {
+    /// A factory whose clients use the services `make` returns.
+    pub fn new(make: M) -> Self {
+        InMemory { make }
     }
+}
 
+impl<M, S, B> InMemory<M>
+where
+    M: Fn() -> S,
+    S: tower::Service<Request<kube::client::Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     fn with(&self, layer: ClusterPrefix) -> kube::Client {
         let svc = tower::ServiceBuilder::new()
             .layer(layer)
-            .service(LocalService::system(self.server.clone()));
+            .service((self.make)());
         kube::Client::new(svc, "default")
     }
 }
 
-impl ClientFactory for InMemory {
+impl<M, S, B> ClientFactory for InMemory<M>
+where
+    M: Fn() -> S + Send + Sync + 'static,
+    S: tower::Service<Request<kube::client::Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     fn client(&self, cluster: &str) -> Result<kube::Client> {
         Ok(self.with(ClusterPrefix::cluster(cluster)))
     }
@@ -172,14 +198,16 @@ impl ClientFactory for InMemory {
     }
 }
 
-/// Clients from a kubeconfig-style [`kube::Config`], over HTTP(S). With `multi_cluster` the server is Matryoshka and clusters are path prefixes of
-/// the configured URL; without it the endpoint is one plain Kubernetes cluster.
+/// Clients from a kubeconfig-style [`kube::Config`], over HTTP(S). With `multi_cluster` the
+/// server is Matryoshka and clusters are path prefixes of the configured URL; without it the
+/// endpoint is one plain Kubernetes cluster.
 pub struct Kubeconfig {
     config: kube::Config,
     multi_cluster: bool,
 }
 
 impl Kubeconfig {
+    /// A factory over `config`; `multi_cluster` says whether the endpoint is Matryoshka.
     pub fn new(config: kube::Config, multi_cluster: bool) -> Self {
         Kubeconfig {
             config,
@@ -235,10 +263,12 @@ pub struct ClusterClients {
 }
 
 impl ClusterClients {
+    /// Clients of `factory`, keeping up to [`DEFAULT_CLIENT_CACHE`] per-cluster ones.
     pub fn new(factory: Arc<dyn ClientFactory>) -> Self {
         Self::with_capacity(factory, DEFAULT_CLIENT_CACHE)
     }
 
+    /// Clients of `factory`, keeping up to `capacity` per-cluster ones (at least one).
     pub fn with_capacity(factory: Arc<dyn ClientFactory>, capacity: usize) -> Self {
         ClusterClients {
             factory,
@@ -251,9 +281,12 @@ impl ClusterClients {
         }
     }
 
-    /// Clients for the in-memory transport of `server`.
-    pub fn in_memory(server: Arc<ApiServer>) -> Self {
-        Self::new(Arc::new(InMemory::new(server)))
+    /// Clients over the in-process transport `make` gives (see [`InMemory`]).
+    pub fn in_memory<M>(make: M) -> Self
+    where
+        InMemory<M>: ClientFactory,
+    {
+        Self::new(Arc::new(InMemory::new(make)))
     }
 
     /// The client of `cluster`.
