@@ -1,4 +1,5 @@
-//! The errors of the controller runtime and the controllers.
+//! The errors of the client runtime (clients, informers, queues, leader election) and of the
+//! reconcilers built on it: one type, so a reconcile can return what any of them gives.
 
 /// What can go wrong while reconciling or running controllers.
 #[derive(Debug, thiserror::Error)]
