@@ -12,7 +12,8 @@
 //! system identity) and the `matryoshka` binary joins the two:
 //!
 //! ```ignore
-//! let clients = ClusterClients::in_memory(move || LocalService::system(server.clone()));
+//! // `apiserver::local::system(server)` is `move || LocalService::system(server.clone())`.
+//! let clients = ClusterClients::in_memory(apiserver::local::system(server.clone()));
 //! let pods: kube::Api<Pod> = kube::Api::all(clients.cluster("tenant-a")?);
 //! ```
 //!

@@ -24,7 +24,9 @@
 //! A component in process:
 //!
 //! ```ignore
-//! let clients = runtime::ClusterClients::in_memory(move || LocalService::system(server.clone()));
+//! // In the binary (or a test), which may know the server:
+//! let clients = runtime::ClusterClients::in_memory(apiserver::local::system(server.clone()));
+//! // In the component, which knows only `runtime`:
 //! let informers = runtime::shared::Informers::new(clients.clone());
 //! let pods = informers.get::<Pod>()?;            // every pod of every cluster
 //! let (stop, stopped) = runtime::Shutdown::new();
