@@ -1,15 +1,10 @@
-//! In-process validating admission hooks: the contract between the API server, which runs
-//! them, and the components that own a resource, which implement them.
+//! In-process validating admission hooks: the contract between the API server, which runs them
+//! on every write of a resource, and the components that own a resource (the platform for its
+//! CRDs), which implement them without knowing anything of the server or HTTP.
 //!
-//! A [`Validator`] plays the part of a validating admission webhook for one resource: after a
-//! create, update or patch has been decoded and merged, and before it is stored, the server
-//! hands it the new object (and the old one on update) with a read-only view of the objects it
-//! holds ([`Objects`]) for cross-object checks. Its refusal is the answer the client sees — a
-//! `422 Invalid` with field causes, or a `403 Forbidden` — exactly as a webhook's would be.
-//!
-//! The trait lives here, below the server, so an implementation (the platform's rules for its
-//! CRDs) depends on neither the server nor HTTP; whoever wires the process registers it with
-//! the server (`apiserver::admission::Validators::register`, keyed by group and resource).
+//! A [`Validator`] plays the part of a validating admission webhook: it is handed the new
+//! object (and the old one on update) with a read-only view of the objects the server holds
+//! ([`Objects`]); its refusal is the answer the client sees.
 
 use serde_json::Value;
 
@@ -34,7 +29,6 @@ pub struct Request<'a> {
     pub object: &'a Value,
     /// The stored object, on update.
     pub old: Option<&'a Value>,
-    /// Who is writing.
     pub user: &'a UserInfo,
     pub dry_run: bool,
 }

@@ -1,8 +1,7 @@
 //! Kubernetes API machinery without I/O.
 //!
 //! The vocabulary every other crate speaks: [`status::ApiError`] (what a client sees when a
-//! request fails), [`field`] errors with paths, [`cluster`] (how logical clusters are
-//! addressed), and — in the modules below — schemas,
+//! request fails), [`field`] errors with paths, and — in the modules below — schemas,
 //! [`labels`] and [`fields`] selectors, resource [`quantity`] values, name [`validation`],
 //! [`objectmeta`] validation, patches and codecs. Nothing here touches a socket, a file or a
 //! clock (or a random source) it was not given.

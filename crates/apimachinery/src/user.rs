@@ -1,9 +1,6 @@
-//! Who is asking: an authenticated identity (upstream `user.Info`) and the well-known user
-//! and group names.
-//!
-//! Authentication produces a [`UserInfo`]; authorization (the `rbac` crate) and admission
-//! hooks ([`crate::admission`]) read it. It lives here, below both, so a component that
-//! implements an admission hook needs neither the server nor the authorizer.
+//! Who is asking: an authenticated identity (upstream `user.Info`) and the well-known users and
+//! groups. The server authenticates requests into a [`UserInfo`]; RBAC, admission and reviews
+//! read it.
 
 /// The group whose members may do anything (upstream `user.SystemPrivilegedGroup`).
 pub const SYSTEM_MASTERS: &str = "system:masters";

@@ -130,7 +130,7 @@ pub fn pki_secret_name(cluster: &str) -> String {
 
 /// The service-account issuer of a cluster.
 pub fn issuer(external_url: &str, cluster: &str) -> String {
-    if cluster == apimachinery::cluster::ROOT {
+    if cluster == crate::route::ROOT_CLUSTER {
         external_url.to_string()
     } else {
         format!("{external_url}/clusters/{cluster}")
@@ -148,13 +148,13 @@ impl Authenticator {
 
     /// The trust material of a cluster, if the cluster has been provisioned.
     pub fn trust(&self, server: &ApiServer, cluster: &str) -> Option<Arc<Trust>> {
-        if cluster == apimachinery::cluster::ROOT {
+        if cluster == crate::route::ROOT_CLUSTER {
             return Some(self.root.clone());
         }
         let secret = server.store.cache.get(
             "",
             "secrets",
-            apimachinery::cluster::ROOT,
+            crate::route::ROOT_CLUSTER,
             SYSTEM_NAMESPACE,
             &pki_secret_name(cluster),
         )?;

@@ -13,6 +13,7 @@ pub mod clusters;
 pub mod codec;
 pub mod crds;
 pub mod discovery;
+pub mod distribution;
 pub mod fields;
 pub mod handlers;
 pub mod health;

@@ -2,10 +2,6 @@
 //! (controllers, scheduler, node agents, platform) use an ordinary Kubernetes client (kube-rs)
 //! with no socket and no TLS. They go through exactly the same routing, validation and
 //! admission as external clients.
-//!
-//! The client side (`runtime`) does not know this crate: whoever wires the process hands
-//! [`system`] to `runtime::ClusterClients::in_memory`, which puts each cluster's path prefix in
-//! front of the service.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,12 +35,6 @@ impl LocalService {
     pub fn as_user(server: Arc<ApiServer>, user: UserInfo) -> Self {
         LocalService { server, user }
     }
-}
-
-/// Makes in-memory transports over `server` acting as the system identity, one per client (the
-/// maker `runtime::ClusterClients::in_memory` takes).
-pub fn system(server: Arc<ApiServer>) -> impl Fn() -> LocalService + Send + Sync + 'static {
-    move || LocalService::system(server.clone())
 }
 
 impl<B> tower::Service<Request<B>> for LocalService

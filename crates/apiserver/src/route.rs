@@ -8,7 +8,7 @@
 //! **Architecture Invariant:** the cluster is decided here, once, from the path only — never
 //! from a query string, a header or the body — and every later step uses the decided cluster.
 
-use apimachinery::cluster::{ALL_CLUSTERS, ROOT};
+pub use apimachinery::cluster::{ALL_CLUSTERS, CLUSTER_ANNOTATION, ROOT as ROOT_CLUSTER};
 
 /// What a request path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub fn valid_cluster_name(s: &str) -> bool {
 
 /// Routes a request path (without the query string).
 pub fn route(path: &str) -> Routed {
-    let mut cluster = ROOT.to_string();
+    let mut cluster = ROOT_CLUSTER.to_string();
     let mut rest = path;
     if let Some(after) = path.strip_prefix("/clusters/") {
         let (name, tail) = match after.find('/') {
@@ -101,7 +101,7 @@ pub fn route(path: &str) -> Routed {
                 path: tail.to_string(),
             };
         }
-        if !valid_cluster_name(name) || name == ROOT {
+        if !valid_cluster_name(name) || name == ROOT_CLUSTER {
             return Routed {
                 cluster: String::new(),
                 route: Route::NotFound,
@@ -253,7 +253,7 @@ mod tests {
         let r = route("/clusters/tenant-a/api/v1/namespaces/default/pods");
         assert_eq!(r.cluster, "tenant-a");
         assert!(matches!(r.route, Route::Resource(_)));
-        assert_eq!(route("/api/v1/pods").cluster, ROOT);
+        assert_eq!(route("/api/v1/pods").cluster, ROOT_CLUSTER);
         assert_eq!(route("/clusters/a").route, Route::NotFound);
         assert_eq!(route("/clusters/a/").route, Route::NotFound);
         for bad in [

@@ -59,6 +59,8 @@ pub struct ApiServer {
     pub started: Instant,
     /// Watches end when this is notified (graceful shutdown).
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// The OCI registry served at `/v2/` (set by `matryoshka up`; absent: `/v2/` is 404).
+    pub oci: std::sync::OnceLock<Arc<oci::Registry>>,
 }
 
 /// Query parameters of a request.
@@ -132,6 +134,7 @@ impl ApiServer {
             draining: AtomicBool::new(false),
             started: Instant::now(),
             shutdown,
+            oci: std::sync::OnceLock::new(),
         }))
     }
 
@@ -151,7 +154,7 @@ impl ApiServer {
 
     /// Whether a logical cluster is served.
     pub async fn cluster_exists(&self, cluster: &str) -> bool {
-        cluster == apimachinery::cluster::ROOT || crate::clusters::exists(self, cluster).await
+        cluster == route::ROOT_CLUSTER || crate::clusters::exists(self, cluster).await
     }
 
     /// Handles one request.
@@ -199,7 +202,7 @@ impl ApiServer {
         caller: &Caller,
     ) -> Result<Response<Body>, ApiError> {
         let route = &routed.route;
-        if ctx.cluster == apimachinery::cluster::ALL_CLUSTERS {
+        if ctx.cluster == route::ALL_CLUSTERS {
             // Cross-cluster reads are for the system's own components only; to anyone else the
             // path does not exist.
             let readonly = ctx.method == Method::GET;
@@ -256,21 +259,23 @@ impl ApiServer {
     }
 }
 
+pub use apimachinery::cluster::VERSION_ANNOTATION;
+
 /// The `/version` document of `cluster`: the release its LogicalCluster's
-/// `VERSION_ANNOTATION` names, else the server's own.
+/// [`VERSION_ANNOTATION`] names, else the server's own.
 pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value {
-    if cluster != apimachinery::cluster::ROOT
+    if cluster != route::ROOT_CLUSTER
         && let Some(lc) = server.store.cache.get(
             crate::tenancy::GROUP,
             crate::tenancy::PLURAL,
-            apimachinery::cluster::ROOT,
+            route::ROOT_CLUSTER,
             "",
             cluster,
         )
         && let Some(v) = lc
             .value()
             .pointer("/metadata/annotations")
-            .and_then(|a| a.get(apimachinery::cluster::VERSION_ANNOTATION))
+            .and_then(|a| a.get(VERSION_ANNOTATION))
             .and_then(serde_json::Value::as_str)
         && let Some((major, minor)) = parse_release(v)
     {
@@ -357,7 +362,7 @@ pub async fn start_with(
         Arc::new(crate::services::ServiceAllocator::default()),
     );
     let server = ApiServer::new(store, catalog, config)?;
-    crate::bootstrap::seed(&server, apimachinery::cluster::ROOT).await?;
+    crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
     crate::tenancy::start(server.clone()).await?;
     crate::aggregation::start(&server)?;
     crate::crds::start(&server)?;

@@ -24,8 +24,8 @@ use registry::{ResourceDef, Strategy};
 use serde_json::{Value, json};
 
 use crate::authn::{SYSTEM_NAMESPACE, pki_secret_name};
+use crate::route::ROOT_CLUSTER;
 use crate::server::ApiServer;
-use apimachinery::cluster::ROOT;
 use pki::Ca;
 
 pub const GROUP: &str = "core.matryoshka.dev";
@@ -54,7 +54,7 @@ static LOGICAL_CLUSTERS: Resource = Resource {
 };
 
 /// Names that are not clusters.
-const RESERVED: &[&str] = &[ROOT, "*", "system"];
+const RESERVED: &[&str] = &[ROOT_CLUSTER, "*", "system"];
 
 struct LogicalClusterStrategy;
 
@@ -188,14 +188,16 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     );
     let pki_write = async {
         match pki {
-            Some(s) => create_or_keep(server, ROOT, "", "secrets", SYSTEM_NAMESPACE, s).await,
+            Some(s) => {
+                create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, s).await
+            }
             None => Ok(()),
         }
     };
     let (pki_done, namespaces, kc_done) = futures::join!(
         pki_write,
         crate::bootstrap::seed_namespaces(server, name),
-        create_or_keep(server, ROOT, "", "secrets", SYSTEM_NAMESPACE, kc),
+        create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, kc),
     );
     pki_done?;
     namespaces?;
@@ -225,10 +227,10 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     // 4. Ready.
     let res = server
         .catalog
-        .lookup(ROOT, GROUP, VERSION, PLURAL)
+        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
     let loc = Location {
-        cluster: ROOT,
+        cluster: ROOT_CLUSTER,
         namespace: "",
         name,
     };
@@ -258,7 +260,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 
 /// The CA (with key) of a provisioned cluster.
 pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
-    if name == ROOT {
+    if name == ROOT_CLUSTER {
         return Ok(Ca {
             pair: server.config.root_ca.clone(),
         });
@@ -269,7 +271,7 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
         .get(
             "",
             "secrets",
-            ROOT,
+            ROOT_CLUSTER,
             SYSTEM_NAMESPACE,
             &pki_secret_name(name),
         )
@@ -307,7 +309,7 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         .ok_or_else(|| ApiError::internal("secrets are not served"))?;
     for s in [pki_secret_name(name), format!("{name}-admin-kubeconfig")] {
         let loc = Location {
-            cluster: ROOT,
+            cluster: ROOT_CLUSTER,
             namespace: SYSTEM_NAMESPACE,
             name: &s,
         };
@@ -326,10 +328,10 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     server.openapi.set(name, None);
     let res = server
         .catalog
-        .lookup(ROOT, GROUP, VERSION, PLURAL)
+        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
     let loc = Location {
-        cluster: ROOT,
+        cluster: ROOT_CLUSTER,
         namespace: "",
         name,
     };
@@ -362,7 +364,11 @@ const PARALLEL_PROVISIONING: usize = 32;
 
 /// Brings one cluster to its desired state: provisioned, or cleaned up when being deleted.
 async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
-    let Some(obj) = server.store.cache.get(GROUP, PLURAL, ROOT, "", name) else {
+    let Some(obj) = server
+        .store
+        .cache
+        .get(GROUP, PLURAL, ROOT_CLUSTER, "", name)
+    else {
         return Ok(());
     };
     let obj = obj.value();
@@ -380,7 +386,7 @@ async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
     create_or_keep(
         &server,
-        ROOT,
+        ROOT_CLUSTER,
         "",
         "namespaces",
         "",
@@ -388,7 +394,7 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
     )
     .await?;
     let filter = Filter {
-        cluster: Some(ROOT.into()),
+        cluster: Some(ROOT_CLUSTER.into()),
         ..Filter::default()
     };
     let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, filter)?;

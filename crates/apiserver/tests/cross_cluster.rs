@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use apimachinery::cluster::CLUSTER_ANNOTATION;
 use apiserver::auth::{UserExt, UserInfo};
+use apiserver::route::CLUSTER_ANNOTATION;
 use apiserver::server::{ApiServer, Caller};
 use bytes::Bytes;
 use http::{Method, Request};

@@ -5,8 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use runtime::shutdown::{Shutdown, ShutdownTrigger};
+use runtime::client::ClusterClients;
+use runtime::shared::{Shutdown, ShutdownTrigger};
 use tokio::task::JoinHandle;
+
+/// Clients over `server`'s in-memory transport, as the system identity.
+pub fn clients(server: &Arc<ApiServer>) -> ClusterClients {
+    ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
+}
 
 /// An API server on a new embedded store under `target/bench-data` (removed with the guard).
 pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
@@ -19,12 +25,6 @@ pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok((server, data))
-}
-
-/// Clients over `server`'s in-memory transport as the system identity (what `matryoshka up`
-/// gives each in-process component).
-pub fn in_memory(server: &Arc<ApiServer>) -> runtime::ClusterClients {
-    runtime::ClusterClients::in_memory(apiserver::local::system(server.clone()))
 }
 
 /// Tasks running until [`Background::stop`]: the controllers and the scheduler, and whatever
@@ -45,15 +45,13 @@ impl Background {
             tasks: Vec::new(),
         };
         let s = bg.shutdown.clone();
-        let options =
-            controllers::Options::default().with_ca(server.config.root_ca.cert_pem.clone());
         bg.spawn(controllers::run(
-            in_memory(server),
-            options,
+            clients(server),
+            controllers::Options::default().with_ca(server.config.root_ca.cert_pem.clone()),
             s.clone().wait(),
         ));
         bg.spawn(scheduler::run(
-            in_memory(server),
+            clients(server),
             scheduler::Options::default(),
             s.wait(),
         ));

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource};
-use runtime::error::{Result, ignore_not_found};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::podutil;
+use runtime::error::{Result, ignore_not_found};
 
 /// Who claims: the owner's metadata and type, its selector, and what else an adopted object
 /// gets.

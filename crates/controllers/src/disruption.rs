@@ -20,14 +20,14 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
+use serde_json::{Value, json};
+
+use crate::podutil;
 use runtime::client::ClusterClients;
 use runtime::error::{Error, Result};
 use runtime::informer::{ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
-use serde_json::{Value, json};
-
-use crate::podutil;
 
 /// How long an eviction's record keeps a pod from counting (upstream `DeletionTimeout`).
 pub const DELETION_TIMEOUT: Duration = Duration::from_secs(120);

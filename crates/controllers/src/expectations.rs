@@ -10,8 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use runtime::informer::ObjectKey;
 use tokio::time::Instant;
+
+use runtime::informer::ObjectKey;
 
 /// Upstream's `ExpectationsTimeout`.
 pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);

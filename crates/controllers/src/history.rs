@@ -16,10 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use runtime::error::Result;
 use serde_json::{Value, json};
 
 use crate::podutil;
+use runtime::error::Result;
 
 /// The label of a StatefulSet's revisions holding their hash.
 pub const REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";

@@ -1,23 +1,17 @@
 //! Starting the controllers: informers, workers, leader election and shutdown (the
 //! kube-controller-manager of Matryoshka).
 //!
-//! [`run`] takes any [`ClusterClients`]: `matryoshka up` hands in the API server's in-memory
-//! transport, and the same controllers run out of process over HTTPS. With leader
+//! [`run`] takes any [`ClusterClients`]: `matryoshka up` hands it clients over the API server's
+//! in-memory transport, and the same controllers run out of process over HTTPS. With leader
 //! election on, controllers run only while this replica holds the Lease, so several replicas
 //! over one store run each controller once; losing the lease stops them until it is won back.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use runtime::client::{ClusterClients, ROOT};
-use runtime::clock::SharedClock;
-use runtime::error::Result;
-use runtime::leader::{LeaderConfig, LeaderElector};
-use runtime::queue::run_workers;
-use runtime::shared::Informers;
-use runtime::shutdown::Shutdown;
 use tokio::sync::watch;
 
+use crate::clock::SharedClock;
 use crate::cronjob::CronJobController;
 use crate::daemonset::DaemonSetController;
 use crate::deployment::DeploymentController;
@@ -30,13 +24,18 @@ use crate::rootca::{CaSource, RootCaPublisher};
 use crate::serviceaccount::ServiceAccountController;
 use crate::statefulset::StatefulSetController;
 use crate::ttl::TtlAfterFinishedController;
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::Result;
+use runtime::leader::{LeaderConfig, LeaderElector};
+use runtime::queue::run_workers;
+use runtime::shared::{Informers, Shutdown};
 
 /// How the controllers run.
 #[derive(Clone)]
 pub struct Options {
     /// The CA bundle published in every namespace as `kube-root-ca.crt`, per cluster; the
-    /// publisher does not run without it. `matryoshka up` sets it to the API server's serving
-    /// CA (what the server itself seeds in a new cluster's first namespaces).
+    /// publisher does not run without it. In process it is the API server's serving CA (what
+    /// the server itself seeds in a new cluster's first namespaces): [`Options::with_ca`].
     pub ca: Option<CaSource>,
     /// Workers per controller (upstream's `--concurrent-*-syncs` default to 5; the garbage
     /// collector gets four times as many, as upstream's 20).
@@ -55,7 +54,7 @@ impl Default for Options {
             ca: None,
             workers: 5,
             leader_election: None,
-            clock: runtime::clock::system(),
+            clock: crate::clock::system(),
             policy: Default::default(),
         }
     }
@@ -68,7 +67,7 @@ impl Options {
         self
     }
 
-    /// Runs the time-dependent controllers on `clock` (tests use a [`runtime::clock::FakeClock`]).
+    /// Runs the time-dependent controllers on `clock` (tests use a [`crate::clock::FakeClock`]).
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
         self

@@ -17,6 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope, verbs};
 use kube::{Api, ResourceExt};
+
 use runtime::client::ClusterClients;
 use runtime::error::{Error, Result};
 use runtime::informer::{Change, ObjectKey};

@@ -24,12 +24,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
+use serde_json::json;
+
 use runtime::client::ClusterClients;
 use runtime::error::Result;
 use runtime::informer::{Change, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
-use serde_json::json;
 
 /// Upstream's `--node-monitor-grace-period` default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(40);

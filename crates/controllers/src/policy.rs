@@ -6,13 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use runtime::error::Result;
-use runtime::shared::Informers;
-
 use crate::disruption::DisruptionController;
 use crate::nodelifecycle::{self, NodeLifecycleController};
 use crate::resourcequota::{self, ResourceQuotaController};
 use crate::volumebinding::VolumeBindingController;
+use runtime::error::Result;
+use runtime::shared::Informers;
 
 /// Durations of the policy controllers; tests shorten them.
 #[derive(Clone, Debug)]

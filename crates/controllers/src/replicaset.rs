@@ -18,15 +18,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::expectations::Expectations;
+use crate::podutil;
 use runtime::client::ClusterClients;
 use runtime::error::{Error, Result};
 use runtime::informer::{Change, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
-use serde_json::json;
-
-use crate::expectations::Expectations;
-use crate::podutil;
 
 /// Upstream's `BurstReplicas`: the most pods created or deleted in one sync.
 pub const BURST_REPLICAS: usize = 500;

@@ -18,12 +18,13 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Serv
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
 use kube::discovery::{self, Scope};
+use serde_json::{Value, json};
+
 use runtime::client::ClusterClients;
 use runtime::error::{Error, Result};
 use runtime::informer::{Change, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
-use serde_json::{Value, json};
 
 /// Upstream's `--resource-quota-sync-period` default.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(300);

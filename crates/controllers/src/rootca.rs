@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::watcher;
+
 use runtime::client::ClusterClients;
 use runtime::error::Result;
 use runtime::informer::{Change, ObjectKey, Store};

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::watcher;
+
 use runtime::client::ClusterClients;
 use runtime::error::Result;
 use runtime::informer::{Change, ObjectKey, Store};

@@ -13,13 +13,13 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
-use runtime::clock::{SharedClock, until};
+
+use crate::clock::{SharedClock, until};
+use crate::job::policy::finished_at;
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::{ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
-
-use crate::job::policy::finished_at;
 
 /// The TTL-after-finished controller.
 pub struct TtlAfterFinishedController {

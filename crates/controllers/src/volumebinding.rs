@@ -13,14 +13,14 @@ use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVo
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::podutil;
 use runtime::client::ClusterClients;
 use runtime::error::Result;
 use runtime::informer::{Change, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
-use serde_json::{Value, json};
-
-use crate::podutil;
 
 /// The provisioner of the built-in `local` storage class.
 pub const PROVISIONER: &str = "matryoshka.dev/local";

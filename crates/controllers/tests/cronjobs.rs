@@ -8,13 +8,13 @@ mod common;
 use std::time::Duration;
 
 use common::{CA_PEM, Harness, wait_for, wait_list};
+use controllers::clock::FakeClock;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use runtime::clock::FakeClock;
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "tenant-a";

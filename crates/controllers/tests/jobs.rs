@@ -8,12 +8,12 @@ mod common;
 use std::time::Duration;
 
 use common::{CA_PEM, Harness, wait_for, wait_list};
+use controllers::clock::FakeClock;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use runtime::clock::FakeClock;
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "tenant-a";

@@ -11,9 +11,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
-use runtime::ClusterClients;
+use runtime::client::ClusterClients;
 use runtime::leader::{LeaderConfig, LeaderElector};
-use runtime::shutdown::Shutdown;
+use runtime::shared::Shutdown;
 use serde_json::json;
 
 fn fast(identity: &str) -> LeaderConfig {
@@ -27,7 +27,7 @@ fn fast(identity: &str) -> LeaderConfig {
 #[tokio::test]
 async fn one_candidate_holds_the_lease_until_it_releases_it() {
     let (server, _dir) = common::server().await;
-    let root = ClusterClients::in_memory(apiserver::local::system(server))
+    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server))
         .cluster("root")
         .unwrap();
     let mut a = LeaderElector::new(root.clone(), LeaderConfig::new("a"));
@@ -61,13 +61,13 @@ async fn of_two_managers_only_the_leader_runs_and_the_other_takes_over() {
         let (stop, shutdown) = Shutdown::new();
         let s = server.clone();
         let task = tokio::spawn(async move {
-            controllers::run(common::in_memory(&s), o, shutdown.wait())
+            controllers::run(common::clients(&s), o, shutdown.wait())
                 .await
                 .unwrap()
         });
         (stop, task)
     };
-    let root = ClusterClients::in_memory(apiserver::local::system(server.clone()))
+    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
         .cluster("root")
         .unwrap();
     let (stop_a, task_a) = start("a");

@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use apiserver::ApiServer;
 use apiserver::serve::ServingCert;
 use pki::Ca;
-use runtime::ClusterClients;
 use storage::Storage;
 
 /// Flags of `matryoshka up` (named after kube-apiserver's where one exists).
@@ -131,6 +129,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let server = apiserver::server::start_with(storage, config)
         .await
         .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
+    // The platform's OCI registry, served at /v2/ on the same port.
+    let registry_dir = args.data_dir.join("registry");
+    let registry = oci::Registry::open(&registry_dir)
+        .await
+        .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
+    let _ = server.oci.set(Arc::new(registry));
 
     let validity = Duration::from_secs(args.serving_cert_validity_seconds.max(3));
     let issue = {
@@ -147,12 +151,19 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let tls = apiserver::serve::tls_config(serving_cert)?;
-    // The platform's admission hooks, CRDs, roles and `tenant-root` exist before the first
-    // client is told where to connect.
-    for (group, plural, validator) in platform::admission::validators() {
-        server.admission.register(group, plural, validator);
+    // The platform's CRDs, roles and `tenant-root` exist before the first client is told
+    // where to connect.
+    // In-process components are clients over the in-memory transport, as the system
+    // identity; each gets its own bounded set of per-cluster clients.
+    let clients = || {
+        runtime::client::ClusterClients::in_memory(apiserver::local::LocalService::system(
+            server.clone(),
+        ))
+    };
+    for (group, plural, v) in platform::admission::validators() {
+        server.admission.register(group, plural, v);
     }
-    platform::install(&in_memory(&server))
+    platform::install(&clients())
         .await
         .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;
     let admin = ca.issue_client("kubernetes-admin", &["system:masters"])?;
@@ -174,28 +185,26 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     // The controllers run in process over the in-memory transport, once per set of replicas
     // (leader election on a Lease in the root cluster).
-    let (stop, stopped) = runtime::shutdown::Shutdown::new();
+    let (stop, stopped) = runtime::shared::Shutdown::new();
     let identity = format!(
         "{}-{}",
         hostname().unwrap_or_else(|| "matryoshka".into()),
         std::process::id()
     );
-    // Clients verify the API server with its serving CA, the same in every cluster.
-    let controller_options = controllers::Options::default()
-        .with_ca(server.config.root_ca.cert_pem.clone())
-        .with_leader_election(identity.clone());
     let controllers = tokio::spawn(controllers::run(
-        in_memory(&server),
-        controller_options,
+        clients(),
+        controllers::Options::default()
+            .with_leader_election(identity.clone())
+            .with_ca(server.config.root_ca.cert_pem.clone()),
         stopped.clone().wait(),
     ));
     let scheduler = tokio::spawn(scheduler::run(
-        in_memory(&server),
+        clients(),
         scheduler::Options::default().with_leader_election(identity.clone()),
         stopped.clone().wait(),
     ));
     let platform = tokio::spawn(platform::run_controllers(
-        in_memory(&server),
+        clients(),
         platform::Options::default(),
         stopped.clone().wait(),
     ));
@@ -206,8 +215,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             &args.virtual_node_instance_type,
             &["worker"],
         );
-        let client = in_memory(&server)
-            .cluster(runtime::ROOT)
+        let client = clients()
+            .cluster(runtime::client::ROOT)
             .map_err(|e| anyhow::anyhow!("a client for the virtual nodes: {e}"))?;
         Some(tokio::spawn(async move {
             let run =
@@ -230,12 +239,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     rotation.abort();
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Clients over `server`'s in-memory transport as the system identity: how every in-process
-/// component reaches the API (each gets its own, so their client caches do not compete).
-fn in_memory(server: &Arc<ApiServer>) -> ClusterClients {
-    ClusterClients::in_memory(apiserver::local::system(server.clone()))
 }
 
 /// Re-issues the serving certificate when a third of its lifetime is left, without a restart.

@@ -1,19 +1,233 @@
-//! Public-key infrastructure without HTTP: certificate authorities, serving and client
-//! certificates, kubeconfigs, and writing key material to disk.
+//! Certificates: certificate authorities, serving and client certificates, kubeconfigs.
 //!
-//! The API server uses it for its serving certificate and each logical cluster's CA; the
-//! platform issues tenant clusters' admin kubeconfigs from those CAs; the `matryoshka` binary
-//! writes the operator's kubeconfig. Nothing here opens a socket.
-//!
-//! - [`ca`]: [`Ca`] (generate, load or create on disk, issue serving and client
-//!   certificates) and [`CertPair`] (a certificate and its key, PEM);
-//! - [`kubeconfig()`]: a kubeconfig with the CA and a client certificate embedded;
-//! - [`files`]: [`write_private`] and [`write_private_bytes`] (mode 0600, atomic).
+//! CAs are valid for ten years; leaf certificates for one year (and are re-issued by the
+//! rotation loop long before they expire).
 
-pub mod ca;
-pub mod files;
-pub mod kubeconfig;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
 
-pub use ca::{CA_VALIDITY, Ca, CertPair, Error, LEAF_VALIDITY};
-pub use files::{write_private, write_private_bytes};
-pub use kubeconfig::kubeconfig;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+
+/// Validity of a certificate authority.
+pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// Validity of serving and client certificates.
+pub const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("certificate generation failed: {0}")]
+    Rcgen(#[from] rcgen::Error),
+    #[error("failed to read or write certificates: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A certificate and its private key, PEM encoded.
+#[derive(Debug, Clone)]
+pub struct CertPair {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// A certificate authority.
+#[derive(Debug, Clone)]
+pub struct Ca {
+    pub pair: CertPair,
+}
+
+fn validity(params: &mut CertificateParams, valid_for: Duration) {
+    let now = SystemTime::now();
+    // Back-date a little so clients with a slow clock accept a fresh certificate.
+    params.not_before = (now - Duration::from_secs(300)).into();
+    params.not_after = (now + valid_for).into();
+}
+
+impl Ca {
+    /// A new self-signed CA.
+    pub fn generate(common_name: &str) -> Result<Ca, Error> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, common_name);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        validity(&mut params, CA_VALIDITY);
+        let cert = params.self_signed(&key)?;
+        Ok(Ca {
+            pair: CertPair {
+                cert_pem: cert.pem(),
+                key_pem: key.serialize_pem(),
+            },
+        })
+    }
+
+    fn issuer(&self) -> Result<Issuer<'static, KeyPair>, Error> {
+        let key = KeyPair::from_pem(&self.pair.key_pem)?;
+        Ok(Issuer::from_ca_cert_pem(&self.pair.cert_pem, key)?)
+    }
+
+    /// A serving certificate for `sans` (DNS names or IP addresses).
+    pub fn issue_server(&self, common_name: &str, sans: &[String]) -> Result<CertPair, Error> {
+        self.issue_server_for(common_name, sans, LEAF_VALIDITY)
+    }
+
+    /// A serving certificate valid for `valid_for`.
+    pub fn issue_server_for(
+        &self,
+        common_name: &str,
+        sans: &[String],
+        valid_for: Duration,
+    ) -> Result<CertPair, Error> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, common_name);
+        params.distinguished_name = dn;
+        params.subject_alt_names = sans
+            .iter()
+            .filter_map(|s| match s.parse::<std::net::IpAddr>() {
+                Ok(ip) => Some(SanType::IpAddress(ip)),
+                Err(_) => s.clone().try_into().ok().map(SanType::DnsName),
+            })
+            .collect();
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        validity(&mut params, valid_for);
+        let cert = params.signed_by(&key, &self.issuer()?)?;
+        Ok(CertPair {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// A client certificate: CN is the user, each O a group. rcgen keeps one value per
+    /// attribute type, so a second group goes under the same OID spelled as a custom type: at
+    /// most two groups.
+    pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<CertPair, Error> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        let org_types = [
+            DnType::OrganizationName,
+            DnType::CustomDnType(vec![2, 5, 4, 10]),
+        ];
+        for (ty, g) in org_types.into_iter().zip(groups) {
+            dn.push(ty, *g);
+        }
+        dn.push(DnType::CommonName, user);
+        params.distinguished_name = dn;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        validity(&mut params, LEAF_VALIDITY);
+        let cert = params.signed_by(&key, &self.issuer()?)?;
+        Ok(CertPair {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Loads the CA from `dir/<name>.crt` and `.key`, creating it on first use.
+    pub fn load_or_create(dir: &Path, name: &str, common_name: &str) -> Result<Ca, Error> {
+        let (crt, key) = (
+            dir.join(format!("{name}.crt")),
+            dir.join(format!("{name}.key")),
+        );
+        if crt.exists() && key.exists() {
+            return Ok(Ca {
+                pair: CertPair {
+                    cert_pem: std::fs::read_to_string(crt)?,
+                    key_pem: std::fs::read_to_string(key)?,
+                },
+            });
+        }
+        let ca = Ca::generate(common_name)?;
+        write_private(&key, &ca.pair.key_pem)?;
+        std::fs::write(crt, &ca.pair.cert_pem)?;
+        Ok(ca)
+    }
+}
+
+/// Writes a file readable by its owner only.
+pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    write_private_bytes(path, contents.as_bytes())
+}
+
+/// Writes bytes readable by their owner only, atomically.
+pub fn write_private_bytes(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(contents)?;
+    f.sync_all()?;
+    std::fs::rename(tmp, path)
+}
+
+/// A kubeconfig with embedded CA and client certificate.
+pub fn kubeconfig(
+    cluster_name: &str,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    client: &CertPair,
+) -> String {
+    let b64 = |s: &str| STANDARD.encode(s.as_bytes());
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: {cluster_name}\ncontexts:\n- context:\n    cluster: {cluster_name}\n    user: {user}\n  name: {user}@{cluster_name}\ncurrent-context: {user}@{cluster_name}\npreferences: {{}}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n",
+        ca = b64(ca_pem),
+        cert = b64(&client.cert_pem),
+        key = b64(&client.key_pem),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_certificate_carries_its_user_and_groups() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let client = ca
+            .issue_client("alice", &["dev", "system:masters"])
+            .unwrap();
+        let der = rustls_pki_pem(&client.cert_pem);
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let cn: Vec<_> = cert
+            .subject()
+            .iter_common_name()
+            .filter_map(|c| c.as_str().ok())
+            .collect();
+        let orgs: Vec<_> = cert
+            .subject()
+            .iter_organization()
+            .filter_map(|c| c.as_str().ok())
+            .collect();
+        assert_eq!(cn, vec!["alice"]);
+        assert_eq!(orgs, vec!["dev", "system:masters"]);
+    }
+
+    fn rustls_pki_pem(pem: &str) -> Vec<u8> {
+        let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        STANDARD.decode(b64).unwrap()
+    }
+}

@@ -1,8 +1,7 @@
-//! The platform's validating admission hooks for its two resources ([`validators`], which the
-//! `matryoshka` binary registers on the API server): a TenantCluster or Tenant that breaks a
-//! rule is refused with `422 Invalid` and a cause per field (the rules are
-//! [`crate::validation`]'s); a Tenant claiming more quota than its parent has left is refused
-//! with `403 Forbidden` (the check is [`crate::quota`]'s).
+//! The platform's validating admission hooks for its two resources (the API server runs them;
+//! the binary registers [`validators`]): a TenantCluster or Tenant that breaks a rule is refused with `422 Invalid` and a
+//! cause per field (the rules are [`crate::validation`]'s); a Tenant claiming more quota than
+//! its parent has left is refused with `403 Forbidden` (the check is [`crate::quota`]'s).
 //!
 //! Updates that leave the spec alone (status, finalizers, labels) are not re-validated, so an
 //! object admitted under older rules can still be deleted and have its status written.
@@ -112,12 +111,9 @@ impl Validator for TenantValidator {
     }
 }
 
-/// A validator and the resource (group, plural) whose writes it admits.
-pub type Registration = (&'static str, &'static str, Arc<dyn Validator>);
-
-/// The platform's validators, for whoever wires the process to register with the API server
-/// (`apiserver::admission::Validators::register`) before [`crate::install`].
-pub fn validators() -> Vec<Registration> {
+/// The platform's validators, each with the group and plural of the resource whose writes it
+/// admits; the `matryoshka` binary registers them on the API server.
+pub fn validators() -> Vec<(&'static str, &'static str, Arc<dyn Validator>)> {
     vec![
         (GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator)),
         (GROUP, TENANTS, Arc::new(TenantValidator)),

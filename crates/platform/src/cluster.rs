@@ -14,11 +14,12 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
 use runtime::client::{ClusterClients, ROOT};
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::{Change, Informer, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
-use serde_json::{Value, json};
 
 use crate::conditions::{self, Cond};
 use crate::install::FIELD_MANAGER;

@@ -7,8 +7,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::wait::{await_condition, conditions};
-use runtime::error::{Error, Result};
 use serde_json::{Value, json};
+
+use runtime::error::{Error, Result};
 
 use crate::{crds, naming, rbac};
 

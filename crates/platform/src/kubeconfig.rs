@@ -19,8 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use pki::{Ca, CertPair, kubeconfig};
-use runtime::error::{Error, Result};
 use serde_json::json;
+
+use runtime::error::{Error, Result};
 
 use crate::install::apply;
 use crate::naming;

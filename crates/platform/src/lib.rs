@@ -12,11 +12,10 @@
 //!   [`kubeconfig`], [`nodes`], [`spec`]);
 //! - [`install`] (CRDs, roles, `tenant-root`) and [`run`], what `matryoshka up` calls.
 //!
-//! **Architecture Invariant:** the controllers reach clusters only through the Kubernetes API
-//! (the in-memory transport in process, through `runtime`'s clients); the only things the
-//! platform hands the API server directly are its admission hooks
-//! ([`admission::validators`]), and the `matryoshka` binary does that, so this crate depends
-//! on no server crate.
+//! **Architecture Invariant:** the platform reaches clusters only through the Kubernetes API
+//! (the in-memory transport in process) and depends on nothing of the API server; the only
+//! thing the server takes from it directly are its admission hooks ([`admission::validators`],
+//! registered by the binary).
 
 pub mod admission;
 pub mod cluster;
@@ -42,7 +41,7 @@ use runtime::client::{ClusterClients, ROOT};
 use runtime::error::Result;
 use runtime::informer::Informer;
 use runtime::queue::run_workers;
-use runtime::shutdown::Shutdown;
+use runtime::shared::Shutdown;
 
 use crate::cluster::TenantClusterController;
 use crate::nodes::NodePools;
@@ -85,14 +84,14 @@ where
     ))
 }
 
-/// Installs the CRDs, roles and `tenant-root` into the root cluster of `clients`. [`run`] does
-/// this first; call it alone to serve the resources without running the controllers. The
-/// admission hooks ([`admission::validators`]) must be registered with the server before.
+/// Installs the CRDs, roles and `tenant-root` into the root cluster (the server must already
+/// run the platform's [`admission::validators`]). [`run`] does this first; call it alone to
+/// serve the resources without running the controllers.
 pub async fn install(clients: &ClusterClients) -> Result<()> {
     install::install(&clients.cluster(ROOT)?).await
 }
 
-/// Installs the platform through `clients` and runs its controllers until `shutdown`.
+/// Installs the platform and runs its controllers through `clients` until `shutdown`.
 pub async fn run(
     clients: ClusterClients,
     options: Options,

@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use node::{Options, VirtualNodes};
+
 use runtime::client::ClusterClients;
 use runtime::error::{Error, Result};
 

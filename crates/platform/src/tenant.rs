@@ -12,11 +12,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::{Map, Value, json};
+
 use runtime::client::{ClusterClients, ROOT};
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::{Change, Informer, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
-use serde_json::{Map, Value, json};
 
 use crate::conditions::{self, Cond};
 use crate::install::{FIELD_MANAGER, apply};

@@ -1,9 +1,8 @@
 //! Who is asking and what for: the user, the request attributes and the authorizer's decision.
 //!
-//! These mirror upstream `user.Info` (defined in `apimachinery::user`, where admission hooks
-//! also see it), `authorizer.Attributes` and `authorizer.Decision`. The API server fills
-//! [`Attributes`] from its request info (or from a SubjectAccessReview spec) and hands them,
-//! with the authenticated [`UserInfo`], to [`crate::authorize`].
+//! These mirror upstream `user.Info`, `authorizer.Attributes` and `authorizer.Decision`. The API
+//! server fills [`Attributes`] from its request info (or from a SubjectAccessReview spec) and
+//! hands them, with the authenticated [`UserInfo`], to [`crate::authorize`].
 
 use serde_json::{Value, json};
 

@@ -7,10 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apimachinery::cluster::ROOT;
 use parking_lot::RwLock;
 
 use crate::resource::ResourceDef;
+
+/// The name of the root cluster, where root-only resources are served.
+pub use apimachinery::cluster::ROOT;
 
 /// Served resources.
 pub struct Catalog {

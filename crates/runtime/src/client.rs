@@ -2,20 +2,12 @@
 //!
 //! A logical cluster is addressed by the path prefix `/clusters/<name>` (none for the root
 //! cluster); cross-cluster list and watch use `/clusters/*`. A [`ClientFactory`] makes a
-//! `kube::Client` for one of those: [`InMemory`] over an in-process tower service (no socket,
-//! no TLS) with the [`ClusterPrefix`] layer rewriting request paths, or [`Kubeconfig`] over
-//! HTTP(S) with the prefix in the cluster URL — against Matryoshka, or against a plain
+//! `kube::Client` for one of those: [`InMemory`] over an in-process tower service (the API
+//! server's in-memory transport: no socket, no TLS; the `matryoshka` binary hands it in, so this
+//! crate knows nothing of the server) with the [`ClusterPrefix`] layer rewriting request paths,
+//! or [`Kubeconfig`]
+//! over HTTP(S) with the prefix in the cluster URL — against Matryoshka, or against a plain
 //! Kubernetes cluster that is a single (root) cluster.
-//!
-//! [`InMemory`] is generic over what makes its transport, so this crate knows nothing of the
-//! server: the API server offers the service (`apiserver::local::LocalService`, acting as the
-//! system identity) and the `matryoshka` binary joins the two:
-//!
-//! ```ignore
-//! // `apiserver::local::system(server)` is `move || LocalService::system(server.clone())`.
-//! let clients = ClusterClients::in_memory(apiserver::local::system(server.clone()));
-//! let pods: kube::Api<Pod> = kube::Api::all(clients.cluster("tenant-a")?);
-//! ```
 //!
 //! Every `kube::Client` owns a buffer task, so clients are not kept per cluster forever:
 //! [`ClusterClients`] caches a bounded number of them (least recently used out), which keeps
@@ -28,13 +20,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::Request;
 use parking_lot::Mutex;
-use tower::BoxError;
-
-pub use apimachinery::cluster::{CLUSTER_ANNOTATION, ROOT};
 
 use crate::error::{Error, Result};
+
+pub use apimachinery::cluster::{CLUSTER_ANNOTATION, ROOT};
 
 /// The path prefix addressing every cluster at once (system identity only).
 pub const ALL_CLUSTERS_PREFIX: &str = "/clusters/*";
@@ -105,12 +96,12 @@ pub fn prefix_uri(prefix: &str, uri: &http::Uri) -> Result<http::Uri> {
 impl<S, B> tower::Service<Request<B>> for Prefixed<S>
 where
     S: tower::Service<Request<B>>,
-    S::Error: Into<BoxError>,
+    S::Error: Into<tower::BoxError>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -148,67 +139,60 @@ pub trait ClientFactory: Send + Sync + 'static {
     fn multi_cluster(&self) -> bool;
 }
 
-/// Clients over an in-process transport: `make` gives the tower service each new client
-/// sends its requests to (in Matryoshka, the API server's in-memory transport acting as the
-/// system identity), with the cluster's path prefix put in front.
-pub struct InMemory<M> {
-    make: M,
+/// Makes a `kube::Client` whose requests pass through the given [`ClusterPrefix`] layer.
+type MakeClient = dyn Fn(ClusterPrefix) -> kube::Client + Send + Sync;
+
+/// Clients over an in-process tower service (the API server's in-memory transport, acting as
+/// the system identity): each client is the service behind a [`ClusterPrefix`] layer.
+pub struct InMemory {
+    make: Box<MakeClient>,
 }
 
-impl<M> InMemory<M> {
-    /// A factory whose clients use the services `make` returns.
-    pub fn new(make: M) -> Self {
-        InMemory { make }
+impl InMemory {
+    /// Clients over clones of `service`.
+    pub fn new<S, B>(service: S) -> Self
+    where
+        S: tower::Service<Request<kube::client::Body>, Response = http::Response<B>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<tower::BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<tower::BoxError>,
+    {
+        InMemory {
+            make: Box::new(move |layer| {
+                let svc = tower::ServiceBuilder::new()
+                    .layer(layer)
+                    .service(service.clone());
+                kube::Client::new(svc, "default")
+            }),
+        }
     }
 }
 
-impl<M, S, B> InMemory<M>
-where
-    M: Fn() -> S,
-    S: tower::Service<Request<kube::client::Body>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    fn with(&self, layer: ClusterPrefix) -> kube::Client {
-        let svc = tower::ServiceBuilder::new()
-            .layer(layer)
-            .service((self.make)());
-        kube::Client::new(svc, "default")
-    }
-}
-
-impl<M, S, B> ClientFactory for InMemory<M>
-where
-    M: Fn() -> S + Send + Sync + 'static,
-    S: tower::Service<Request<kube::client::Body>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
+impl ClientFactory for InMemory {
     fn client(&self, cluster: &str) -> Result<kube::Client> {
-        Ok(self.with(ClusterPrefix::cluster(cluster)))
+        Ok((self.make)(ClusterPrefix::cluster(cluster)))
     }
     fn all_clusters(&self) -> Result<kube::Client> {
-        Ok(self.with(ClusterPrefix::all_clusters()))
+        Ok((self.make)(ClusterPrefix::all_clusters()))
     }
     fn multi_cluster(&self) -> bool {
         true
     }
 }
 
-/// Clients from a kubeconfig-style [`kube::Config`], over HTTP(S). With `multi_cluster` the
-/// server is Matryoshka and clusters are path prefixes of the configured URL; without it the
-/// endpoint is one plain Kubernetes cluster.
+/// Clients from a kubeconfig-style [`kube::Config`], over HTTP(S). With `multi_cluster` the server is Matryoshka and clusters are path prefixes of
+/// the configured URL; without it the endpoint is one plain Kubernetes cluster.
 pub struct Kubeconfig {
     config: kube::Config,
     multi_cluster: bool,
 }
 
 impl Kubeconfig {
-    /// A factory over `config`; `multi_cluster` says whether the endpoint is Matryoshka.
     pub fn new(config: kube::Config, multi_cluster: bool) -> Self {
         Kubeconfig {
             config,
@@ -264,12 +248,10 @@ pub struct ClusterClients {
 }
 
 impl ClusterClients {
-    /// Clients of `factory`, keeping up to [`DEFAULT_CLIENT_CACHE`] per-cluster ones.
     pub fn new(factory: Arc<dyn ClientFactory>) -> Self {
         Self::with_capacity(factory, DEFAULT_CLIENT_CACHE)
     }
 
-    /// Clients of `factory`, keeping up to `capacity` per-cluster ones (at least one).
     pub fn with_capacity(factory: Arc<dyn ClientFactory>, capacity: usize) -> Self {
         ClusterClients {
             factory,
@@ -282,12 +264,21 @@ impl ClusterClients {
         }
     }
 
-    /// Clients over the in-process transport `make` gives (see [`InMemory`]).
-    pub fn in_memory<M>(make: M) -> Self
+    /// Clients over an in-process tower service (see [`InMemory::new`]); in process that is
+    /// `apiserver::local::LocalService::system(server)`.
+    pub fn in_memory<S, B>(service: S) -> Self
     where
-        InMemory<M>: ClientFactory,
+        S: tower::Service<Request<kube::client::Body>, Response = http::Response<B>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<tower::BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<tower::BoxError>,
     {
-        Self::new(Arc::new(InMemory::new(make)))
+        Self::new(Arc::new(InMemory::new(service)))
     }
 
     /// The client of `cluster`.
@@ -340,74 +331,6 @@ impl ClusterClients {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use k8s_openapi::api::core::v1::ConfigMap;
-
-    /// An in-process "server" that answers every request with an empty ConfigMap list and
-    /// records the paths it was asked for.
-    #[derive(Clone)]
-    struct RecordingService(Arc<Mutex<Vec<String>>>);
-
-    impl tower::Service<Request<kube::client::Body>> for RecordingService {
-        type Response = Response<kube::client::Body>;
-        type Error = std::convert::Infallible;
-        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
-            self.0.lock().push(req.uri().path().to_string());
-            let list = br#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{},"items":[]}"#;
-            let resp = Response::builder()
-                .header("content-type", "application/json")
-                .body(kube::client::Body::from(list.to_vec()))
-                .expect("a response");
-            std::future::ready(Ok(resp))
-        }
-    }
-
-    fn recording() -> (ClusterClients, Arc<Mutex<Vec<String>>>) {
-        let paths = Arc::new(Mutex::new(Vec::new()));
-        let p = paths.clone();
-        let clients = ClusterClients::in_memory(move || RecordingService(p.clone()));
-        (clients, paths)
-    }
-
-    #[tokio::test]
-    async fn in_memory_clients_put_their_cluster_in_front_of_every_path() {
-        let (clients, paths) = recording();
-        assert!(clients.multi_cluster());
-        let lp = kube::api::ListParams::default();
-        for client in [
-            clients.cluster("tenant-a").unwrap(),
-            clients.cluster(ROOT).unwrap(),
-            clients.all_clusters().unwrap(),
-        ] {
-            let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
-            assert!(api.list(&lp).await.unwrap().items.is_empty());
-        }
-        assert_eq!(
-            *paths.lock(),
-            [
-                "/clusters/tenant-a/api/v1/namespaces/default/configmaps",
-                "/api/v1/namespaces/default/configmaps",
-                "/clusters/*/api/v1/namespaces/default/configmaps",
-            ]
-        );
-    }
-
-    #[tokio::test]
-    async fn the_client_cache_never_holds_more_clusters_than_its_capacity() {
-        let (clients, _) = recording();
-        let clients = ClusterClients::with_capacity(clients.factory.clone(), 2);
-        for c in ["a", "b", "a", "c", "d", "a"] {
-            clients.cluster(c).unwrap();
-            assert!(clients.cached() <= 2);
-        }
-        assert_eq!(clients.cached(), 2);
-    }
 
     #[test]
     fn prefix_uri_keeps_the_query_and_prepends_the_cluster() {

@@ -1,5 +1,4 @@
-//! The errors of the client runtime (clients, informers, queues, leader election) and of the
-//! reconcilers built on it: one type, so a reconcile can return what any of them gives.
+//! The errors of the controller runtime and the controllers.
 
 /// What can go wrong while reconciling or running controllers.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! Shared informers (client-go's `SharedInformerFactory`).
+//! Shared informers (client-go's `SharedInformerFactory`) and the shutdown signal.
 //!
 //! Controllers ask [`Informers`] for the informer of a resource; asking twice gives the same
 //! one, so namespaces or pods are watched once for every controller that needs them. Informers
@@ -14,12 +14,46 @@ use kube::Resource;
 use kube::runtime::watcher;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::client::ClusterClients;
 use crate::error::Result;
 use crate::informer::Informer;
-use crate::shutdown::Shutdown;
+
+/// A shutdown signal: cheap to clone, resolves once triggered.
+#[derive(Clone)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+/// Triggers a [`Shutdown`].
+pub struct ShutdownTrigger(watch::Sender<bool>);
+
+impl Shutdown {
+    pub fn new() -> (ShutdownTrigger, Shutdown) {
+        let (tx, rx) = watch::channel(false);
+        (ShutdownTrigger(tx), Shutdown(rx))
+    }
+
+    /// Resolves when triggered (or when the trigger is dropped).
+    pub async fn wait(mut self) {
+        let _ = self.0.wait_for(|s| *s).await;
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+impl ShutdownTrigger {
+    pub fn trigger(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Another receiver of this trigger.
+    pub fn subscribe(&self) -> Shutdown {
+        Shutdown(self.0.subscribe())
+    }
+}
 
 /// Waits until one informer has listed once.
 type SyncWait = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;

@@ -1,5 +1,5 @@
-//! Kubernetes clients for one logical cluster or for all of them: the client runtime's
-//! (`runtime::client`), used as is.
+//! Kubernetes clients for one logical cluster or for all of them: the project's
+//! client runtime (`runtime::client`), used as is.
 //!
 //! A cluster is the path prefix `/clusters/<name>` (none for the root cluster) and the system
 //! identity lists and watches every cluster at once under `/clusters/*`; `ClusterClients`

@@ -8,7 +8,7 @@
 /// What went wrong talking to a cluster.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The client runtime (clients, leader election) failed.
+    /// The controller runtime (clients, leader election) failed.
     #[error(transparent)]
     Runtime(#[from] runtime::Error),
     /// The API server answered with an error or could not be reached.

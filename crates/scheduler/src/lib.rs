@@ -4,8 +4,7 @@
 //! (`/clusters/*/...`, objects named by their `matryoshka.dev/cluster` annotation), keeps a
 //! per-cluster cache of node usage, and binds pending pods of the default scheduler through
 //! `POST .../pods/<name>/binding` in their own cluster. It reaches clusters only through the
-//! Kubernetes API (kube-rs, through `runtime`'s clients); in process over the API server's
-//! in-memory transport, which the `matryoshka` binary hands in.
+//! Kubernetes API (kube-rs); in process over the API server's in-memory transport.
 //!
 //! - plumbing: [`client`] (clients per cluster), [`informers`] (cross-cluster watches),
 //!   [`binder`] (writes), [`events`] (event recorder), [`scheduler`] (tasks and the loop);
@@ -13,8 +12,8 @@
 //! - decisions: [`framework`] (statuses and messages), [`plugins`] (filters and scores),
 //!   [`schedule`] (one cycle), [`preemption`].
 //!
-//! Entry points: [`run`] (any `ClusterClients`, with leader election if asked; what
-//! `matryoshka up` spawns) or [`Scheduler::start`] (no leader election).
+//! Entry points: [`run`] (any `ClusterClients`; in process, what `matryoshka up` spawns),
+//! or [`Scheduler::start`] (no leader election).
 
 pub mod binder;
 pub mod cache;

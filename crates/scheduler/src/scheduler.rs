@@ -23,13 +23,13 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use parking_lot::Mutex;
 use rand::SeedableRng;
-use runtime::leader::{LeaderConfig, LeaderElector};
-use runtime::shutdown::Shutdown;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::binder;
 use crate::cache::Cache;
+use runtime::leader::{LeaderConfig, LeaderElector};
+use runtime::shared::Shutdown;
 
 use crate::client::{ClusterClients, ROOT};
 use crate::error::Result;
@@ -254,8 +254,7 @@ impl Scheduler {
     }
 }
 
-/// Runs the scheduler through `clients` until `shutdown` (what `matryoshka up` spawns over the
-/// in-memory transport, with [`Options::with_leader_election`]); with leader election it schedules
+/// Runs the scheduler through `clients` until `shutdown`; with leader election it schedules
 /// only while it holds the lease (and starts afresh, cache rebuilt, when it wins it back).
 pub async fn run(
     clients: ClusterClients,

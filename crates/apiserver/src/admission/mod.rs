@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::server::ApiServer;
 
 pub use eviction::check_eviction;
-pub use validators::{Validators, validate};
+pub use validators::{Objects, Operation, Request, Validator, Validators, validate};
 
 /// The name admission errors use (upstream `extractResourceName`): the object's name, else
 /// its generateName, else `Unknown`.

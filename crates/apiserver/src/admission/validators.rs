@@ -1,21 +1,26 @@
-//! Running the in-process validating admission hooks (the [`Validator`] contract is
-//! `apimachinery::admission`'s).
+//! In-process validating admission hooks: the registry of [`Validator`]s (the trait lives in
+//! `apimachinery::admission`, so the components implementing it need nothing of the server)
+//! and the step of the write path that runs them.
 //!
+//! A [`Validator`] plays the part of a validating admission webhook for one resource: after a
+//! create, update or patch has been decoded and merged, and before it is stored, the server
+//! hands it the new object (and the old one on update) with a read-only view of the watch cache
+//! ([`Objects`]) for cross-object checks. Its refusal is the answer the client sees — a
+//! `422 Invalid` with field causes, or a `403 Forbidden` — exactly as a webhook's would be.
 //! Validators are registered at run time on [`ApiServer::admission`] keyed by group and
 //! resource, so the components that own a resource (the platform crate for its CRDs) plug in
-//! without knowing anything of the server: the `matryoshka` binary registers them. On a write
-//! of the main resource the server hands each one the object with a read-only view of its
-//! watch cache ([`Objects`]).
+//! without knowing anything of HTTP.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apimachinery::admission::{Objects, Operation, Request, Validator};
 use apimachinery::status::ApiError;
 use parking_lot::RwLock;
 use registry::cache::Filter;
 use registry::store::Location;
 use serde_json::Value;
+
+pub use apimachinery::admission::{Objects, Operation, Request, Validator};
 
 use crate::server::{ApiServer, Ctx};
 
@@ -29,8 +34,7 @@ pub struct Validators {
 }
 
 impl Validators {
-    /// Registers `v` for writes of `group`/`plural` in every cluster (after those registered
-    /// before it).
+    /// Registers `v` for writes of `group`/`plural` in every cluster.
     pub fn register(&self, group: &str, plural: &str, v: Arc<dyn Validator>) {
         self.map
             .write()

@@ -164,7 +164,7 @@ fn field_supported(res: &ResourceDef, field: &str) -> bool {
 /// The filter of a list or watch in the request's cluster.
 pub fn filter(res: &ResourceDef, ctx: &Ctx, p: &ResourcePath) -> Result<Filter, ApiError> {
     Ok(Filter {
-        cluster: (ctx.cluster != apimachinery::cluster::ALL_CLUSTERS).then(|| ctx.cluster.clone()),
+        cluster: (ctx.cluster != crate::route::ALL_CLUSTERS).then(|| ctx.cluster.clone()),
         namespace: (res.namespaced && !p.namespace.is_empty()).then(|| p.namespace.clone()),
         predicate: predicate(res, ctx)?,
     })

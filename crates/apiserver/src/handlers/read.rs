@@ -209,7 +209,7 @@ pub async fn watch(
         include: ctx.query.get("includeObject").map(String::from),
     };
     let api_version = res.api_version();
-    let cross_cluster = ctx.cluster == apimachinery::cluster::ALL_CLUSTERS;
+    let cross_cluster = ctx.cluster == crate::route::ALL_CLUSTERS;
     tokio::spawn(async move {
         let mut handle = handle;
         let deadline = tokio::time::sleep(timeout);

@@ -177,7 +177,7 @@ pub fn list(
     metadata: Value,
 ) -> Result<Response<Body>, ApiError> {
     let out = output(ctx)?;
-    let cross_cluster = ctx.cluster == apimachinery::cluster::ALL_CLUSTERS;
+    let cross_cluster = ctx.cluster == crate::route::ALL_CLUSTERS;
     let decoded = || -> Vec<Value> {
         items
             .iter()

@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 
+use crate::clock::SharedClock;
 use crate::podutil;
 use runtime::client::ClusterClients;
-use runtime::clock::SharedClock;
 use runtime::error::Result;
 use runtime::informer::{ObjectKey, Store};
 use runtime::queue::Queue;

@@ -11,15 +11,15 @@ use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams, PropagationPolicy};
-use runtime::clock::until;
-use runtime::error::{Result, ignore_not_found};
-use runtime::informer::ObjectKey;
-use runtime::queue::Action;
 
 use super::schedule::{self, Schedule};
 use super::{CronJobController, SCHEDULED_TIMESTAMP};
+use crate::clock::until;
 use crate::job::policy::true_condition;
 use crate::podutil;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::ObjectKey;
+use runtime::queue::Action;
 
 /// Upstream warns (event `TooManyMissedTimes`) beyond this many missed times.
 const MANY_MISSED: usize = 100;

@@ -11,12 +11,12 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use runtime::error::{Error, Result};
 use serde_json::json;
 
 use super::status::{self, Reason};
 use super::util::{self, POD_TEMPLATE_HASH};
 use crate::podutil;
+use runtime::error::{Error, Result};
 
 /// One sync of one Deployment: the (defaulted) Deployment as last written, and its cluster's
 /// APIs in its namespace.

@@ -8,10 +8,10 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use runtime::error::Result;
 
 use super::rollout::Sync;
 use super::util;
+use runtime::error::Result;
 
 /// Condition reasons, as upstream spells them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,13 +14,13 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
+
+use super::{HEADLESS_LABEL, ResolvedPort};
 use runtime::client::ClusterClients;
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::{ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
-
-use super::{HEADLESS_LABEL, ResolvedPort};
 
 /// The label that keeps the mirroring controller away from controller-made Endpoints.
 pub const SKIP_MIRROR_LABEL: &str = "endpointslice.kubernetes.io/skip-mirror";

@@ -19,16 +19,16 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use parking_lot::Mutex;
-use runtime::client::ClusterClients;
-use runtime::error::{Result, ignore_not_found};
-use runtime::informer::{Change, ObjectKey, Store};
-use runtime::queue::{Action, Queue};
-use runtime::shared::Informers;
 
 use super::{
     HEADLESS_LABEL, MANAGED_BY, MANAGED_BY_LABEL, ResolvedPort, SERVICE_NAME_LABEL, ZONE_LABEL,
 };
 use crate::podutil;
+use runtime::client::ClusterClients;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// Upstream's default `--max-endpoints-per-slice`.
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;

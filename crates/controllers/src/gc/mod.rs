@@ -35,7 +35,7 @@ use runtime::client::{ClusterClients, ROOT};
 use runtime::error::{Error, Result};
 use runtime::informer::{Change, Informer};
 use runtime::queue::{Action, Queue};
-use runtime::shutdown::Shutdown;
+use runtime::shared::Shutdown;
 
 type Meta = PartialObjectMeta<DynamicObject>;
 

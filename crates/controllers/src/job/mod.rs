@@ -28,10 +28,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 
+use crate::clock::SharedClock;
 use crate::expectations::Expectations;
 use crate::podutil;
 use runtime::client::ClusterClients;
-use runtime::clock::SharedClock;
 use runtime::error::Result;
 use runtime::informer::{Change, ObjectKey, Store};
 use runtime::queue::Queue;

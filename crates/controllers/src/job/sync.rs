@@ -12,10 +12,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
-use runtime::clock::until;
-use runtime::error::{Error, Result};
-use runtime::informer::ObjectKey;
-use runtime::queue::Action;
 
 use super::pods::{
     TRACKING_FINALIZER, format_indexes, is_indexed, new_pod, parse_indexes, pod_index,
@@ -24,7 +20,11 @@ use super::policy::{self, Verdict, set_condition, true_condition};
 use super::writes::write_status;
 use super::{Backoff, JobController, has_tracking_finalizer};
 use crate::claim::{Claimer, recheck_alive};
+use crate::clock::until;
 use crate::podutil;
+use runtime::error::{Error, Result};
+use runtime::informer::ObjectKey;
+use runtime::queue::Action;
 
 /// Upstream's `DefaultJobPodFailureBackOff` and `MaxJobPodFailureBackOff`.
 const BACKOFF_BASE: Duration = Duration::from_secs(10);

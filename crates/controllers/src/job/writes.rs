@@ -8,13 +8,13 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use runtime::error::{Error, Result};
-use runtime::informer::ObjectKey;
 use serde_json::json;
 
 use super::pods::TRACKING_FINALIZER;
 use super::{JobController, has_tracking_finalizer};
 use crate::podutil;
+use runtime::error::{Error, Result};
+use runtime::informer::ObjectKey;
 
 fn uid(pod: &Pod) -> String {
     pod.metadata.uid.clone().unwrap_or_default()

@@ -11,9 +11,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use runtime::error::{Result, ignore_not_found};
-use runtime::informer::ObjectKey;
-use runtime::queue::Action;
 use serde_json::json;
 
 use super::StatefulSetController;
@@ -21,6 +18,9 @@ use super::pods::{claims, new_pod, ordinal, pod_owner_ref, pod_revision};
 use crate::claim::{Claimer, recheck_alive};
 use crate::history::{self, REVISION_HASH_LABEL};
 use crate::podutil;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::ObjectKey;
+use runtime::queue::Action;
 
 fn name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or_default()

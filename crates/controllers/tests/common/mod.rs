@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
+use apiserver::local::LocalService;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -17,8 +18,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use runtime::client::{ClusterClients, InMemory};
-use runtime::shutdown::{Shutdown, ShutdownTrigger};
+use runtime::client::ClusterClients;
+use runtime::shared::{Shutdown, ShutdownTrigger};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
@@ -47,9 +48,9 @@ pub async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
     (server, dir)
 }
 
-/// Clients over `server`'s in-memory transport as the system identity.
-pub fn in_memory(server: &Arc<ApiServer>) -> ClusterClients {
-    ClusterClients::in_memory(apiserver::local::system(server.clone()))
+/// Clients over `server`'s in-memory transport, as the system identity.
+pub fn clients(server: &Arc<ApiServer>) -> ClusterClients {
+    ClusterClients::in_memory(LocalService::system(server.clone()))
 }
 
 /// Makes a logical cluster exist: a LogicalCluster in the root cluster, provisioned by the
@@ -62,7 +63,7 @@ pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
         kind: "LogicalCluster".into(),
         plural: "logicalclusters".into(),
     };
-    let root = ClusterClients::in_memory(apiserver::local::system(server.clone()))
+    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
         .cluster("root")
         .unwrap();
     let api: Api<kube::api::DynamicObject> = Api::all_with(root, &ar);
@@ -103,11 +104,12 @@ impl Harness {
             add_cluster(&server, c).await;
         }
         let (stop, shutdown) = Shutdown::new();
-        let clients = ClusterClients::with_capacity(
-            Arc::new(InMemory::new(apiserver::local::system(server.clone()))),
-            client_cache,
-        );
+        let s = server.clone();
         let controllers = tokio::spawn(async move {
+            let clients = ClusterClients::with_capacity(
+                Arc::new(runtime::client::InMemory::new(LocalService::system(s))),
+                client_cache,
+            );
             controllers::run(clients, options, shutdown.wait())
                 .await
                 .expect("controllers");
@@ -115,7 +117,9 @@ impl Harness {
         Harness {
             // A small cache: the test's own clients must not hide the controllers' task count.
             clients: ClusterClients::with_capacity(
-                Arc::new(InMemory::new(apiserver::local::system(server.clone()))),
+                Arc::new(runtime::client::InMemory::new(LocalService::system(
+                    server.clone(),
+                ))),
                 TEST_CLIENT_CACHE,
             ),
             server,

@@ -12,7 +12,7 @@ use kube::Resource;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::wait::{Condition, await_condition};
 use node::{Network, Options, Timing};
-use runtime::ClusterClients;
+use runtime::client::ClusterClients;
 use serde::de::DeserializeOwned;
 
 /// How long any wait may take before the test fails.
@@ -31,9 +31,10 @@ impl Env {
         let server = apiserver::server::start(Arc::new(store))
             .await
             .expect("server");
-        let client = ClusterClients::in_memory(apiserver::local::system(server.clone()))
-            .cluster("root")
-            .expect("root client");
+        let client =
+            ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
+                .cluster("root")
+                .expect("root client");
         Env {
             server,
             client,
@@ -43,7 +44,7 @@ impl Env {
 
     /// A client of logical cluster `name`.
     pub fn cluster(&self, name: &str) -> kube::Client {
-        ClusterClients::in_memory(apiserver::local::system(self.server.clone()))
+        ClusterClients::in_memory(apiserver::local::LocalService::system(self.server.clone()))
             .cluster(name)
             .expect("cluster client")
     }

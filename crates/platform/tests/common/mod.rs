@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use apiserver::ApiServer;
 use apiserver::auth::UserInfo;
+use apiserver::local::LocalService;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
-use runtime::ClusterClients;
+use runtime::client::ClusterClients;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -68,19 +69,21 @@ impl Harness {
             tls,
             stopped(&stop),
         )));
-        let clients = ClusterClients::in_memory(apiserver::local::system(server.clone()));
-        let options =
-            controllers::Options::default().with_ca(server.config.root_ca.cert_pem.clone());
+        let s = server.clone();
         let shut = stopped(&stop);
         tasks.push(tokio::spawn(async move {
-            let _ = controllers::run(clients, options, shut).await;
+            let _ = controllers::run(
+                ClusterClients::in_memory(LocalService::system(s.clone())),
+                controllers::Options::default().with_ca(s.config.root_ca.cert_pem.clone()),
+                shut,
+            )
+            .await;
         }));
-        // The platform installs before the test goes on (hooks registered, CRDs established,
-        // tenant-root).
-        for (group, plural, validator) in platform::admission::validators() {
-            server.admission.register(group, plural, validator);
+        // The platform installs before the test goes on (CRDs established, tenant-root).
+        for (group, plural, v) in platform::admission::validators() {
+            server.admission.register(group, plural, v);
         }
-        let clients = ClusterClients::in_memory(apiserver::local::system(server.clone()));
+        let clients = ClusterClients::in_memory(LocalService::system(server.clone()));
         platform::install(&clients)
             .await
             .expect("install the platform");
@@ -88,7 +91,7 @@ impl Harness {
         tasks.push(tokio::spawn(async move {
             let _ = platform::run_controllers(clients, platform::Options::default(), shut).await;
         }));
-        let root = ClusterClients::in_memory(apiserver::local::system(server.clone()))
+        let root = ClusterClients::in_memory(LocalService::system(server.clone()))
             .cluster("root")
             .expect("root client");
         Harness {

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use apimachinery::cluster::CLUSTER_ANNOTATION;
+use super::CLUSTER_ANNOTATION;
 
 /// Where the cluster annotation is inserted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

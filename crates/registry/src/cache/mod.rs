@@ -40,6 +40,8 @@ pub use filter::{Filter, Predicate, selector_predicate};
 pub use follow::Follow;
 pub use object::{CachedObject, LabelSet};
 
+pub use apimachinery::cluster::CLUSTER_ANNOTATION;
+
 /// Watch event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {

@@ -18,9 +18,9 @@ use apimachinery::labels::Labels;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use super::CLUSTER_ANNOTATION;
 use super::encode::{Slot, encode, write_str};
 use crate::strategy::Strategy;
-use apimachinery::cluster::CLUSTER_ANNOTATION;
 
 /// An object as the cache holds it.
 pub struct CachedObject {

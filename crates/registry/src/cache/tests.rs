@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use apimachinery::cluster::CLUSTER_ANNOTATION;
 use apimachinery::fields::FieldSelector;
 use apimachinery::labels::{Labels, Selector};
 use bytes::Bytes;

@@ -10,9 +10,11 @@ use crate::common::Harness;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_schedules_while_it_holds_the_kube_scheduler_lease() {
     let h = Harness::without_scheduler(&["a"]).await;
-    let (stop, stopped) = runtime::shutdown::Shutdown::new();
+    let (stop, stopped) = runtime::shared::Shutdown::new();
     let running = tokio::spawn(scheduler::run(
-        runtime::ClusterClients::in_memory(apiserver::local::system(h.server.clone())),
+        runtime::client::ClusterClients::in_memory(apiserver::local::LocalService::system(
+            h.server.clone(),
+        )),
         scheduler::Options::default().with_leader_election("replica-1"),
         stopped.wait(),
     ));
