@@ -3,7 +3,8 @@
 //! false without a failing test.
 //!
 //! Only normal dependencies count: tests of a client crate may start an in-process API server
-//! (a dev-dependency), the code itself may not reach it.
+//! (a dev-dependency), the code itself may not reach it, directly or through another
+//! workspace crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -86,6 +87,37 @@ fn api_clients_depend_on_nothing_of_the_server() {
         "printers",
     ];
     assert_eq!(violations(&all, &clients, &server), Vec::<String>::new());
+    // Nor through another workspace crate (platform → node → apiserver would be as bad).
+    let mut indirect = Vec::new();
+    for c in clients {
+        for (via, dep) in reachable(&all, c) {
+            if server.contains(&dep.as_str()) {
+                indirect.push(format!("{c} depends on {dep} through {via}"));
+            }
+        }
+    }
+    assert_eq!(indirect, Vec::<String>::new());
+}
+
+/// The workspace crates `krate` reaches through other workspace crates, each with the direct
+/// dependency it is reached through.
+fn reachable(all: &BTreeMap<String, BTreeSet<String>>, krate: &str) -> Vec<(String, String)> {
+    let mut seen = BTreeSet::new();
+    let mut found = Vec::new();
+    let direct = all.get(krate).into_iter().flatten();
+    let mut todo: Vec<(String, String)> = direct
+        .filter(|d| all.contains_key(*d))
+        .map(|d| (d.clone(), d.clone()))
+        .collect();
+    while let Some((via, k)) = todo.pop() {
+        for d in all.get(&k).into_iter().flatten() {
+            if all.contains_key(d) && seen.insert(d.clone()) {
+                found.push((via.clone(), d.clone()));
+                todo.push((via.clone(), d.clone()));
+            }
+        }
+    }
+    found
 }
 
 #[test]

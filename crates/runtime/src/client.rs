@@ -332,6 +332,68 @@ impl ClusterClients {
 mod tests {
     use super::*;
 
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    /// An in-process "server" that answers every request with an empty ConfigMap list and
+    /// records the paths it was asked for.
+    #[derive(Clone)]
+    struct RecordingService(Arc<Mutex<Vec<String>>>);
+
+    impl tower::Service<Request<kube::client::Body>> for RecordingService {
+        type Response = http::Response<kube::client::Body>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
+            self.0.lock().push(req.uri().path().to_string());
+            let list = br#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{},"items":[]}"#;
+            let resp = http::Response::builder()
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(list.to_vec()))
+                .expect("a response");
+            std::future::ready(Ok(resp))
+        }
+    }
+
+    #[tokio::test]
+    async fn in_memory_clients_put_their_cluster_in_front_of_every_path() {
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let clients = ClusterClients::in_memory(RecordingService(paths.clone()));
+        assert!(clients.multi_cluster());
+        let lp = kube::api::ListParams::default();
+        for client in [
+            clients.cluster("tenant-a").unwrap(),
+            clients.cluster(ROOT).unwrap(),
+            clients.all_clusters().unwrap(),
+        ] {
+            let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+            assert!(api.list(&lp).await.unwrap().items.is_empty());
+        }
+        assert_eq!(
+            *paths.lock(),
+            [
+                "/clusters/tenant-a/api/v1/namespaces/default/configmaps",
+                "/api/v1/namespaces/default/configmaps",
+                "/clusters/*/api/v1/namespaces/default/configmaps",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_client_cache_never_holds_more_clusters_than_its_capacity() {
+        let service = RecordingService(Arc::new(Mutex::new(Vec::new())));
+        let clients = ClusterClients::with_capacity(Arc::new(InMemory::new(service)), 2);
+        for c in ["a", "b", "a", "c", "d", "a"] {
+            clients.cluster(c).unwrap();
+            assert!(clients.cached() <= 2);
+        }
+        assert_eq!(clients.cached(), 2);
+    }
+
     #[test]
     fn prefix_uri_keeps_the_query_and_prepends_the_cluster() {
         let uri: http::Uri = "/api/v1/namespaces/a/pods?limit=5".parse().unwrap();
