@@ -187,7 +187,7 @@ fn the_registry_speaks_no_http_and_the_test_program_stays_small() {
         "registry",
     ];
     assert_eq!(violations(&all, &["oci"], &http), Vec::<String>::new());
-    // The test program runs in images without libc: std, rustls and safe syscalls only.
+    // The test program runs in images without libc: std, rustls, safe syscalls and signals.
     let mtest: Vec<&String> = all["mtest"].iter().collect();
     assert_eq!(mtest, ["rustix", "rustls", "signal-hook"], "{mtest:?}");
 }
