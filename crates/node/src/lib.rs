@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod config;
 pub mod error;
+pub mod kubelet;
 pub mod net;
 pub mod object;
 pub mod pod;
