@@ -27,7 +27,10 @@
 //! agent with [`Teardown::RemovePods`], which removes every sandbox before it exits.
 
 pub mod api;
+pub mod cni;
+pub mod containerd;
 pub mod context;
+pub mod cri;
 pub mod dns;
 pub mod env;
 pub mod layout;

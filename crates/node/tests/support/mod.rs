@@ -2,6 +2,9 @@
 //! its clusters, fast agent timings, and waits driven by watch events (no sleeps).
 #![allow(dead_code)]
 
+pub mod images;
+pub mod runtime;
+
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
