@@ -27,15 +27,22 @@
 //! agent with [`Teardown::RemovePods`], which removes every sandbox before it exits.
 
 pub mod api;
+pub mod backoff;
 pub mod cni;
 pub mod containerd;
 pub mod context;
 pub mod cri;
 pub mod dns;
 pub mod env;
+pub mod events;
+pub mod images;
+pub mod labels;
 pub mod layout;
+pub mod resources;
+pub mod runtime_state;
 pub mod security;
 pub mod stats;
+pub mod status;
 pub mod volumes;
 
 pub use api::KubeletApi;

@@ -185,7 +185,35 @@ impl CriClient {
         .map(|r| r.items)
     }
 
+    /// The sandboxes labelled as pod `uid`'s.
+    pub async fn list_pod_sandboxes_of(&self, uid: &str) -> Result<Vec<cri::PodSandbox>> {
+        call!(
+            self.runtime.list_pod_sandbox(cri::ListPodSandboxRequest {
+                filter: Some(cri::PodSandboxFilter {
+                    label_selector: pod_selector(uid),
+                    ..Default::default()
+                }),
+            }),
+            "ListPodSandbox"
+        )
+        .map(|r| r.items)
+    }
+
     // --- containers ---------------------------------------------------------------------
+
+    /// The containers labelled as pod `uid`'s.
+    pub async fn list_containers_of(&self, uid: &str) -> Result<Vec<cri::Container>> {
+        call!(
+            self.runtime.list_containers(cri::ListContainersRequest {
+                filter: Some(cri::ContainerFilter {
+                    label_selector: pod_selector(uid),
+                    ..Default::default()
+                }),
+            }),
+            "ListContainers"
+        )
+        .map(|r| r.containers)
+    }
 
     /// Creates a container in a sandbox; its ID.
     pub async fn create_container(
@@ -339,6 +367,10 @@ impl CriClient {
         )
         .map(|r| r.stats)
     }
+}
+
+fn pod_selector(uid: &str) -> HashMap<String, String> {
+    HashMap::from([(crate::kubelet::labels::POD_UID.to_string(), uid.to_string())])
 }
 
 fn image_spec(reference: &str) -> cri::ImageSpec {
