@@ -38,6 +38,7 @@ pub mod events;
 pub mod images;
 pub mod labels;
 pub mod layout;
+pub mod probes;
 pub mod resources;
 pub mod runtime_state;
 pub mod security;
