@@ -341,10 +341,22 @@ impl Containerd {
 
 impl Drop for Containerd {
     fn drop(&mut self) {
-        // Not stopped in order (a panic, or an abort): ask it to exit.
-        if let Some(pid) = self.child.as_ref().and_then(|c| c.id()) {
+        // Not stopped in order (a panic, or an abort): ask it to exit and give it a moment,
+        // so that whoever comes next finds the socket free.
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Some(pid) = child.id() {
             signal(pid, rustix::process::Signal::TERM);
         }
+        let deadline = std::time::Instant::now() + STOP_TIMEOUT;
+        while std::time::Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.start_kill();
     }
 }
 

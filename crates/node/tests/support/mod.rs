@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod images;
+pub mod kubelet;
 pub mod runtime;
 
 use std::fmt::Debug;
