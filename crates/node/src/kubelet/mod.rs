@@ -287,6 +287,12 @@ impl Kubelet {
     /// sandbox first; then its own containerd (containers keep running under their shims
     /// otherwise).
     pub async fn shutdown(self) {
+        let teardown = self.agent.config.teardown;
+        self.stop(teardown).await;
+    }
+
+    /// Stops the agent with `teardown` whatever its configuration says.
+    pub async fn stop(self, teardown: Teardown) {
         let agent = self.agent.clone();
         agent.shutdown.send_replace(true);
         let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock());
@@ -297,7 +303,7 @@ impl Kubelet {
         for t in workers {
             let _ = t.await;
         }
-        if agent.config.teardown == Teardown::RemovePods {
+        if teardown == Teardown::RemovePods {
             if let Ok(sandboxes) = agent.cri.list_pod_sandboxes().await {
                 let mut uids: Vec<String> = sandboxes
                     .iter()

@@ -72,6 +72,17 @@ impl TestNode {
         self.kubelet.as_ref().expect("running")
     }
 
+    /// Stops the agent leaving its pods running, and starts a new one on the same data.
+    pub async fn restart(&mut self, env: &Env) {
+        if let Some(k) = self.kubelet.take() {
+            k.stop(Teardown::KeepPods).await;
+        }
+        let k = Kubelet::start(env.client.clone(), self.config.clone())
+            .await
+            .expect("the agent starts again");
+        self.kubelet = Some(k);
+    }
+
     /// Stops the agent (pods removed).
     pub async fn stop(&mut self) {
         if let Some(k) = self.kubelet.take() {
