@@ -517,6 +517,7 @@ impl Worker {
         {
             return;
         }
+        tracing::debug!(pod = %self.uid, phase = ?new.phase, terminal, "writing the pod status");
         let api: Api<Pod> = Api::namespaced(
             agent.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -540,7 +541,9 @@ impl Worker {
                 }
                 self.last_written = Some(new);
             }
-            Err(e) if matches!(status_code(&e), Some(404 | 409)) => {}
+            Err(e) if matches!(status_code(&e), Some(404 | 409)) => {
+                tracing::debug!(pod = %self.uid, error = %e, "the pod status was not written");
+            }
             Err(e) => tracing::warn!(pod = %self.uid, error = %e, "writing the pod status failed"),
         }
     }
