@@ -40,6 +40,7 @@ pub mod env;
 pub mod events;
 pub mod expansion;
 pub mod hooks;
+pub mod host;
 pub mod images;
 pub mod labels;
 pub mod layout;
@@ -98,6 +99,10 @@ pub struct Kubelet {
     api: Arc<server_api::AgentApi>,
 }
 
+fn containerd_is_ours(endpoint: &str, layout: &Layout) -> bool {
+    cri::socket_path(endpoint).is_ok_and(|p| p == layout.containerd_socket())
+}
+
 /// Whether a CRI runtime answers at `endpoint`.
 pub async fn runtime_answers(endpoint: &str) -> bool {
     match CriClient::new(endpoint) {
@@ -133,6 +138,17 @@ impl Kubelet {
         };
         let cri = CriClient::new(&endpoint)?;
         let version = cri.version().await?;
+        if containerd_is_ours(&endpoint, &layout)
+            && matches!(
+                cri.image_status(&config.containerd.sandbox_image).await,
+                Ok(None)
+            )
+        {
+            tracing::warn!(
+                image = %config.containerd.sandbox_image,
+                "the sandbox image is not present locally: pods cannot start until it is imported"
+            );
+        }
         let runtime_version = format!(
             "{}://{}",
             version.runtime_name,
@@ -349,4 +365,17 @@ pub enum Teardown {
     KeepPods,
     /// Stop and remove every pod sandbox first (a machine being retired, and tests).
     RemovePods,
+}
+
+/// Runs a CRI node for the cluster `client` addresses until `shutdown` completes
+/// (`matryoshka node --runtime cri`, and the real node of `matryoshka up`).
+pub async fn run_until(
+    client: kube::Client,
+    config: KubeletConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), KubeletError> {
+    let kubelet = Kubelet::start(client, config).await?;
+    shutdown.await;
+    kubelet.shutdown().await;
+    Ok(())
 }
