@@ -6,8 +6,10 @@
 //! [`objectmeta`] validation, patches and codecs. Nothing here touches a socket, a file or a
 //! clock (or a random source) it was not given.
 
+pub mod admission;
 pub mod apply;
 pub mod builtin;
+pub mod cluster;
 pub mod field;
 pub mod fields;
 pub mod labels;
@@ -15,8 +17,10 @@ pub mod meta;
 pub mod objectmeta;
 pub mod patch;
 pub mod quantity;
+pub mod quota;
 pub mod schema;
 pub mod status;
+pub mod user;
 pub mod validation;
 
 pub use field::{ErrorList, FieldError, Path};

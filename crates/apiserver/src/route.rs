@@ -8,15 +8,7 @@
 //! **Architecture Invariant:** the cluster is decided here, once, from the path only — never
 //! from a query string, a header or the body — and every later step uses the decided cluster.
 
-/// The name of the root (management) cluster.
-pub const ROOT_CLUSTER: &str = "root";
-
-/// The pseudo-cluster of cross-cluster list and watch (`/clusters/*/...`), reserved to the
-/// system identity: every cluster's objects, each annotated with [`CLUSTER_ANNOTATION`].
-pub const ALL_CLUSTERS: &str = "*";
-
-/// The annotation naming an object's cluster in cross-cluster responses (never stored).
-pub const CLUSTER_ANNOTATION: &str = registry::cache::CLUSTER_ANNOTATION;
+pub use apimachinery::cluster::{ALL_CLUSTERS, CLUSTER_ANNOTATION, ROOT as ROOT_CLUSTER};
 
 /// What a request path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]

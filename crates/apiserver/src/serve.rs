@@ -1,5 +1,5 @@
 //! The HTTPS listener: TLS (rustls) with optional client certificates, HTTP/1.1 and HTTP/2 on
-//! one port, bodies read with a size limit, graceful shutdown.
+//! one port, bodies read with a size limit (except the registry's, streamed), graceful shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -262,6 +262,11 @@ async fn serve_connection<IO>(
         let server = server.clone();
         let caller = caller.clone();
         async move {
+            // The registry streams its bodies (blobs can be large): not read up front.
+            if crate::distribution::handles(req.uri().path()) {
+                let resp = crate::distribution::serve(&server, req, &caller).await;
+                return Ok::<_, std::convert::Infallible>(resp);
+            }
             let resp: Response<Body> = match read_body(req).await {
                 Ok(req) => server.handle(req, caller).await,
                 Err(e) => response::error(&e),

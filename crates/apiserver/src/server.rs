@@ -39,7 +39,7 @@ pub struct Config {
     /// The URL clients reach the root cluster at (logical clusters are under `/clusters/`).
     pub external_url: String,
     /// The root cluster's CA (PEM certificate and key).
-    pub root_ca: crate::certs::CertPair,
+    pub root_ca: pki::CertPair,
     /// The root cluster's service-account signing key (PKCS#8 DER).
     pub root_sa_key: Vec<u8>,
 }
@@ -59,6 +59,8 @@ pub struct ApiServer {
     pub started: Instant,
     /// Watches end when this is notified (graceful shutdown).
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// The OCI registry served at `/v2/` (set by `matryoshka up`; absent: `/v2/` is 404).
+    pub oci: std::sync::OnceLock<Arc<oci::Registry>>,
 }
 
 /// Query parameters of a request.
@@ -132,6 +134,7 @@ impl ApiServer {
             draining: AtomicBool::new(false),
             started: Instant::now(),
             shutdown,
+            oci: std::sync::OnceLock::new(),
         }))
     }
 
@@ -256,9 +259,7 @@ impl ApiServer {
     }
 }
 
-/// The annotation on a LogicalCluster naming the Kubernetes release its `/version` reports
-/// (`v1.35.6`); tenant clusters of the platform choose theirs.
-pub const VERSION_ANNOTATION: &str = "core.matryoshka.dev/kubernetes-version";
+pub use apimachinery::cluster::VERSION_ANNOTATION;
 
 /// The `/version` document of `cluster`: the release its LogicalCluster's
 /// [`VERSION_ANNOTATION`] names, else the server's own.
@@ -322,7 +323,7 @@ fn version_document(major: &str, minor: &str, git: &str) -> serde_json::Value {
 /// A ready API server over `storage` with fresh, in-memory root credentials (tests and
 /// benchmarks; `matryoshka up` keeps its credentials on disk and calls [`start_with`]).
 pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>, ApiError> {
-    let ca = crate::certs::Ca::generate("matryoshka-ca").map_err(ApiError::internal)?;
+    let ca = pki::Ca::generate("matryoshka-ca").map_err(ApiError::internal)?;
     let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
     let config = Config {
         external_url: "https://127.0.0.1:6443".into(),

@@ -24,9 +24,9 @@ use registry::{ResourceDef, Strategy};
 use serde_json::{Value, json};
 
 use crate::authn::{SYSTEM_NAMESPACE, pki_secret_name};
-use crate::certs::Ca;
 use crate::route::ROOT_CLUSTER;
 use crate::server::ApiServer;
+use pki::Ca;
 
 pub const GROUP: &str = "core.matryoshka.dev";
 pub const VERSION: &str = "v1alpha1";
@@ -174,7 +174,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let admin = ca
         .issue_client("kubernetes-admin", &["system:masters"])
         .map_err(ApiError::internal)?;
-    let kubeconfig = crate::certs::kubeconfig(
+    let kubeconfig = pki::kubeconfig(
         name,
         &cluster_url(server, name),
         &serving_ca,
@@ -285,7 +285,7 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
             .and_then(|b| String::from_utf8(b).ok())
     };
     Ok(Ca {
-        pair: crate::certs::CertPair {
+        pair: pki::CertPair {
             cert_pem: field("ca.crt").ok_or_else(|| ApiError::internal("no ca.crt"))?,
             key_pem: field("ca.key").ok_or_else(|| ApiError::internal("no ca.key"))?,
         },

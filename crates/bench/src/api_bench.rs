@@ -198,7 +198,7 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     let server = apiserver::server::start(storage)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let ca = apiserver::certs::Ca {
+    let ca = pki::Ca {
         pair: server.config.root_ca.clone(),
     };
     let serving = ca.issue_server("bench", &["127.0.0.1".to_string()])?;
@@ -381,7 +381,7 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn client_config(ca: &apiserver::certs::Ca) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+fn client_config(ca: &pki::Ca) -> anyhow::Result<Arc<rustls::ClientConfig>> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();

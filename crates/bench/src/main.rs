@@ -1,11 +1,12 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|crds|dns|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
 
 mod api_bench;
 mod clusters_bench;
 mod crds_bench;
+mod dns_bench;
 mod platform_bench;
 mod report;
 mod setup;
@@ -30,6 +31,7 @@ fn main() -> anyhow::Result<()> {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
         Some("crds") => rt.block_on(crds_bench::run(quick)),
+        Some("dns") => rt.block_on(dns_bench::run(quick)),
         Some("platform") => {
             let num = |flag: &str| {
                 args.iter()
@@ -73,7 +75,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|crds|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
+                "usage: bench <storage|api|crds|dns|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
             );
             std::process::exit(2);
         }

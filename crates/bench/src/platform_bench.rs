@@ -70,18 +70,22 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
     let count = count.unwrap_or(if quick { 50 } else { 1000 });
     let (server, _data) = crate::setup::server().await?;
     let mut background = crate::setup::Background::control_plane(&server);
-    platform::install(&server)
+    for (group, plural, v) in platform::admission::validators() {
+        server.admission.register(group, plural, v);
+    }
+    let clients = crate::setup::clients(&server);
+    platform::install(&clients)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     background.spawn(platform::run_controllers(
-        controllers::client::ClusterClients::in_memory(server.clone()),
+        clients.clone(),
         platform::Options::default(),
         background.shutdown.clone().wait(),
     ));
     println!(
         "platform benchmark: {count} TenantClusters with one u1.medium node each, {parallel} created at a time through the API (in process)"
     );
-    let root = controllers::client::ClusterClients::in_memory(server.clone()).cluster("root")?;
+    let root = clients.cluster("root")?;
     let api: Api<DynamicObject> = Api::namespaced_with(root, NAMESPACE, &resource());
     let ready = ready_times(&server);
     let make = |name: &str| -> anyhow::Result<DynamicObject> {

@@ -5,8 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use controllers::shared::{Shutdown, ShutdownTrigger};
+use runtime::client::ClusterClients;
+use runtime::shared::{Shutdown, ShutdownTrigger};
 use tokio::task::JoinHandle;
+
+/// Clients over `server`'s in-memory transport, as the system identity.
+pub fn clients(server: &Arc<ApiServer>) -> ClusterClients {
+    ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
+}
 
 /// An API server on a new embedded store under `target/bench-data` (removed with the guard).
 pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
@@ -39,13 +45,13 @@ impl Background {
             tasks: Vec::new(),
         };
         let s = bg.shutdown.clone();
-        bg.spawn(controllers::run_all(
-            server.clone(),
-            controllers::Options::default(),
+        bg.spawn(controllers::run(
+            clients(server),
+            controllers::Options::default().with_ca(server.config.root_ca.cert_pem.clone()),
             s.clone().wait(),
         ));
-        bg.spawn(scheduler::run_all(
-            server.clone(),
+        bg.spawn(scheduler::run(
+            clients(server),
             scheduler::Options::default(),
             s.wait(),
         ));

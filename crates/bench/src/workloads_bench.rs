@@ -43,7 +43,7 @@ fn mib(b: u64) -> f64 {
 }
 
 fn client(server: &Arc<ApiServer>, cluster: &str) -> kube::Client {
-    controllers::client::ClusterClients::in_memory(server.clone())
+    crate::setup::clients(server)
         .cluster(cluster)
         .expect("an in-process client")
 }

@@ -18,8 +18,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::error::{Result, ignore_not_found};
 use crate::podutil;
+use runtime::error::{Result, ignore_not_found};
 
 /// Who claims: the owner's metadata and type, its selector, and what else an adopted object
 /// gets.

@@ -22,12 +22,12 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
-use crate::client::ClusterClients;
-use crate::error::{Error, Result};
-use crate::informer::{ObjectKey, Store};
 use crate::podutil;
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::{Error, Result};
+use runtime::informer::{ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// How long an eviction's record keeps a pod from counting (upstream `DeletionTimeout`).
 pub const DELETION_TIMEOUT: Duration = Duration::from_secs(120);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::informer::ObjectKey;
+use runtime::informer::ObjectKey;
 
 /// Upstream's `ExpectationsTimeout`.
 pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);

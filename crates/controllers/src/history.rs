@@ -18,8 +18,8 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::error::Result;
 use crate::podutil;
+use runtime::error::Result;
 
 /// The label of a StatefulSet's revisions holding their hash.
 pub const REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";

@@ -7,9 +7,8 @@
 //! writes go to the object's own cluster. Nothing is kept per cluster: watches, tasks and timers
 //! are a fixed number per controller, memory grows with objects.
 //!
-//! - runtime: [`client`] (clients per cluster), [`informer`] (cross-cluster watch and store),
-//!   [`queue`] (work queue and reconcile loop), [`leader`] (Lease leader election),
-//!   [`manager`] (starting everything: [`manager::run_all`]).
+//! - [`manager`]: starting everything ([`manager::run`]) over the `runtime` crate's clients,
+//!   informers, work queues and leader election.
 //! - controllers: [`namespace`], [`gc`], [`serviceaccount`], [`rootca`], [`replicaset`],
 //!   [`deployment`], [`job`], [`ttl`] (TTL after finished), [`cronjob`], [`statefulset`],
 //!   [`daemonset`]; shared by the workload controllers: [`claim`] (adoption), [`history`]
@@ -19,36 +18,29 @@
 //!   services: [`endpoints`] (EndpointSlices and Endpoints).
 
 pub mod claim;
-pub mod client;
 pub mod clock;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
-pub mod error;
 pub mod expectations;
 pub mod gc;
 pub mod history;
-pub mod informer;
 pub mod job;
-pub mod leader;
 pub mod manager;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod podutil;
 pub mod policy;
-pub mod queue;
 pub mod replicaset;
 pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;
-pub mod shared;
 pub mod statefulset;
-pub mod store;
 pub mod ttl;
 pub mod volumebinding;
 
-pub use error::{Error, Result};
+pub use runtime::{Error, Result};
 
-pub use manager::{Options, run, run_all};
+pub use manager::{Options, run};

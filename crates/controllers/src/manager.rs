@@ -1,50 +1,47 @@
 //! Starting the controllers: informers, workers, leader election and shutdown (the
 //! kube-controller-manager of Matryoshka).
 //!
-//! [`run_all`] is what `matryoshka up` calls with its API server; [`run`] takes any
-//! [`ClusterClients`], so the same controllers run out of process over HTTPS. With leader
+//! [`run`] takes any [`ClusterClients`]: `matryoshka up` hands it clients over the API server's
+//! in-memory transport, and the same controllers run out of process over HTTPS. With leader
 //! election on, controllers run only while this replica holds the Lease, so several replicas
 //! over one store run each controller once; losing the lease stops them until it is won back.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use apiserver::ApiServer;
 use tokio::sync::watch;
 
-use crate::client::{ClusterClients, ROOT};
 use crate::clock::SharedClock;
 use crate::cronjob::CronJobController;
 use crate::daemonset::DaemonSetController;
 use crate::deployment::DeploymentController;
 use crate::endpoints::{legacy::EndpointsController, slices::EndpointSliceController};
-use crate::error::Result;
 use crate::gc::GarbageCollector;
 use crate::job::JobController;
-use crate::leader::{LeaderConfig, LeaderElector};
 use crate::namespace::NamespaceController;
-use crate::queue::run_workers;
 use crate::replicaset::ReplicaSetController;
 use crate::rootca::{CaSource, RootCaPublisher};
 use crate::serviceaccount::ServiceAccountController;
-use crate::shared::{Informers, Shutdown};
 use crate::statefulset::StatefulSetController;
 use crate::ttl::TtlAfterFinishedController;
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::Result;
+use runtime::leader::{LeaderConfig, LeaderElector};
+use runtime::queue::run_workers;
+use runtime::shared::{Informers, Shutdown};
 
 /// How the controllers run.
 #[derive(Clone)]
 pub struct Options {
     /// The CA bundle published in every namespace as `kube-root-ca.crt`, per cluster; the
-    /// publisher does not run without it. [`run_all`] defaults it to the API server's serving
-    /// CA (what the server itself seeds in a new cluster's first namespaces).
+    /// publisher does not run without it. In process it is the API server's serving CA (what
+    /// the server itself seeds in a new cluster's first namespaces): [`Options::with_ca`].
     pub ca: Option<CaSource>,
     /// Workers per controller (upstream's `--concurrent-*-syncs` default to 5; the garbage
     /// collector gets four times as many, as upstream's 20).
     pub workers: usize,
     /// Lease-based leader election; `None` runs the controllers at once.
     pub leader_election: Option<LeaderConfig>,
-    /// Per-cluster clients kept (each holds one task); see [`ClusterClients`].
-    pub client_cache: usize,
     /// The wall clock of time-dependent controllers (Job, CronJob, TTL after finished).
     pub clock: SharedClock,
     /// Durations of the cluster-policy controllers (quota resync, node grace periods).
@@ -57,7 +54,6 @@ impl Default for Options {
             ca: None,
             workers: 5,
             leader_election: None,
-            client_cache: crate::client::DEFAULT_CLIENT_CACHE,
             clock: crate::clock::system(),
             policy: Default::default(),
         }
@@ -83,23 +79,6 @@ impl Options {
         self.ca = Some(Arc::new(move |_: &str| Some(pem.clone())));
         self
     }
-}
-
-/// Runs every controller in process over `server`'s in-memory transport until `shutdown`.
-pub async fn run_all(
-    server: Arc<ApiServer>,
-    options: Options,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<()> {
-    let mut options = options;
-    if options.ca.is_none() {
-        // Clients verify the API server with its serving CA, the same in every cluster.
-        let pem = server.config.root_ca.cert_pem.clone();
-        options.ca = Some(Arc::new(move |_: &str| Some(pem.clone())));
-    }
-    let factory = Arc::new(crate::client::InMemory::new(server));
-    let clients = ClusterClients::with_capacity(factory, options.client_cache);
-    run(clients, options, shutdown).await
 }
 
 /// Runs every controller through `clients` until `shutdown`.

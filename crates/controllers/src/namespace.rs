@@ -18,11 +18,11 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope, verbs};
 use kube::{Api, ResourceExt};
 
-use crate::client::ClusterClients;
-use crate::error::{Error, Result};
-use crate::informer::{Change, ObjectKey};
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::{Error, Result};
+use runtime::informer::{Change, ObjectKey};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// The finalizer this controller owns.
 pub const FINALIZER: &str = "kubernetes";
@@ -100,7 +100,7 @@ impl NamespaceController {
     pub async fn reconcile(&self, key: ObjectKey) -> Result<Action> {
         let client = self.clients.cluster(&key.cluster)?;
         let api: Api<Namespace> = Api::all(client.clone());
-        let Some(mut ns) = crate::error::ignore_not_found(api.get(&key.name).await)? else {
+        let Some(mut ns) = runtime::error::ignore_not_found(api.get(&key.name).await)? else {
             return Ok(Action::AwaitChange);
         };
         if ns.metadata.deletion_timestamp.is_none() || !has_finalizer(&ns) {

@@ -26,11 +26,11 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use crate::client::ClusterClients;
-use crate::error::Result;
-use crate::informer::{Change, ObjectKey, Store};
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// Upstream's `--node-monitor-grace-period` default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(40);
@@ -269,7 +269,7 @@ impl NodeLifecycleController {
             return Ok(Action::AwaitChange);
         }
         let nodes: Api<Node> = Api::all(client.clone());
-        if crate::error::ignore_not_found(nodes.get(&key.name).await)?.is_some() {
+        if runtime::error::ignore_not_found(nodes.get(&key.name).await)?.is_some() {
             // The informer has not seen it yet.
             return Ok(Action::AwaitChange);
         }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::disruption::DisruptionController;
-use crate::error::Result;
 use crate::nodelifecycle::{self, NodeLifecycleController};
 use crate::resourcequota::{self, ResourceQuotaController};
-use crate::shared::Informers;
 use crate::volumebinding::VolumeBindingController;
+use runtime::error::Result;
+use runtime::shared::Informers;
 
 /// Durations of the policy controllers; tests shorten them.
 #[derive(Clone, Debug)]

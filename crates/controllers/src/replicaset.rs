@@ -20,13 +20,13 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::client::ClusterClients;
-use crate::error::{Error, Result};
 use crate::expectations::Expectations;
-use crate::informer::{Change, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::{Error, Result};
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// Upstream's `BurstReplicas`: the most pods created or deleted in one sync.
 pub const BURST_REPLICAS: usize = 500;
@@ -258,7 +258,7 @@ impl ReplicaSetController {
             pods.clone().into_client(),
             rs.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        let fresh = crate::error::ignore_not_found(
+        let fresh = runtime::error::ignore_not_found(
             api.get(rs.metadata.name.as_deref().unwrap_or_default())
                 .await,
         )?;

@@ -13,18 +13,18 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiserver::quota::{self as eval, ResourceList};
+use apimachinery::quota::{self as eval, ResourceList};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
 use kube::discovery::{self, Scope};
 use serde_json::{Value, json};
 
-use crate::client::ClusterClients;
-use crate::error::{Error, Result};
-use crate::informer::{Change, ObjectKey, Store};
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::{Error, Result};
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// Upstream's `--resource-quota-sync-period` default.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(300);

@@ -13,11 +13,11 @@ use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::watcher;
 
-use crate::client::ClusterClients;
-use crate::error::Result;
-use crate::informer::{Change, ObjectKey, Store};
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// The ConfigMap's name.
 pub const CONFIGMAP: &str = "kube-root-ca.crt";

@@ -15,15 +15,15 @@ use kube::Api;
 use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
 
 use crate::clock::{SharedClock, until};
-use crate::error::{Result, ignore_not_found};
-use crate::informer::{ObjectKey, Store};
 use crate::job::policy::finished_at;
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::{ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// The TTL-after-finished controller.
 pub struct TtlAfterFinishedController {
-    clients: crate::client::ClusterClients,
+    clients: runtime::client::ClusterClients,
     jobs: Store<Job>,
     queue: Arc<Queue<ObjectKey>>,
     clock: SharedClock,

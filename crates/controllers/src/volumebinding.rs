@@ -15,12 +15,12 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::client::ClusterClients;
-use crate::error::Result;
-use crate::informer::{Change, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// The provisioner of the built-in `local` storage class.
 pub const PROVISIONER: &str = "matryoshka.dev/local";
@@ -39,12 +39,12 @@ pub struct VolumeBindingController {
 
 fn quantity(
     v: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-) -> Option<apiserver::quota::ResourceList> {
+) -> Option<apimachinery::quota::ResourceList> {
     let v = v?;
-    Some(apiserver::quota::parse_list(Some(&json!({"q": v.0}))))
+    Some(apimachinery::quota::parse_list(Some(&json!({"q": v.0}))))
 }
 
-fn request(c: &PersistentVolumeClaim) -> Option<apiserver::quota::ResourceList> {
+fn request(c: &PersistentVolumeClaim) -> Option<apimachinery::quota::ResourceList> {
     quantity(
         c.spec
             .as_ref()?
@@ -56,7 +56,7 @@ fn request(c: &PersistentVolumeClaim) -> Option<apiserver::quota::ResourceList> 
     )
 }
 
-fn capacity(v: &PersistentVolume) -> Option<apiserver::quota::ResourceList> {
+fn capacity(v: &PersistentVolume) -> Option<apimachinery::quota::ResourceList> {
     quantity(v.spec.as_ref()?.capacity.as_ref()?.get("storage"))
 }
 
@@ -427,7 +427,7 @@ impl VolumeBindingController {
             None => {
                 let claims: Api<PersistentVolumeClaim> =
                     Api::namespaced(client.clone(), &claim_key.namespace);
-                crate::error::ignore_not_found(claims.get(&claim_key.name).await)?
+                runtime::error::ignore_not_found(claims.get(&claim_key.name).await)?
                     .is_some_and(|c| r.uid.is_none() || c.metadata.uid == r.uid)
             }
         };
@@ -440,7 +440,9 @@ impl VolumeBindingController {
             .and_then(|s| s.persistent_volume_reclaim_policy.clone())
             .unwrap_or_default();
         if policy == "Delete" {
-            crate::error::ignore_not_found(api.delete(&key.name, &DeleteParams::default()).await)?;
+            runtime::error::ignore_not_found(
+                api.delete(&key.name, &DeleteParams::default()).await,
+            )?;
         } else if phase != "Released" {
             let mut next = (*v).clone();
             next.status = Some(serde_json::from_value(json!({"phase": "Released"}))?);

@@ -8,20 +8,22 @@
 mod common;
 
 use common::{PATIENCE, add_cluster, server};
-use controllers::client::ClusterClients;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
+use runtime::client::ClusterClients;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_merge_patches_without_a_resource_version_all_succeed() {
     let (server, _dir) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(
-        ClusterClients::in_memory(server).cluster("root").unwrap(),
+        ClusterClients::in_memory(apiserver::local::LocalService::system(server))
+            .cluster("root")
+            .unwrap(),
         "default",
     );
     let cm = serde_json::from_value(json!({"metadata": {"name": "shared"}})).unwrap();
@@ -55,7 +57,7 @@ async fn concurrent_merge_patches_without_a_resource_version_all_succeed() {
 async fn cross_cluster_metadata_watches_name_each_objects_cluster() {
     let (server, _dir) = server().await;
     add_cluster(&server, "tenant-m").await;
-    let clients = ClusterClients::in_memory(server);
+    let clients = ClusterClients::in_memory(apiserver::local::LocalService::system(server));
     let all: Api<PartialObjectMeta<ConfigMap>> = Api::all(clients.all_clusters().unwrap());
     let mut stream = watcher::watcher(all, watcher::Config::default()).boxed();
     // The initial list, then a new object.

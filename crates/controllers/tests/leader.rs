@@ -6,14 +6,14 @@ mod common;
 use std::time::Duration;
 
 use common::{CA_PEM, PATIENCE, wait_for};
-use controllers::client::ClusterClients;
-use controllers::leader::{LeaderConfig, LeaderElector};
-use controllers::shared::Shutdown;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
+use runtime::client::ClusterClients;
+use runtime::leader::{LeaderConfig, LeaderElector};
+use runtime::shared::Shutdown;
 use serde_json::json;
 
 fn fast(identity: &str) -> LeaderConfig {
@@ -27,7 +27,9 @@ fn fast(identity: &str) -> LeaderConfig {
 #[tokio::test]
 async fn one_candidate_holds_the_lease_until_it_releases_it() {
     let (server, _dir) = common::server().await;
-    let root = ClusterClients::in_memory(server).cluster("root").unwrap();
+    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server))
+        .cluster("root")
+        .unwrap();
     let mut a = LeaderElector::new(root.clone(), LeaderConfig::new("a"));
     let mut b = LeaderElector::new(root.clone(), LeaderConfig::new("b"));
     assert!(a.try_acquire_or_renew().await.unwrap());
@@ -58,11 +60,14 @@ async fn of_two_managers_only_the_leader_runs_and_the_other_takes_over() {
         o.leader_election = Some(fast(identity));
         let (stop, shutdown) = Shutdown::new();
         let s = server.clone();
-        let task =
-            tokio::spawn(async move { controllers::run_all(s, o, shutdown.wait()).await.unwrap() });
+        let task = tokio::spawn(async move {
+            controllers::run(common::clients(&s), o, shutdown.wait())
+                .await
+                .unwrap()
+        });
         (stop, task)
     };
-    let root = ClusterClients::in_memory(server.clone())
+    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
         .cluster("root")
         .unwrap();
     let (stop_a, task_a) = start("a");

@@ -55,9 +55,8 @@ async fn probe(h: &Harness, cluster: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_clusters_add_no_watches_and_no_tasks() {
     const CACHE: usize = 4;
-    let mut options = controllers::Options::default().with_ca(CA_PEM);
-    options.client_cache = CACHE;
-    let h = Harness::start_with(&[], options).await;
+    let options = controllers::Options::default().with_ca(CA_PEM);
+    let h = Harness::start_with_cache(&[], options, CACHE).await;
     let api: Api<ServiceAccount> = Api::all(h.clients.all_clusters().unwrap());
     let mut all = AllAccounts {
         stream: watcher::watcher(api, watcher::Config::default()).boxed(),

@@ -3,8 +3,10 @@
 //! `matryoshka up` runs the whole control plane in the foreground: storage (embedded, or etcd
 //! with `--etcd-servers`), the watch cache, the API server over HTTPS and the in-process
 //! components. On first start it creates a CA and a serving certificate in the data directory;
-//! once it serves it writes `<data-dir>/admin.conf`.
+//! once it serves it writes `<data-dir>/admin.conf`. `matryoshka image import` pushes image
+//! archives into the registry that `up` serves at `/v2/`.
 
+mod image;
 mod node_agent;
 mod up;
 
@@ -27,6 +29,9 @@ enum Command {
     Up(up::UpArgs),
     /// Runs node agents that join a cluster (`--virtual`: virtual nodes).
     Node(node_agent::NodeArgs),
+    /// Manages the images of the platform's registry.
+    #[command(subcommand)]
+    Image(image::ImageCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,7 +39,8 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MATRYOSHKA_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                // hickory-server logs every DNS query at info.
+                .unwrap_or_else(|_| "info,hickory_server=warn".into()),
         )
         .with_target(false)
         .init();
@@ -44,5 +50,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Up(args) => rt.block_on(up::run(args)),
         Command::Node(args) => rt.block_on(node_agent::run(args)),
+        Command::Image(cmd) => rt.block_on(image::run(cmd)),
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use apiserver::certs::{self, Ca};
 use apiserver::serve::ServingCert;
+use pki::Ca;
 use storage::Storage;
 
 /// Flags of `matryoshka up` (named after kube-apiserver's where one exists).
@@ -162,7 +162,7 @@ fn root_credentials(dir: &Path) -> anyhow::Result<(Ca, Vec<u8>)> {
         Err(_) => {
             let der =
                 apiserver::jwt::SigningKey::generate_pkcs8().map_err(|e| anyhow::anyhow!(e))?;
-            certs::write_private_bytes(&sa_path, &der)?;
+            pki::write_private_bytes(&sa_path, &der)?;
             der
         }
     };
@@ -193,6 +193,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let server = apiserver::server::start_with(storage, config)
         .await
         .map_err(|e| anyhow::anyhow!("starting the API server: {e}"))?;
+    // The platform's OCI registry, served at /v2/ on the same port.
+    let registry_dir = args.data_dir.join("registry");
+    let registry = oci::Registry::open(&registry_dir)
+        .await
+        .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
+    let _ = server.oci.set(Arc::new(registry));
 
     let validity = Duration::from_secs(args.serving_cert_validity_seconds.max(3));
     let issue = {
@@ -211,11 +217,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let tls = apiserver::serve::tls_config(serving_cert)?;
     // The platform's CRDs, roles and `tenant-root` exist before the first client is told
     // where to connect.
-    platform::install(&server)
+    // In-process components are clients over the in-memory transport, as the system
+    // identity; each gets its own bounded set of per-cluster clients.
+    let clients = || {
+        runtime::client::ClusterClients::in_memory(apiserver::local::LocalService::system(
+            server.clone(),
+        ))
+    };
+    for (group, plural, v) in platform::admission::validators() {
+        server.admission.register(group, plural, v);
+    }
+    platform::install(&clients())
         .await
         .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;
     let admin = ca.issue_client("kubernetes-admin", &["system:masters"])?;
-    let kubeconfig = certs::kubeconfig(
+    let kubeconfig = pki::kubeconfig(
         "matryoshka",
         &url,
         &ca.pair.cert_pem,
@@ -223,7 +239,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         &admin,
     );
     let admin_path = args.data_dir.join("admin.conf");
-    certs::write_private(&admin_path, &kubeconfig)?;
+    pki::write_private(&admin_path, &kubeconfig)?;
     tracing::info!(
         address = %addr,
         kubeconfig = %admin_path.display(),
@@ -233,24 +249,26 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     // The controllers run in process over the in-memory transport, once per set of replicas
     // (leader election on a Lease in the root cluster).
-    let (stop, stopped) = controllers::shared::Shutdown::new();
+    let (stop, stopped) = runtime::shared::Shutdown::new();
     let identity = format!(
         "{}-{}",
         hostname().unwrap_or_else(|| "matryoshka".into()),
         std::process::id()
     );
-    let controllers = tokio::spawn(controllers::run_all(
-        server.clone(),
-        controllers::Options::default().with_leader_election(identity.clone()),
+    let controllers = tokio::spawn(controllers::run(
+        clients(),
+        controllers::Options::default()
+            .with_leader_election(identity.clone())
+            .with_ca(server.config.root_ca.cert_pem.clone()),
         stopped.clone().wait(),
     ));
-    let scheduler = tokio::spawn(scheduler::run_all(
-        server.clone(),
+    let scheduler = tokio::spawn(scheduler::run(
+        clients(),
         scheduler::Options::default().with_leader_election(identity.clone()),
         stopped.clone().wait(),
     ));
     let platform = tokio::spawn(platform::run_controllers(
-        controllers::client::ClusterClients::in_memory(server.clone()),
+        clients(),
         platform::Options::default(),
         stopped.clone().wait(),
     ));
@@ -294,8 +312,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             &args.virtual_node_instance_type,
             &["worker"],
         );
-        let client = controllers::client::ClusterClients::in_memory(server.clone())
-            .cluster(controllers::client::ROOT)
+        let client = clients()
+            .cluster(runtime::client::ROOT)
             .map_err(|e| anyhow::anyhow!("a client for the virtual nodes: {e}"))?;
         Some(tokio::spawn(async move {
             let run =
@@ -328,7 +346,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 async fn rotate(
     serving: Arc<ServingCert>,
     validity: Duration,
-    issue: impl Fn() -> Result<certs::CertPair, certs::Error> + Send + 'static,
+    issue: impl Fn() -> Result<pki::CertPair, pki::Error> + Send + 'static,
 ) {
     let renew_after = validity * 2 / 3;
     loop {

@@ -35,7 +35,7 @@ impl NodeGroup {
 /// Registers the group's nodes in the cluster `client` addresses and runs them until
 /// `shutdown` completes; then stops their heartbeats (the Nodes stay, as a stopped kubelet's
 /// do). In process, `client` comes from
-/// `controllers::client::ClusterClients::in_memory(server).cluster(name)`.
+/// `runtime::client::ClusterClients::in_memory(apiserver::local::LocalService::system(server)).cluster(name)`.
 pub async fn run_virtual_nodes(
     client: kube::Client,
     group: &NodeGroup,

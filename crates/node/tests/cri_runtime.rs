@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_cri::v1 as cri;
 use node::kubelet::cni::{self, PodNetwork};
 use support::images::BUSYBOX;
-use support::runtime::{TestRuntime, leftovers};
+use support::node_runtime::{TestRuntime, leftovers};
 
 fn network(rt: &TestRuntime, subnet: &str) -> PodNetwork {
     PodNetwork {

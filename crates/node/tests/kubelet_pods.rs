@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube::api::DeleteParams;
 use support::kubelet::{TestNode, busybox, container_status, events_of, pods, until_pod};
-use support::runtime::leftovers;
+use support::node_runtime::leftovers;
 use support::{Env, create, until_gone};
 
 const LONG: Duration = Duration::from_secs(60);

@@ -1,5 +1,5 @@
-//! The platform's validating admission hooks, registered on the API server for its two
-//! resources: a TenantCluster or Tenant that breaks a rule is refused with `422 Invalid` and a
+//! The platform's validating admission hooks for its two resources (the API server runs them;
+//! the binary registers [`validators`]): a TenantCluster or Tenant that breaks a rule is refused with `422 Invalid` and a
 //! cause per field (the rules are [`crate::validation`]'s); a Tenant claiming more quota than
 //! its parent has left is refused with `403 Forbidden` (the check is [`crate::quota`]'s).
 //!
@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
+use apimachinery::admission::{Objects, Request, Validator};
 use apimachinery::status::ApiError;
-use apiserver::admission::{Objects, Request, Validator};
 use serde_json::{Map, Value};
 
 use crate::crds::{GROUP, TENANT_CLUSTERS, TENANTS};
@@ -111,12 +111,11 @@ impl Validator for TenantValidator {
     }
 }
 
-/// Registers the platform's validators on `server`.
-pub fn register(server: &apiserver::ApiServer) {
-    server
-        .admission
-        .register(GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator));
-    server
-        .admission
-        .register(GROUP, TENANTS, Arc::new(TenantValidator));
+/// The platform's validators, each with the group and plural of the resource whose writes it
+/// admits; the `matryoshka` binary registers them on the API server.
+pub fn validators() -> Vec<(&'static str, &'static str, Arc<dyn Validator>)> {
+    vec![
+        (GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator)),
+        (GROUP, TENANTS, Arc::new(TenantValidator)),
+    ]
 }

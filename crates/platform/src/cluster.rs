@@ -16,10 +16,10 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use controllers::client::{ClusterClients, ROOT};
-use controllers::error::{Result, ignore_not_found};
-use controllers::informer::{Change, Informer, ObjectKey, Store};
-use controllers::queue::{Action, Queue};
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::{Change, Informer, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
 
 use crate::conditions::{self, Cond};
 use crate::install::FIELD_MANAGER;
@@ -241,7 +241,7 @@ impl TenantClusterController {
         lc_name: &str,
         release: &str,
     ) -> Result<Option<Arc<LogicalCluster>>> {
-        let annotation = apiserver::server::VERSION_ANNOTATION;
+        let annotation = apimachinery::cluster::VERSION_ANNOTATION;
         let cached = self.logical.get(&ObjectKey::new(ROOT, "", lc_name));
         let api = self.lc_api()?;
         match cached {

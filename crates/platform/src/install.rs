@@ -9,7 +9,7 @@ use kube::discovery::ApiResource;
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::{Value, json};
 
-use controllers::error::{Error, Result};
+use runtime::error::{Error, Result};
 
 use crate::{crds, naming, rbac};
 

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use apiserver::certs::{Ca, CertPair, kubeconfig};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::ByteString;
@@ -19,9 +18,10 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
+use pki::{Ca, CertPair, kubeconfig};
 use serde_json::json;
 
-use controllers::error::{Error, Result};
+use runtime::error::{Error, Result};
 
 use crate::install::apply;
 use crate::naming;
@@ -106,7 +106,7 @@ pub fn render(t: &Target<'_>, ca: &Ca) -> Result<BTreeMap<String, String>> {
 pub async fn ensure(root: &kube::Client, tenant: &kube::Client, t: &Target<'_>) -> Result<()> {
     let secrets: Api<Secret> = Api::namespaced(root.clone(), t.namespace);
     let name = naming::kubeconfig_secret(t.name);
-    if controllers::error::ignore_not_found(secrets.get(&name).await)?.is_some() {
+    if runtime::error::ignore_not_found(secrets.get(&name).await)?.is_some() {
         return Ok(());
     }
     apply(

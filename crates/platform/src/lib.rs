@@ -12,9 +12,10 @@
 //!   [`kubeconfig`], [`nodes`], [`spec`]);
 //! - [`install`] (CRDs, roles, `tenant-root`) and [`run`], what `matryoshka up` calls.
 //!
-//! **Architecture Invariant:** the controllers reach clusters only through the Kubernetes API
-//! (the in-memory transport in process); the only things the platform hands the API server
-//! directly are its admission hooks.
+//! **Architecture Invariant:** the platform reaches clusters only through the Kubernetes API
+//! (the in-memory transport in process) and depends on nothing of the API server; the only
+//! thing the server takes from it directly are its admission hooks ([`admission::validators`],
+//! registered by the binary).
 
 pub mod admission;
 pub mod cluster;
@@ -34,14 +35,13 @@ pub mod validation;
 use std::future::Future;
 use std::sync::Arc;
 
-use apiserver::ApiServer;
-use controllers::client::{ClusterClients, ROOT};
-use controllers::error::Result;
-use controllers::informer::Informer;
-use controllers::queue::run_workers;
-use controllers::shared::Shutdown;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::Result;
+use runtime::informer::Informer;
+use runtime::queue::run_workers;
+use runtime::shared::Shutdown;
 
 use crate::cluster::TenantClusterController;
 use crate::nodes::NodePools;
@@ -84,23 +84,20 @@ where
     ))
 }
 
-/// Registers the admission hooks and installs the CRDs, roles and `tenant-root` into the root
-/// cluster of `server`. [`run`] does this first; call it alone to serve the resources without
-/// running the controllers.
-pub async fn install(server: &Arc<ApiServer>) -> Result<()> {
-    admission::register(server);
-    let clients = ClusterClients::in_memory(server.clone());
+/// Installs the CRDs, roles and `tenant-root` into the root cluster (the server must already
+/// run the platform's [`admission::validators`]). [`run`] does this first; call it alone to
+/// serve the resources without running the controllers.
+pub async fn install(clients: &ClusterClients) -> Result<()> {
     install::install(&clients.cluster(ROOT)?).await
 }
 
-/// Installs the platform into `server` and runs its controllers in process until `shutdown`.
+/// Installs the platform and runs its controllers through `clients` until `shutdown`.
 pub async fn run(
-    server: Arc<ApiServer>,
+    clients: ClusterClients,
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    install(&server).await?;
-    let clients = ClusterClients::in_memory(server);
+    install(&clients).await?;
     run_controllers(clients, options, shutdown).await
 }
 

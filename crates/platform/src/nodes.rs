@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use node::{Options, VirtualNodes};
 
-use controllers::client::ClusterClients;
-use controllers::error::{Error, Result};
+use runtime::client::ClusterClients;
+use runtime::error::{Error, Result};
 
 use crate::spec::NodeGroup;
 

@@ -14,10 +14,10 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Map, Value, json};
 
-use controllers::client::{ClusterClients, ROOT};
-use controllers::error::{Result, ignore_not_found};
-use controllers::informer::{Change, Informer, ObjectKey, Store};
-use controllers::queue::{Action, Queue};
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::{Change, Informer, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
 
 use crate::conditions::{self, Cond};
 use crate::install::{FIELD_MANAGER, apply};

@@ -204,7 +204,7 @@ async fn server() -> (Arc<apiserver::ApiServer>, tempfile::TempDir) {
 
 async fn preloaded(a: &Args, options: Options) -> Took {
     let (server, _dir) = server().await;
-    let clients = ClusterClients::in_memory(server);
+    let clients = ClusterClients::in_memory(apiserver::local::LocalService::system(server));
     create_nodes(clients.cluster(ROOT).unwrap(), a.nodes).await;
     let t = Instant::now();
     create_pods(clients.cluster(ROOT).unwrap(), 0..a.pods).await;
@@ -224,7 +224,7 @@ async fn preloaded(a: &Args, options: Options) -> Took {
 
 async fn streaming(a: &Args, options: Options) -> Took {
     let (server, _dir) = server().await;
-    let clients = ClusterClients::in_memory(server);
+    let clients = ClusterClients::in_memory(apiserver::local::LocalService::system(server));
     create_nodes(clients.cluster(ROOT).unwrap(), a.nodes).await;
     let s = Scheduler::start(clients.clone(), options).expect("scheduler");
     s.synced().await;

@@ -10,7 +10,7 @@
 pub enum Error {
     /// The controller runtime (clients, leader election) failed.
     #[error(transparent)]
-    Runtime(#[from] controllers::Error),
+    Runtime(#[from] runtime::Error),
     /// The API server answered with an error or could not be reached.
     #[error(transparent)]
     Kube(#[from] kube::Error),
@@ -24,7 +24,7 @@ impl Error {
     pub fn code(&self) -> Option<u16> {
         match self {
             Error::Kube(kube::Error::Api(s))
-            | Error::Runtime(controllers::Error::Kube(kube::Error::Api(s))) => Some(s.code),
+            | Error::Runtime(runtime::Error::Kube(kube::Error::Api(s))) => Some(s.code),
             _ => None,
         }
     }

@@ -12,8 +12,8 @@
 //! - decisions: [`framework`] (statuses and messages), [`plugins`] (filters and scores),
 //!   [`schedule`] (one cycle), [`preemption`].
 //!
-//! Entry points: [`run_all`] (in process, what `matryoshka up` spawns), [`run`] (any
-//! `ClusterClients`), or [`Scheduler::start`] (no leader election).
+//! Entry points: [`run`] (any `ClusterClients`; in process, what `matryoshka up` spawns),
+//! or [`Scheduler::start`] (no leader election).
 
 pub mod binder;
 pub mod cache;
@@ -36,4 +36,4 @@ mod testutil;
 
 pub use client::{ClientFactory, ClusterClients, InMemory};
 pub use error::{Error, Result};
-pub use scheduler::{Options, Scheduler, Stats, run, run_all};
+pub use scheduler::{Options, Scheduler, Stats, run};

@@ -28,9 +28,8 @@ use tokio::task::JoinHandle;
 
 use crate::binder;
 use crate::cache::Cache;
-use apiserver::ApiServer;
-use controllers::leader::{LeaderConfig, LeaderElector};
-use controllers::shared::Shutdown;
+use runtime::leader::{LeaderConfig, LeaderElector};
+use runtime::shared::Shutdown;
 
 use crate::client::{ClusterClients, ROOT};
 use crate::error::Result;
@@ -253,16 +252,6 @@ impl Scheduler {
             t.abort();
         }
     }
-}
-
-/// Runs the scheduler in process over `server`'s in-memory transport until `shutdown` (what
-/// `matryoshka up` spawns, with [`Options::with_leader_election`]).
-pub async fn run_all(
-    server: Arc<ApiServer>,
-    options: Options,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<()> {
-    run(ClusterClients::in_memory(server), options, shutdown).await
 }
 
 /// Runs the scheduler through `clients` until `shutdown`; with leader election it schedules

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use apimachinery::quantity::Quantity;
 use serde_json::{Value, json};
 
-use crate::quota::{self as eval, ResourceList};
+use apimachinery::quota::{self as eval, ResourceList};
 
 /// The annotation listing what LimitRanger set.
 pub const ANNOTATION: &str = "kubernetes.io/limit-ranger";

@@ -17,8 +17,8 @@ use registry::ResourceDef;
 use registry::store::{Location, WriteOptions, unix_now};
 use serde_json::Value;
 
-use crate::quota::{self as eval, ResourceList};
 use crate::server::ApiServer;
+use apimachinery::quota::{self as eval, ResourceList};
 
 /// Why a create was refused.
 pub enum Refused {

@@ -1,4 +1,6 @@
-//! In-process validating admission hooks.
+//! In-process validating admission hooks: the registry of [`Validator`]s (the trait lives in
+//! `apimachinery::admission`, so the components implementing it need nothing of the server)
+//! and the step of the write path that runs them.
 //!
 //! A [`Validator`] plays the part of a validating admission webhook for one resource: after a
 //! create, update or patch has been decoded and merged, and before it is stored, the server
@@ -18,51 +20,9 @@ use registry::cache::Filter;
 use registry::store::Location;
 use serde_json::Value;
 
-use crate::auth::UserInfo;
+pub use apimachinery::admission::{Objects, Operation, Request, Validator};
+
 use crate::server::{ApiServer, Ctx};
-
-/// The operation being admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Update,
-}
-
-/// What a validator is asked about (the `AdmissionRequest` of a webhook).
-pub struct Request<'a> {
-    /// The logical cluster the write is addressed to.
-    pub cluster: &'a str,
-    pub operation: Operation,
-    /// The object's namespace (empty when cluster-scoped).
-    pub namespace: &'a str,
-    /// The object as it would be stored.
-    pub object: &'a Value,
-    /// The stored object, on update.
-    pub old: Option<&'a Value>,
-    pub user: &'a UserInfo,
-    pub dry_run: bool,
-}
-
-/// A read-only view of the objects the server holds (its watch cache).
-pub trait Objects {
-    /// One object.
-    fn get(
-        &self,
-        group: &str,
-        plural: &str,
-        cluster: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Value>;
-    /// Every object of a resource in a cluster's namespace (all namespaces when empty).
-    fn list(&self, group: &str, plural: &str, cluster: &str, namespace: &str) -> Vec<Value>;
-}
-
-/// A validating admission hook for one resource.
-pub trait Validator: Send + Sync {
-    /// `Ok` admits the write; an error is returned to the client as it is.
-    fn validate(&self, req: &Request<'_>, objects: &dyn Objects) -> Result<(), ApiError>;
-}
 
 /// Validators keyed by (group, plural).
 type ByResource = HashMap<(String, String), Vec<Arc<dyn Validator>>>;

@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 
-use crate::client::ClusterClients;
 use crate::clock::SharedClock;
-use crate::error::Result;
-use crate::informer::{ObjectKey, Store};
 use crate::podutil;
-use crate::queue::Queue;
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{ObjectKey, Store};
+use runtime::queue::Queue;
+use runtime::shared::Informers;
 
 /// The annotation holding the time a Job was scheduled for (RFC 3339 in the CronJob's zone).
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";

@@ -15,11 +15,11 @@ use kube::api::{DeleteParams, PostParams, PropagationPolicy};
 use super::schedule::{self, Schedule};
 use super::{CronJobController, SCHEDULED_TIMESTAMP};
 use crate::clock::until;
-use crate::error::{Result, ignore_not_found};
-use crate::informer::ObjectKey;
 use crate::job::policy::true_condition;
 use crate::podutil;
-use crate::queue::Action;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::ObjectKey;
+use runtime::queue::Action;
 
 /// Upstream warns (event `TooManyMissedTimes`) beyond this many missed times.
 const MANY_MISSED: usize = 100;

@@ -20,13 +20,13 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::client::ClusterClients;
-use crate::error::Result;
 use crate::expectations::Expectations;
-use crate::informer::{Change, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::Queue;
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::Queue;
+use runtime::shared::Informers;
 
 /// The label holding the DaemonSet generation a pod was made from (deprecated upstream, still
 /// set).

@@ -16,11 +16,11 @@ use kube::api::{DeleteParams, PostParams};
 use super::placement::{add_default_tolerations, fit, pin_to_node, target_node};
 use super::{DaemonSetController, TEMPLATE_GENERATION};
 use crate::claim::{Claimer, recheck_alive};
-use crate::error::{Error, Result};
 use crate::history::{self, CONTROLLER_REVISION_HASH};
-use crate::informer::ObjectKey;
 use crate::podutil;
-use crate::queue::Action;
+use runtime::error::{Error, Result};
+use runtime::informer::ObjectKey;
+use runtime::queue::Action;
 
 /// A percentage or number of `total`, rounded up (upstream rounds both limits up).
 pub fn scaled(v: Option<&IntOrString>, total: i32, default: i32) -> i32 {

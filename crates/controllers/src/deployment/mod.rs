@@ -24,12 +24,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::client::ClusterClients;
-use crate::error::Result;
-use crate::informer::{Change, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// The Deployment controller.
 pub struct DeploymentController {

@@ -15,8 +15,8 @@ use serde_json::json;
 
 use super::status::{self, Reason};
 use super::util::{self, POD_TEMPLATE_HASH};
-use crate::error::{Error, Result};
 use crate::podutil;
+use runtime::error::{Error, Result};
 
 /// One sync of one Deployment: the (defaulted) Deployment as last written, and its cluster's
 /// APIs in its namespace.
@@ -47,7 +47,7 @@ impl Sync {
     /// already taking apart.
     async fn recheck_alive(&self) -> Result<bool> {
         let fresh =
-            crate::error::ignore_not_found(self.deployments.get(&name(&self.d.metadata)).await)?;
+            runtime::error::ignore_not_found(self.deployments.get(&name(&self.d.metadata)).await)?;
         Ok(fresh.is_some_and(|f| {
             f.metadata.uid == self.d.metadata.uid && f.metadata.deletion_timestamp.is_none()
         }))

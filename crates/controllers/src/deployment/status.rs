@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::rollout::Sync;
 use super::util;
-use crate::error::Result;
+use runtime::error::Result;
 
 /// Condition reasons, as upstream spells them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,11 +16,11 @@ use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 
 use super::{HEADLESS_LABEL, ResolvedPort};
-use crate::client::ClusterClients;
-use crate::error::{Result, ignore_not_found};
-use crate::informer::{ObjectKey, Store};
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::{ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// The label that keeps the mirroring controller away from controller-made Endpoints.
 pub const SKIP_MIRROR_LABEL: &str = "endpointslice.kubernetes.io/skip-mirror";

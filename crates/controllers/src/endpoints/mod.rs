@@ -20,9 +20,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use std::sync::Arc;
 
-use crate::informer::{Change, Informer, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::Queue;
+use runtime::informer::{Change, Informer, ObjectKey, Store};
+use runtime::queue::Queue;
 
 /// The label naming the service of an EndpointSlice.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";

@@ -23,12 +23,12 @@ use parking_lot::Mutex;
 use super::{
     HEADLESS_LABEL, MANAGED_BY, MANAGED_BY_LABEL, ResolvedPort, SERVICE_NAME_LABEL, ZONE_LABEL,
 };
-use crate::client::ClusterClients;
-use crate::error::{Result, ignore_not_found};
-use crate::informer::{Change, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::{Action, Queue};
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Informers;
 
 /// Upstream's default `--max-endpoints-per-slice`.
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;

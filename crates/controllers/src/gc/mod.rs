@@ -31,11 +31,11 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use self::graph::{FOREGROUND, Graph, Identity, Node, ORPHAN, Work};
-use crate::client::{ClusterClients, ROOT};
-use crate::error::{Error, Result};
-use crate::informer::{Change, Informer};
-use crate::queue::{Action, Queue};
-use crate::shared::Shutdown;
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::{Error, Result};
+use runtime::informer::{Change, Informer};
+use runtime::queue::{Action, Queue};
+use runtime::shared::Shutdown;
 
 type Meta = PartialObjectMeta<DynamicObject>;
 

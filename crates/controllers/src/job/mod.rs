@@ -28,14 +28,14 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 
-use crate::client::ClusterClients;
 use crate::clock::SharedClock;
-use crate::error::Result;
 use crate::expectations::Expectations;
-use crate::informer::{Change, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::Queue;
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::Queue;
+use runtime::shared::Informers;
 
 pub use pods::{COMPLETION_INDEX, TRACKING_FINALIZER};
 

@@ -21,10 +21,10 @@ use super::writes::write_status;
 use super::{Backoff, JobController, has_tracking_finalizer};
 use crate::claim::{Claimer, recheck_alive};
 use crate::clock::until;
-use crate::error::{Error, Result};
-use crate::informer::ObjectKey;
 use crate::podutil;
-use crate::queue::Action;
+use runtime::error::{Error, Result};
+use runtime::informer::ObjectKey;
+use runtime::queue::Action;
 
 /// Upstream's `DefaultJobPodFailureBackOff` and `MaxJobPodFailureBackOff`.
 const BACKOFF_BASE: Duration = Duration::from_secs(10);

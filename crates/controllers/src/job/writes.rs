@@ -12,9 +12,9 @@ use serde_json::json;
 
 use super::pods::TRACKING_FINALIZER;
 use super::{JobController, has_tracking_finalizer};
-use crate::error::{Error, Result};
-use crate::informer::ObjectKey;
 use crate::podutil;
+use runtime::error::{Error, Result};
+use runtime::informer::ObjectKey;
 
 fn uid(pod: &Pod) -> String {
     pod.metadata.uid.clone().unwrap_or_default()

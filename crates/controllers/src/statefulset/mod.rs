@@ -25,12 +25,12 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::client::ClusterClients;
-use crate::error::Result;
-use crate::informer::{Change, ObjectKey, Store};
 use crate::podutil;
-use crate::queue::Queue;
-use crate::shared::Informers;
+use runtime::client::ClusterClients;
+use runtime::error::Result;
+use runtime::informer::{Change, ObjectKey, Store};
+use runtime::queue::Queue;
+use runtime::shared::Informers;
 
 /// The StatefulSet controller.
 pub struct StatefulSetController {

@@ -16,11 +16,11 @@ use serde_json::json;
 use super::StatefulSetController;
 use super::pods::{claims, new_pod, ordinal, pod_owner_ref, pod_revision};
 use crate::claim::{Claimer, recheck_alive};
-use crate::error::{Result, ignore_not_found};
 use crate::history::{self, REVISION_HASH_LABEL};
-use crate::informer::ObjectKey;
 use crate::podutil;
-use crate::queue::Action;
+use runtime::error::{Result, ignore_not_found};
+use runtime::informer::ObjectKey;
+use runtime::queue::Action;
 
 fn name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or_default()

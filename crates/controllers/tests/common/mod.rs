@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use controllers::client::ClusterClients;
-use controllers::shared::{Shutdown, ShutdownTrigger};
+use apiserver::local::LocalService;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -19,6 +18,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use runtime::client::ClusterClients;
+use runtime::shared::{Shutdown, ShutdownTrigger};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
@@ -47,6 +48,11 @@ pub async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
     (server, dir)
 }
 
+/// Clients over `server`'s in-memory transport, as the system identity.
+pub fn clients(server: &Arc<ApiServer>) -> ClusterClients {
+    ClusterClients::in_memory(LocalService::system(server.clone()))
+}
+
 /// Makes a logical cluster exist: a LogicalCluster in the root cluster, provisioned by the
 /// server until Ready.
 pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
@@ -57,7 +63,7 @@ pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
         kind: "LogicalCluster".into(),
         plural: "logicalclusters".into(),
     };
-    let root = ClusterClients::in_memory(server.clone())
+    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
         .cluster("root")
         .unwrap();
     let api: Api<kube::api::DynamicObject> = Api::all_with(root, &ar);
@@ -84,6 +90,15 @@ impl Harness {
 
     /// Like [`Harness::start`] with the controllers' options.
     pub async fn start_with(clusters: &[&str], options: controllers::Options) -> Harness {
+        Self::start_with_cache(clusters, options, runtime::client::DEFAULT_CLIENT_CACHE).await
+    }
+
+    /// Like [`Harness::start_with`], the controllers keeping `client_cache` per-cluster clients.
+    pub async fn start_with_cache(
+        clusters: &[&str],
+        options: controllers::Options,
+        client_cache: usize,
+    ) -> Harness {
         let (server, dir) = server().await;
         for c in clusters {
             add_cluster(&server, c).await;
@@ -91,14 +106,20 @@ impl Harness {
         let (stop, shutdown) = Shutdown::new();
         let s = server.clone();
         let controllers = tokio::spawn(async move {
-            controllers::run_all(s, options, shutdown.wait())
+            let clients = ClusterClients::with_capacity(
+                Arc::new(runtime::client::InMemory::new(LocalService::system(s))),
+                client_cache,
+            );
+            controllers::run(clients, options, shutdown.wait())
                 .await
                 .expect("controllers");
         });
         Harness {
             // A small cache: the test's own clients must not hide the controllers' task count.
             clients: ClusterClients::with_capacity(
-                Arc::new(controllers::client::InMemory::new(server.clone())),
+                Arc::new(runtime::client::InMemory::new(LocalService::system(
+                    server.clone(),
+                ))),
                 TEST_CLIENT_CACHE,
             ),
             server,

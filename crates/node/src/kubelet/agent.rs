@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodStatus, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
@@ -14,13 +14,14 @@ use tokio::task::JoinHandle;
 use super::backoff::Backoff;
 use super::config::KubeletConfig;
 use super::cri::CriClient;
-use super::env::EnvResolver;
+use super::dns::DnsSettings;
 use super::events::Recorder;
 use super::images::ImageManager;
 use super::layout::Layout;
 use super::probes::ProbeManager;
 use super::runtime_state::RuntimeReader;
-use super::volumes::VolumeManager;
+use super::security::SecurityOptions;
+use super::volumes::{ObjectSource, VolumeManager};
 use crate::net::Ipv4Cidr;
 
 /// What the node is, as the pods need it.
@@ -61,8 +62,14 @@ pub struct Agent {
     pub recorder: Recorder,
     /// Container restart back-off.
     pub backoff: Backoff,
-    pub env: EnvResolver,
     pub volumes: VolumeManager,
+    /// ConfigMaps and Secrets for environments.
+    pub objects: Arc<dyn ObjectSource>,
+    /// Every Service of the cluster, by namespace/name, once listed (`None` before: the
+    /// kubelet builds no environment until its Service informer has synced).
+    pub services: RwLock<Option<HashMap<String, Service>>>,
+    pub dns: DnsSettings,
+    pub security: SecurityOptions,
     pub facts: RwLock<NodeFacts>,
     /// By UID.
     pub pods: RwLock<HashMap<String, PodEntry>>,

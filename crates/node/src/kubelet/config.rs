@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Taint;
 use super::Teardown;
 use super::backoff;
 use super::containerd::ContainerdOptions;
-use super::dns::ClusterDns;
 use crate::net::Ipv4Cidr;
 use crate::sizing::SizingInput;
 
@@ -20,6 +19,31 @@ use crate::sizing::SizingInput;
 pub const DEFAULT_CRI_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 /// Where `matryoshka node` keeps its data unless told otherwise.
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/matryoshka/node";
+
+/// The node's DNS settings (kubelet `clusterDNS`, `clusterDomain`, `resolvConf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterDns {
+    /// The cluster DNS servers; empty when the cluster has none (ClusterFirst pods then use
+    /// the host's configuration, with a `MissingClusterDNS` event).
+    pub servers: Vec<IpAddr>,
+    /// The cluster domain (`cluster.local`).
+    pub domain: String,
+    /// The host's resolver configuration (`/etc/resolv.conf`).
+    pub host_resolv_conf: PathBuf,
+    /// The host's hosts file, the base of host-network pods' `/etc/hosts`.
+    pub host_hosts_file: PathBuf,
+}
+
+impl Default for ClusterDns {
+    fn default() -> Self {
+        ClusterDns {
+            servers: Vec::new(),
+            domain: "cluster.local".to_string(),
+            host_resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            host_hosts_file: PathBuf::from("/etc/hosts"),
+        }
+    }
+}
 
 /// Intervals of the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]

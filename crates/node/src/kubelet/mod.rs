@@ -38,7 +38,6 @@ pub mod cri;
 pub mod dns;
 pub mod env;
 pub mod events;
-pub mod expansion;
 pub mod hooks;
 pub mod host;
 pub mod images;
@@ -194,7 +193,7 @@ impl Kubelet {
             }
         }
         let node_ip = config.node_ip.unwrap_or_else(machine::default_ip);
-        let allocatable = sizing
+        let allocatable: std::collections::BTreeMap<_, _> = sizing
             .allocatable()
             .unwrap_or_default()
             .into_iter()
@@ -205,6 +204,8 @@ impl Kubelet {
                 )
             })
             .collect();
+        let objects: Arc<dyn volumes::ObjectSource> =
+            Arc::new(volumes::ApiSource::new(client.clone()));
         let recorder = events::Recorder::start(client.clone(), &config.node_name);
         let (shutdown, _) = watch::channel(false);
         let (pods_synced, _) = watch::channel(false);
@@ -237,8 +238,25 @@ impl Kubelet {
                 ),
                 recorder: recorder.clone(),
                 backoff,
-                env: env::EnvResolver::new(client.clone()),
-                volumes: volumes::VolumeManager::new(client.clone(), layout.clone()),
+                volumes: volumes::VolumeManager::new(
+                    volumes::VolumeConfig {
+                        root_dir: layout.root().to_path_buf(),
+                        node_allocatable: allocatable.clone(),
+                    },
+                    objects.clone(),
+                ),
+                objects: objects.clone(),
+                services: RwLock::new(None),
+                dns: dns::DnsSettings {
+                    cluster_dns: config.dns.servers.iter().map(|s| s.to_string()).collect(),
+                    cluster_domain: config.dns.domain.clone(),
+                    resolv_conf: Some(config.dns.host_resolv_conf.clone()),
+                    node_ips: vec![node_ip.to_string()],
+                },
+                security: security::SecurityOptions {
+                    seccomp_default: false,
+                    seccomp_profile_root: layout.root().join("seccomp"),
+                },
                 facts: RwLock::new(NodeFacts {
                     host_ips: vec![node_ip.to_string()],
                     allocatable,
@@ -265,6 +283,7 @@ impl Kubelet {
         let tasks = vec![
             tokio::spawn(node_status::run(agent.clone(), identity, node_uid)),
             tokio::spawn(pods::watch(agent.clone())),
+            tokio::spawn(pods::watch_services(agent.clone())),
             tokio::spawn(pods::relist(agent.clone())),
         ];
         tracing::info!(node = %agent.config.node_name, endpoint = %endpoint, "the node agent runs pods through CRI");

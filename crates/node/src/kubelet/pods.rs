@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -85,6 +85,58 @@ pub async fn watch(agent: Arc<Agent>) {
                 }
             }
             Some(Err(e)) => tracing::warn!(error = %e, "the pod watch failed; retrying"),
+            None => return,
+        }
+    }
+}
+
+fn service_key(s: &Service) -> String {
+    format!(
+        "{}/{}",
+        s.metadata.namespace.as_deref().unwrap_or(""),
+        s.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Watches every Service of the cluster (service-link variables) until shutdown; the table
+/// is there once the first list is complete.
+pub async fn watch_services(agent: Arc<Agent>) {
+    let api: Api<Service> = Api::all(agent.client.clone());
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut shutdown = agent.shutdown.subscribe();
+    let mut listing: Option<HashMap<String, Service>> = None;
+    loop {
+        let ev = tokio::select! {
+            ev = stream.next() => ev,
+            _ = shutdown.changed() => return,
+        };
+        match ev {
+            Some(Ok(Event::Init)) => listing = Some(HashMap::new()),
+            Some(Ok(Event::InitApply(mut s))) => {
+                s.metadata.managed_fields = None;
+                if let Some(l) = listing.as_mut() {
+                    l.insert(service_key(&s), s);
+                }
+            }
+            Some(Ok(Event::InitDone)) => {
+                if let Some(l) = listing.take() {
+                    *agent.services.write() = Some(l);
+                }
+            }
+            Some(Ok(Event::Apply(mut s))) => {
+                s.metadata.managed_fields = None;
+                if let Some(m) = agent.services.write().as_mut() {
+                    m.insert(service_key(&s), s);
+                }
+            }
+            Some(Ok(Event::Delete(s))) => {
+                if let Some(m) = agent.services.write().as_mut() {
+                    m.remove(&service_key(&s));
+                }
+            }
+            Some(Err(e)) => tracing::warn!(error = %e, "the service watch failed; retrying"),
             None => return,
         }
     }

@@ -11,7 +11,7 @@ use node::kubelet::{Kubelet, KubeletConfig, KubeletTiming, Teardown};
 
 use super::Env;
 use super::images::BUSYBOX;
-use super::runtime::{TestRuntime, unique};
+use super::node_runtime::{TestRuntime, unique};
 
 /// A test's node.
 pub struct TestNode {

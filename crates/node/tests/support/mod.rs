@@ -4,19 +4,19 @@
 
 pub mod images;
 pub mod kubelet;
-pub mod runtime;
+pub mod node_runtime;
 
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::server::ApiServer;
-use controllers::client::ClusterClients;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::Resource;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::wait::{Condition, await_condition};
 use node::{Network, Options, Timing};
+use runtime::client::ClusterClients;
 use serde::de::DeserializeOwned;
 
 /// How long any wait may take before the test fails.
@@ -40,9 +40,10 @@ impl Env {
         let server = apiserver::server::start(Arc::new(store))
             .await
             .expect("server");
-        let client = ClusterClients::in_memory(server.clone())
-            .cluster("root")
-            .expect("root client");
+        let client =
+            ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
+                .cluster("root")
+                .expect("root client");
         Env {
             server,
             client,
@@ -52,7 +53,7 @@ impl Env {
 
     /// A client of logical cluster `name`.
     pub fn cluster(&self, name: &str) -> kube::Client {
-        ClusterClients::in_memory(self.server.clone())
+        ClusterClients::in_memory(apiserver::local::LocalService::system(self.server.clone()))
             .cluster(name)
             .expect("cluster client")
     }

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use apiserver::ApiServer;
 use apiserver::auth::UserInfo;
-use controllers::client::ClusterClients;
+use apiserver::local::LocalService;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
+use runtime::client::ClusterClients;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -43,7 +44,7 @@ impl Harness {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let ca = apiserver::certs::Ca::generate("platform-test-ca").expect("ca");
+        let ca = pki::Ca::generate("platform-test-ca").expect("ca");
         let sa = apiserver::jwt::SigningKey::generate_pkcs8().expect("sa key");
         let config = apiserver::server::Config {
             external_url: format!("https://127.0.0.1:{}", addr.port()),
@@ -71,18 +72,26 @@ impl Harness {
         let s = server.clone();
         let shut = stopped(&stop);
         tasks.push(tokio::spawn(async move {
-            let _ = controllers::run_all(s, controllers::Options::default(), shut).await;
+            let _ = controllers::run(
+                ClusterClients::in_memory(LocalService::system(s.clone())),
+                controllers::Options::default().with_ca(s.config.root_ca.cert_pem.clone()),
+                shut,
+            )
+            .await;
         }));
         // The platform installs before the test goes on (CRDs established, tenant-root).
-        platform::install(&server)
+        for (group, plural, v) in platform::admission::validators() {
+            server.admission.register(group, plural, v);
+        }
+        let clients = ClusterClients::in_memory(LocalService::system(server.clone()));
+        platform::install(&clients)
             .await
             .expect("install the platform");
-        let clients = ClusterClients::in_memory(server.clone());
         let shut = stopped(&stop);
         tasks.push(tokio::spawn(async move {
             let _ = platform::run_controllers(clients, platform::Options::default(), shut).await;
         }));
-        let root = ClusterClients::in_memory(server.clone())
+        let root = ClusterClients::in_memory(LocalService::system(server.clone()))
             .cluster("root")
             .expect("root client");
         Harness {

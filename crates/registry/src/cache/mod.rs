@@ -40,8 +40,7 @@ pub use filter::{Filter, Predicate, selector_predicate};
 pub use follow::Follow;
 pub use object::{CachedObject, LabelSet};
 
-/// The annotation naming an object's logical cluster in cross-cluster responses.
-pub const CLUSTER_ANNOTATION: &str = "matryoshka.dev/cluster";
+pub use apimachinery::cluster::CLUSTER_ANNOTATION;
 
 /// Watch event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,7 @@ pub async fn server(clusters: &[&str]) -> (Arc<ApiServer>, tempfile::TempDir) {
     let server = apiserver::server::start(Arc::new(store))
         .await
         .expect("server");
-    let root = ClusterClients::in_memory(server.clone())
+    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
         .cluster(ROOT)
         .expect("client");
     let gvk = GroupVersionKind::gvk("core.matryoshka.dev", "v1alpha1", "LogicalCluster");
@@ -70,7 +70,9 @@ impl Harness {
     pub async fn without_scheduler(clusters: &[&str]) -> Harness {
         let (server, dir) = server(clusters).await;
         Harness {
-            clients: ClusterClients::in_memory(server.clone()),
+            clients: ClusterClients::in_memory(apiserver::local::LocalService::system(
+                server.clone(),
+            )),
             server,
             scheduler: None,
             _dir: dir,
@@ -79,7 +81,8 @@ impl Harness {
 
     pub async fn start_with(clusters: &[&str], options: Options) -> Harness {
         let (server, dir) = server(clusters).await;
-        let clients = ClusterClients::in_memory(server.clone());
+        let clients =
+            ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()));
         let s = Scheduler::start(clients.clone(), options).expect("scheduler");
         tokio::time::timeout(PATIENCE, s.synced())
             .await

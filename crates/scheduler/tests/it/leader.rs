@@ -8,11 +8,13 @@ use serde_json::json;
 use crate::common::Harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_all_schedules_while_it_holds_the_kube_scheduler_lease() {
+async fn run_schedules_while_it_holds_the_kube_scheduler_lease() {
     let h = Harness::without_scheduler(&["a"]).await;
-    let (stop, stopped) = controllers::shared::Shutdown::new();
-    let running = tokio::spawn(scheduler::run_all(
-        h.server.clone(),
+    let (stop, stopped) = runtime::shared::Shutdown::new();
+    let running = tokio::spawn(scheduler::run(
+        runtime::client::ClusterClients::in_memory(apiserver::local::LocalService::system(
+            h.server.clone(),
+        )),
         scheduler::Options::default().with_leader_election("replica-1"),
         stopped.wait(),
     ));

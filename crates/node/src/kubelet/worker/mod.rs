@@ -33,6 +33,7 @@ use super::events;
 use super::labels::container_hash;
 use super::runtime_state::{PodRuntime, State};
 use super::status::{self, Inputs, SyncReason};
+use super::volumes::VolumeError;
 use crate::error::status_code;
 
 /// The field manager of the agent's writes.
@@ -184,10 +185,7 @@ impl Worker {
             return Some(self.create_sandbox(pod, &runtime).await);
         }
         let mut next = self.resync();
-        if let Err(e) = self.setup_volumes(pod, &ips).await {
-            agent
-                .recorder
-                .pod(pod, None, events::WARNING, "FailedMount", e);
+        if !self.setup_volumes(pod).await {
             next = Duration::from_secs(2);
         } else if !p.start.is_empty() {
             if let Some(sb) = runtime.ready_sandbox() {
@@ -230,32 +228,36 @@ impl Worker {
         Some(next)
     }
 
-    async fn setup_volumes(&self, pod: &Pod, ips: &[IpAddr]) -> Result<(), String> {
-        let agent = &self.agent;
-        let facts = agent.facts();
-        let host_ips: Vec<IpAddr> = facts
-            .host_ips
-            .iter()
-            .filter_map(|ip| ip.parse().ok())
-            .collect();
-        let ctx = super::context::PodContext {
-            pod,
-            node_name: &agent.config.node_name,
-            pod_ips: ips,
-            host_ips: &host_ips,
-            node_allocatable: &facts.allocatable,
-            cluster_domain: &agent.config.dns.domain,
-        };
-        agent.volumes.setup(&ctx).await.map_err(|e| e.to_string())
+    /// Sets up (or refreshes) the pod's volumes; on failure records a `FailedMount` event per
+    /// volume that is not ready.
+    async fn setup_volumes(&self, pod: &Pod) -> bool {
+        match self.agent.volumes.setup(pod).await {
+            Ok(_) => true,
+            Err(VolumeError::SetUp(failures)) => {
+                for f in failures {
+                    self.agent.recorder.pod(
+                        pod,
+                        None,
+                        events::WARNING,
+                        "FailedMount",
+                        f.event_message(),
+                    );
+                }
+                false
+            }
+            Err(e) => {
+                self.agent
+                    .recorder
+                    .pod(pod, None, events::WARNING, "FailedMount", e.to_string());
+                false
+            }
+        }
     }
 
     /// Creates the pod's sandbox (after its volumes); when to sync again.
     async fn create_sandbox(&mut self, pod: &Pod, runtime: &PodRuntime) -> Duration {
         let agent = self.agent.clone();
-        if let Err(e) = self.setup_volumes(pod, &[]).await {
-            agent
-                .recorder
-                .pod(pod, None, events::WARNING, "FailedMount", e);
+        if !self.setup_volumes(pod).await {
             self.write_status(pod, runtime, false).await;
             return Duration::from_secs(2);
         }

@@ -23,8 +23,11 @@ pub fn config(
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let spec = pod.spec.clone().unwrap_or_default();
     let host_network = spec.host_network.unwrap_or(false);
-    let dns = dns::sandbox_dns(pod, &agent.config.dns).map_err(|e| e.to_string())?;
-    let (hostname, _) = dns::hostname_and_domain(pod, &agent.config.dns.domain);
+    let host = dns::load_host_dns(&agent.dns)?;
+    let dns = dns::pod_dns_config(pod, &agent.dns, &host);
+    let (hostname, domain) = dns::hostname_and_domain(pod, &agent.config.dns.domain)?;
+    let fqdn = spec.set_hostname_as_fqdn.unwrap_or(false);
+    let hostname = dns::kernel_hostname(&hostname, &domain, fqdn)?;
     let mut port_mappings = Vec::new();
     for c in &spec.containers {
         for p in c.ports.iter().flatten() {
@@ -44,8 +47,8 @@ pub fn config(
             });
         }
     }
-    let mut linux = security::sandbox_linux(pod);
-    linux.cgroup_parent = resources::pod_cgroup_parent(&agent.config.cgroup_root, pod);
+    let parent = resources::pod_cgroup_parent(&agent.config.cgroup_root, pod);
+    let linux = security::sandbox_linux_config(pod, &parent).map_err(|e| e.to_string())?;
     let config = cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: name.clone(),
@@ -70,5 +73,10 @@ pub fn config(
         linux: Some(linux),
         ..cri::PodSandboxConfig::default()
     };
-    Ok((config, dns.warnings))
+    let warnings = dns
+        .events
+        .into_iter()
+        .map(|e| (e.reason.to_string(), e.message))
+        .collect();
+    Ok((config, warnings))
 }

@@ -12,13 +12,13 @@ use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::kubelet::agent::Agent;
-use crate::kubelet::context::PodContext;
+use crate::kubelet::env::{self, EnvContext};
 use crate::kubelet::events;
-use crate::kubelet::expansion::expand;
 use crate::kubelet::layout::container_log_path;
 use crate::kubelet::runtime_state::State;
 use crate::kubelet::security::{self, ImageUser};
 use crate::kubelet::status::SyncReason;
+use crate::kubelet::volumes::MountOptions;
 use crate::kubelet::{dns, hooks, labels, resources};
 
 use super::kill;
@@ -88,52 +88,6 @@ pub fn next_attempt(agent: &Agent, pod: &Pod, name: &str, latest: Option<u32>) -
         .map_or(0, |n| n + 1)
 }
 
-/// Creates the termination message file of an instance (writable by any user, as upstream
-/// makes it) and returns its mount.
-fn termination_mount(
-    agent: &Agent,
-    uid: &str,
-    c: &Container,
-) -> std::io::Result<Option<cri::Mount>> {
-    let path = c
-        .termination_message_path
-        .clone()
-        .unwrap_or_else(|| "/dev/termination-log".into());
-    if path.is_empty() {
-        return Ok(None);
-    }
-    let instance = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
-    let file = agent
-        .layout
-        .termination_message_file(uid, &c.name, &instance);
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&file, b"")?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))?;
-    Ok(Some(cri::Mount {
-        container_path: path,
-        host_path: file.display().to_string(),
-        ..cri::Mount::default()
-    }))
-}
-
-/// Writes the pod's `/etc/hosts` and returns its mount.
-fn hosts_mount(agent: &Agent, ctx: &PodContext<'_>) -> Result<cri::Mount, String> {
-    let content = dns::hosts_file(ctx, &agent.config.dns).map_err(|e| e.to_string())?;
-    let path = agent.layout.pod_hosts_file(ctx.uid());
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(&path, content).map_err(|e| e.to_string())?;
-    Ok(cri::Mount {
-        container_path: "/etc/hosts".into(),
-        host_path: path.display().to_string(),
-        ..cri::Mount::default()
-    })
-}
-
 /// Starts container `c` of `pod` in sandbox `sandbox_id`.
 #[allow(clippy::too_many_arguments)]
 pub async fn start_container(
@@ -155,40 +109,45 @@ pub async fn start_container(
         .await
         .map_err(|e| fail(agent, pod, c, e.reason(), e.to_string()))?;
     let facts = agent.facts();
-    let host_ips: Vec<IpAddr> = facts
-        .host_ips
-        .iter()
-        .filter_map(|ip| ip.parse().ok())
-        .collect();
-    let ctx = PodContext {
-        pod,
-        node_name: &agent.config.node_name,
-        pod_ips,
-        host_ips: &host_ips,
-        node_allocatable: &facts.allocatable,
-        cluster_domain: &agent.config.dns.domain,
-    };
     let config_error = |m: String| fail(agent, pod, c, "CreateContainerConfigError", m);
-    // The configuration.
-    let envs = agent
-        .env
-        .container_env(&ctx, c)
-        .await
-        .map_err(|e| config_error(e.to_string()))?;
-    let mut mounts = agent
+    let ip_strings: Vec<String> = pod_ips.iter().map(|ip| ip.to_string()).collect();
+    // The environment: ConfigMaps and Secrets read now, Services from the agent's watch.
+    let mut env_ctx = EnvContext {
+        services: agent
+            .services
+            .read()
+            .as_ref()
+            .map(|m| m.values().cloned().collect()),
+        pod_ips: ip_strings.clone(),
+        host_ips: facts.host_ips.clone(),
+        node_allocatable: facts.allocatable.clone(),
+        ..EnvContext::default()
+    };
+    env_ctx.load(agent.objects.as_ref(), pod).await;
+    let envs = env::container_env(pod, c, &env_ctx).map_err(|e| config_error(e.to_string()))?;
+    // The mounts: volumes, then /etc/hosts, resolv.conf, hostname, the termination message.
+    let volumes = agent
         .volumes
-        .container_mounts(&ctx, c, &envs)
-        .map_err(|e| config_error(e.to_string()))?;
-    let mounts_hosts = mounts.iter().any(|m| m.container_path == "/etc/hosts");
-    let host_network = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false);
-    if !mounts_hosts && (!pod_ips.is_empty() || host_network) {
-        mounts.push(hosts_mount(agent, &ctx).map_err(config_error)?);
-    }
-    if let Some(m) = termination_mount(agent, &uid, c).map_err(|e| config_error(e.to_string()))? {
+        .volumes(&uid)
+        .ok_or_else(|| config_error(format!("the volumes of pod {uid} are not set up")))?;
+    let mut mounts = volumes
+        .mounts_for(c, &envs, &MountOptions::default())
+        .map_err(config_error)?;
+    let pod_dir = agent.layout.pod_dir(&uid);
+    let (hostname, domain) =
+        dns::hostname_and_domain(pod, &agent.config.dns.domain).map_err(config_error)?;
+    let files = dns::PodFiles {
+        pod,
+        pod_dir: &pod_dir,
+        pod_ips: &ip_strings,
+        hostname: &hostname,
+        domain: &domain,
+        node_hosts: &agent.config.dns.host_hosts_file,
+    };
+    mounts.extend(dns::hosts_mount(&files, c).map_err(|e| config_error(e.to_string()))?);
+    if let Some((m, _)) =
+        dns::termination_message_mount(&pod_dir, c).map_err(|e| config_error(e.to_string()))?
+    {
         mounts.push(m);
     }
     let image_user = agent
@@ -197,20 +156,11 @@ pub async fn start_container(
         .await
         .ok()
         .flatten()
-        .map(|i| ImageUser {
-            uid: i.uid.map(|u| u.value),
-            username: i.username,
-        });
-    let security = security::container_linux(pod, c, image_user.as_ref())
+        .map(|i| ImageUser::from_image(&i))
+        .unwrap_or_default();
+    let security = security::container_security(pod, c, &image_user, &agent.security)
         .map_err(|e| config_error(e.to_string()))?;
-    let env_map: HashMap<String, String> = envs
-        .iter()
-        .map(|kv| (kv.key.clone(), kv.value.clone()))
-        .collect();
-    let lookup = |k: &str| env_map.get(k).cloned();
-    let expand_all = |v: &Option<Vec<String>>| -> Vec<String> {
-        v.iter().flatten().map(|s| expand(s, &lookup)).collect()
-    };
+    let (command, args) = expand_command(c, &envs);
     let config = cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: c.name.clone(),
@@ -221,8 +171,8 @@ pub async fn start_container(
             user_specified_image: c.image.clone().unwrap_or_default(),
             ..cri::ImageSpec::default()
         }),
-        command: expand_all(&c.command),
-        args: expand_all(&c.args),
+        command,
+        args,
         working_dir: c.working_dir.clone().unwrap_or_default(),
         envs,
         mounts,
@@ -319,6 +269,23 @@ pub async fn start_container(
         }
     }
     Ok(id)
+}
+
+/// The container's command and args with `$(VAR)` expanded from its environment.
+fn expand_command(c: &Container, envs: &[cri::KeyValue]) -> (Vec<String>, Vec<String>) {
+    let env_map: HashMap<&str, &str> = envs
+        .iter()
+        .map(|kv| (kv.key.as_str(), kv.value.as_str()))
+        .collect();
+    let lookup = |k: &str| env_map.get(k).map(|v| v.to_string());
+    let contexts: [env::expand::Context<'_>; 1] = [&lookup];
+    let all = |v: &Option<Vec<String>>| -> Vec<String> {
+        v.iter()
+            .flatten()
+            .map(|s| env::expand::expand(s, env::expand::lookup_in(&contexts)))
+            .collect()
+    };
+    (all(&c.command), all(&c.args))
 }
 
 /// Links the instance's log as `<pod>_<ns>_<container>-<id>.log`.

@@ -47,7 +47,7 @@ impl TestRuntime {
             .tempdir_in("/tmp")
             .expect("tempdir");
         let layout = Layout::new(dir.path());
-        let preload = images::write_test_images(&dir.path().join("images"));
+        let preload = images::test_images();
         let id = unique();
         TestRuntime {
             layout,

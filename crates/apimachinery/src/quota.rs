@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use apimachinery::quantity::{Format, Quantity};
+use crate::quantity::{Format, Quantity};
 use serde_json::Value;
 
 /// Quantities by resource name (`requests.cpu`, `count/pods`).
@@ -180,11 +180,11 @@ pub fn pod_is_live(pod: &Value, now_unix: i64) -> bool {
     ) {
         return false;
     }
-    let m = apimachinery::meta::metadata(pod);
+    let m = crate::meta::metadata(pod);
     if let (Some(ts), Some(grace)) = (
         m.get("deletionTimestamp")
             .and_then(Value::as_str)
-            .and_then(apimachinery::meta::parse_time),
+            .and_then(crate::meta::parse_time),
         m.get("deletionGracePeriodSeconds").and_then(Value::as_i64),
     ) && now_unix > ts + grace
     {

@@ -2,8 +2,10 @@
 //!
 //! A logical cluster is addressed by the path prefix `/clusters/<name>` (none for the root
 //! cluster); cross-cluster list and watch use `/clusters/*`. A [`ClientFactory`] makes a
-//! `kube::Client` for one of those: [`InMemory`] over the API server's in-memory transport (no
-//! socket, no TLS) with the [`ClusterPrefix`] layer rewriting request paths, or [`Kubeconfig`]
+//! `kube::Client` for one of those: [`InMemory`] over an in-process tower service (the API
+//! server's in-memory transport: no socket, no TLS; the `matryoshka` binary hands it in, so this
+//! crate knows nothing of the server) with the [`ClusterPrefix`] layer rewriting request paths,
+//! or [`Kubeconfig`]
 //! over HTTP(S) with the prefix in the cluster URL — against Matryoshka, or against a plain
 //! Kubernetes cluster that is a single (root) cluster.
 //!
@@ -17,18 +19,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use apiserver::ApiServer;
-use apiserver::local::LocalService;
+use bytes::Bytes;
 use http::Request;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
-/// The root (management) cluster's name.
-pub const ROOT: &str = apiserver::route::ROOT_CLUSTER;
-
-/// The annotation naming an object's cluster in cross-cluster responses.
-pub const CLUSTER_ANNOTATION: &str = apiserver::route::CLUSTER_ANNOTATION;
+pub use apimachinery::cluster::{CLUSTER_ANNOTATION, ROOT};
 
 /// The path prefix addressing every cluster at once (system identity only).
 pub const ALL_CLUSTERS_PREFIX: &str = "/clusters/*";
@@ -142,30 +139,46 @@ pub trait ClientFactory: Send + Sync + 'static {
     fn multi_cluster(&self) -> bool;
 }
 
-/// Clients over the API server's in-memory transport, acting as the system identity.
+/// Makes a `kube::Client` whose requests pass through the given [`ClusterPrefix`] layer.
+type MakeClient = dyn Fn(ClusterPrefix) -> kube::Client + Send + Sync;
+
+/// Clients over an in-process tower service (the API server's in-memory transport, acting as
+/// the system identity): each client is the service behind a [`ClusterPrefix`] layer.
 pub struct InMemory {
-    server: Arc<ApiServer>,
+    make: Box<MakeClient>,
 }
 
 impl InMemory {
-    pub fn new(server: Arc<ApiServer>) -> Self {
-        InMemory { server }
-    }
-
-    fn with(&self, layer: ClusterPrefix) -> kube::Client {
-        let svc = tower::ServiceBuilder::new()
-            .layer(layer)
-            .service(LocalService::system(self.server.clone()));
-        kube::Client::new(svc, "default")
+    /// Clients over clones of `service`.
+    pub fn new<S, B>(service: S) -> Self
+    where
+        S: tower::Service<Request<kube::client::Body>, Response = http::Response<B>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<tower::BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<tower::BoxError>,
+    {
+        InMemory {
+            make: Box::new(move |layer| {
+                let svc = tower::ServiceBuilder::new()
+                    .layer(layer)
+                    .service(service.clone());
+                kube::Client::new(svc, "default")
+            }),
+        }
     }
 }
 
 impl ClientFactory for InMemory {
     fn client(&self, cluster: &str) -> Result<kube::Client> {
-        Ok(self.with(ClusterPrefix::cluster(cluster)))
+        Ok((self.make)(ClusterPrefix::cluster(cluster)))
     }
     fn all_clusters(&self) -> Result<kube::Client> {
-        Ok(self.with(ClusterPrefix::all_clusters()))
+        Ok((self.make)(ClusterPrefix::all_clusters()))
     }
     fn multi_cluster(&self) -> bool {
         true
@@ -251,9 +264,21 @@ impl ClusterClients {
         }
     }
 
-    /// Clients for the in-memory transport of `server`.
-    pub fn in_memory(server: Arc<ApiServer>) -> Self {
-        Self::new(Arc::new(InMemory::new(server)))
+    /// Clients over an in-process tower service (see [`InMemory::new`]); in process that is
+    /// `apiserver::local::LocalService::system(server)`.
+    pub fn in_memory<S, B>(service: S) -> Self
+    where
+        S: tower::Service<Request<kube::client::Body>, Response = http::Response<B>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<tower::BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<tower::BoxError>,
+    {
+        Self::new(Arc::new(InMemory::new(service)))
     }
 
     /// The client of `cluster`.

@@ -1,0 +1,161 @@
+//! The layering of the workspace, read from `cargo metadata`: the architecture invariants
+//! ARCHITECTURE.md states about which crate may depend on which, checked so they cannot become
+//! false without a failing test.
+//!
+//! Only normal dependencies count: tests of a client crate may start an in-process API server
+//! (a dev-dependency), the code itself may not reach it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+/// Normal (non-dev, non-build) dependencies of every workspace crate, by crate name.
+fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let mut crates = BTreeMap::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let deps = p["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().expect("a name").to_string())
+            .collect();
+        crates.insert(p["name"].as_str().expect("a name").to_string(), deps);
+    }
+    crates
+}
+
+/// Every crate of `crates` that depends on one of `forbidden`, with what it depends on.
+fn violations(
+    all: &BTreeMap<String, BTreeSet<String>>,
+    crates: &[&str],
+    forbidden: &[&str],
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for c in crates {
+        let deps = all
+            .get(*c)
+            .unwrap_or_else(|| panic!("crate {c} is not in the workspace"));
+        for f in forbidden {
+            if deps.contains(*f) {
+                found.push(format!("{c} depends on {f}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn api_clients_depend_on_nothing_of_the_server() {
+    let all = dependencies();
+    // The metadata is read at all: a client's own runtime dependency is seen.
+    assert!(all["controllers"].contains("runtime"), "{all:?}");
+    let clients = [
+        "runtime",
+        "controllers",
+        "scheduler",
+        "node",
+        "platform",
+        "dns",
+        "streaming",
+    ];
+    let server = [
+        "apiserver",
+        "registry",
+        "storage",
+        "crd",
+        "openapi",
+        "pbcodec",
+        "printers",
+    ];
+    assert_eq!(violations(&all, &clients, &server), Vec::<String>::new());
+}
+
+#[test]
+fn storage_knows_nothing_of_http_or_kinds() {
+    let all = dependencies();
+    let forbidden = [
+        "apimachinery",
+        "registry",
+        "http",
+        "hyper",
+        "hyper-util",
+        "kube",
+        "k8s-openapi",
+    ];
+    assert_eq!(
+        violations(&all, &["storage"], &forbidden),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn the_pure_layers_do_no_io_and_speak_no_http() {
+    let all = dependencies();
+    let pure = [
+        "apimachinery",
+        "openapi",
+        "pbcodec",
+        "printers",
+        "rbac",
+        "crd",
+        "pki",
+    ];
+    let io = ["tokio", "http", "hyper", "hyper-util", "kube", "storage"];
+    assert_eq!(violations(&all, &pure, &io), Vec::<String>::new());
+}
+
+#[test]
+fn only_the_api_server_serves_http_among_the_control_plane_crates() {
+    let all = dependencies();
+    let control_plane = ["storage", "registry", "crd", "rbac", "pki", "runtime"];
+    let servers = ["hyper", "hyper-util"];
+    assert_eq!(
+        violations(&all, &control_plane, &servers),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn apimachinery_is_the_bottom_of_the_workspace() {
+    let all = dependencies();
+    let workspace: Vec<&str> = all.keys().map(String::as_str).collect();
+    assert_eq!(
+        violations(&all, &["apimachinery"], &workspace),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn the_registry_speaks_no_http_and_the_test_program_stays_small() {
+    let all = dependencies();
+    let http = [
+        "http",
+        "hyper",
+        "hyper-util",
+        "kube",
+        "apiserver",
+        "registry",
+    ];
+    assert_eq!(violations(&all, &["oci"], &http), Vec::<String>::new());
+    // The test program runs in images without libc: std, rustls and safe syscalls only.
+    let mtest: Vec<&String> = all["mtest"].iter().collect();
+    assert_eq!(mtest, ["rustix", "rustls"], "{mtest:?}");
+}

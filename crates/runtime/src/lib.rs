@@ -1,0 +1,26 @@
+//! The client side of Matryoshka: what every component that reaches clusters through the
+//! Kubernetes API shares — controllers, the scheduler, node agents, the platform.
+//!
+//! - [`client`]: a `kube::Client` per logical cluster ([`client::ClusterClients`]), made by a
+//!   [`client::ClientFactory`]: over an in-process tower service ([`client::InMemory`]; the
+//!   `matryoshka` binary hands in the API server's in-memory transport) or over HTTPS from a
+//!   kubeconfig ([`client::Kubeconfig`]), against Matryoshka or any Kubernetes cluster.
+//! - [`informer`]: one cross-cluster watch per resource feeding an indexed [`store`] keyed by
+//!   cluster, namespace and name; [`shared`]: shared informers and the shutdown signal.
+//! - [`queue`]: the deduplicating work queue with back-off and its workers.
+//! - [`leader`]: Lease leader election.
+//! - [`error`]: the errors of all of these.
+//!
+//! **Architecture Invariant:** this crate (and everything built on it) reaches a cluster only
+//! through the Kubernetes API; it depends on nothing of the API server, so the same code runs
+//! in process or against any cluster. `crates/matryoshka/tests/layering.rs` checks it.
+
+pub mod client;
+pub mod error;
+pub mod informer;
+pub mod leader;
+pub mod queue;
+pub mod shared;
+pub mod store;
+
+pub use error::{Error, Result};
