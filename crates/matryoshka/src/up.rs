@@ -287,8 +287,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         nodes_plan.why
     );
     let real_node = if nodes_plan.real {
-        let client = controllers::client::ClusterClients::in_memory(server.clone())
-            .cluster(controllers::client::ROOT)
+        let client = clients()
+            .cluster(runtime::client::ROOT)
             .map_err(|e| anyhow::anyhow!("a client for the real node: {e}"))?;
         let name = hostname()
             .map(|h| h.to_lowercase())

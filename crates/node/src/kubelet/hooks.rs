@@ -21,17 +21,31 @@ fn pod_desc(pod: &Pod) -> String {
     )
 }
 
-/// Runs a hook in `container_id`; the failure message upstream reports.
+/// The container instance a hook runs for.
+pub struct HookTarget<'a> {
+    pub cri: &'a CriClient,
+    pub pod: &'a Pod,
+    pub container: &'a Container,
+    pub container_id: &'a str,
+    pub pod_ip: Option<IpAddr>,
+    /// The kubelet's `major.minor` (`User-Agent` of HTTP hooks).
+    pub version: &'a str,
+}
+
+/// Runs `handler` for `target` within `timeout`; the failure message upstream reports.
 pub async fn run(
-    cri: &CriClient,
-    pod: &Pod,
-    container: &Container,
-    container_id: &str,
+    target: &HookTarget<'_>,
     handler: &LifecycleHandler,
-    pod_ip: Option<IpAddr>,
     timeout: Duration,
-    version: &str,
 ) -> Result<(), String> {
+    let HookTarget {
+        cri,
+        pod,
+        container,
+        container_id,
+        pod_ip,
+        version,
+    } = *target;
     let who = format!(
         "for Container {:?} in Pod {:?}",
         container.name,

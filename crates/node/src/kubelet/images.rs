@@ -400,19 +400,22 @@ mod tests {
             )])),
             ..Secret::default()
         };
-        let hub = credentials(&[secret.clone()], &parse_image("nginx:1").expect("valid"));
+        let hub = credentials(
+            std::slice::from_ref(&secret),
+            &parse_image("nginx:1").expect("valid"),
+        );
         assert_eq!(hub.len(), 1);
         assert_eq!(
             (hub[0].username.as_str(), hub[0].password.as_str()),
             ("hub", "pw")
         );
         let own = credentials(
-            &[secret.clone()],
+            std::slice::from_ref(&secret),
             &parse_image("registry.example.com:5000/x:1").expect("valid"),
         );
         assert_eq!(own[0].username, "u");
         let team = credentials(
-            &[secret.clone()],
+            std::slice::from_ref(&secret),
             &parse_image("a.corp.io/team/app:1").expect("valid"),
         );
         assert_eq!(team[0].username, "t");

@@ -338,8 +338,10 @@ impl Kubelet {
         for t in workers {
             let _ = t.await;
         }
-        if teardown == Teardown::RemovePods {
-            if let Ok(sandboxes) = agent.cri.list_pod_sandboxes().await {
+        if teardown == Teardown::RemovePods
+            && let Ok(sandboxes) = agent.cri.list_pod_sandboxes().await
+        {
+            {
                 let mut uids: Vec<String> = sandboxes
                     .iter()
                     .filter_map(|s| s.labels.get(labels::POD_UID).cloned())

@@ -216,7 +216,7 @@ pub fn runtime_problem(status: Option<&cri::StatusResponse>) -> Option<String> {
 /// The images of the node's status: the largest 50, each with its digests and tags.
 pub fn images(list: &[cri::Image]) -> Vec<ContainerImage> {
     let mut list: Vec<&cri::Image> = list.iter().collect();
-    list.sort_by(|a, b| b.size.cmp(&a.size));
+    list.sort_by_key(|i| std::cmp::Reverse(i.size));
     list.into_iter()
         .take(MAX_IMAGES)
         .map(|i| ContainerImage {

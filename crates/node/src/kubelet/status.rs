@@ -188,10 +188,10 @@ fn container_status(in_: &Inputs<'_>, c: &Container, init: bool, default: &str) 
             && !sidecar(c)
             && latest.is_some_and(|r| r.state == State::Exited && r.exit_code == 0))
     {
-        if let Some(st) = s.state.take() {
-            if st.terminated.is_some() {
-                s.last_state = Some(st);
-            }
+        if let Some(st) = s.state.take()
+            && st.terminated.is_some()
+        {
+            s.last_state = Some(st);
         }
         s.state = Some(waiting(
             &why.reason,

@@ -74,7 +74,7 @@ pub async fn exec(
                 text
             })
         }
-        Err(e) if matches!(e, crate::kubelet::cri::CriError::DeadlineExceeded { .. }) => {
+        Err(crate::kubelet::cri::CriError::DeadlineExceeded { .. }) => {
             Outcome::Failure(format!("command {:?} timed out", cmd.join(" ")))
         }
         Err(e) => Outcome::Failure(e.message()),

@@ -63,6 +63,9 @@ pub type Waker = Arc<dyn Fn(&str) + Send + Sync>;
 
 type Key = (String, String);
 
+/// A probe task: pod UID, container name, kind → the instance it probes and the task.
+type Workers = HashMap<(String, String, Kind), (String, JoinHandle<()>)>;
+
 /// The probes of every pod of the node.
 pub struct ProbeManager {
     cri: CriClient,
@@ -71,7 +74,7 @@ pub struct ProbeManager {
     version: String,
     wake: Waker,
     results: Mutex<HashMap<Key, Results>>,
-    workers: Mutex<HashMap<(String, String, Kind), (String, JoinHandle<()>)>>,
+    workers: Mutex<Workers>,
 }
 
 fn secs(v: Option<i32>, default: i32) -> Duration {

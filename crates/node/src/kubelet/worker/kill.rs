@@ -64,16 +64,15 @@ pub async fn kill_container(
     if let Some(c) = spec_container(pod, &record.name)
         && let Some(pre) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref())
     {
-        let run = hooks::run(
-            &agent.cri,
+        let target = hooks::HookTarget {
+            cri: &agent.cri,
             pod,
-            c,
-            &record.id,
-            pre,
+            container: c,
+            container_id: &record.id,
             pod_ip,
-            grace,
-            &agent.version,
-        );
+            version: &agent.version,
+        };
+        let run = hooks::run(&target, pre, grace);
         match tokio::time::timeout(grace, run).await {
             Ok(Ok(())) => {}
             Ok(Err(msg)) => agent.recorder.pod(

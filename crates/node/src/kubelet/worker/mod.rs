@@ -187,8 +187,10 @@ impl Worker {
         let mut next = self.resync();
         if !self.setup_volumes(pod).await {
             next = Duration::from_secs(2);
-        } else if !p.start.is_empty() {
-            if let Some(sb) = runtime.ready_sandbox() {
+        } else if !p.start.is_empty()
+            && let Some(sb) = runtime.ready_sandbox()
+        {
+            {
                 let attempt = sb.attempt;
                 match sandbox::config(&agent, pod, attempt) {
                     Ok((config, _)) => {

@@ -126,19 +126,18 @@ pub fn plan(pod: &Pod, runtime: &PodRuntime, probes: &dyn Fn(&str) -> Option<Res
                     p.start.push((ic.clone(), true));
                     return p;
                 }
-                Some(r) if sidecar(ic) => {
-                    if alive(r) {
-                        restart_running(&mut p, ic, r);
-                        let started = probes(&ic.name)
-                            .filter(|res| res.container_id == r.id)
-                            .is_none_or(|res| res.started);
-                        if !started || !p.kill.is_empty() {
-                            return p;
-                        }
-                    } else {
-                        p.start.push((ic.clone(), true));
+                Some(r) if sidecar(ic) && alive(r) => {
+                    restart_running(&mut p, ic, r);
+                    let started = probes(&ic.name)
+                        .filter(|res| res.container_id == r.id)
+                        .is_none_or(|res| res.started);
+                    if !started || !p.kill.is_empty() {
                         return p;
                     }
+                }
+                Some(_) if sidecar(ic) => {
+                    p.start.push((ic.clone(), true));
+                    return p;
                 }
                 Some(r) => match r.state {
                     State::Running | State::Unknown => return p,

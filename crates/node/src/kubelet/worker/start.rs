@@ -227,8 +227,15 @@ pub async fn start_container(
     if let Some(post) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
         let ip = pod_ips.first().copied();
         let grace = kill::grace_period(pod);
-        if let Err(msg) = hooks::run(&agent.cri, pod, c, &id, post, ip, grace, &agent.version).await
-        {
+        let target = hooks::HookTarget {
+            cri: &agent.cri,
+            pod,
+            container: c,
+            container_id: &id,
+            pod_ip: ip,
+            version: &agent.version,
+        };
+        if let Err(msg) = hooks::run(&target, post, grace).await {
             agent.recorder.pod(
                 pod,
                 path.clone(),
