@@ -27,8 +27,9 @@ struct Cli {
 enum Command {
     /// Runs the control plane in the foreground.
     Up(up::UpArgs),
-    /// Runs node agents that join a cluster (`--virtual`: virtual nodes).
-    Node(node_agent::NodeArgs),
+    /// Runs a node agent that joins a cluster: a real node (`--runtime cri`) or virtual
+    /// nodes (`--virtual`).
+    Node(Box<node_agent::NodeArgs>),
     /// Manages the images of the platform's registry.
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -49,7 +50,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Up(args) => rt.block_on(up::run(args)),
-        Command::Node(args) => rt.block_on(node_agent::run(args)),
+        Command::Node(args) => rt.block_on(node_agent::run(*args)),
         Command::Image(cmd) => rt.block_on(image::run(cmd)),
     }
 }

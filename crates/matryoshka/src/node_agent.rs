@@ -1,13 +1,30 @@
-//! `matryoshka node`: runs node agents that join a cluster from a kubeconfig. Only virtual
-//! nodes exist so far (`--virtual`: KWOK-style, no containers run).
+//! `matryoshka node`: runs node agents that join a cluster from a kubeconfig — a real node
+//! that runs containers through CRI (`--runtime cri`, the default), or virtual nodes that run
+//! none (`--virtual`, or `--runtime virtual`).
 
+use std::net::IpAddr;
 use std::path::PathBuf;
+
+use anyhow::Context;
+use node::kubelet::{KubeletConfig, Teardown};
+
+/// How the node runs pods.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// Real containers through a CRI runtime (containerd).
+    Cri,
+    /// Virtual nodes: they register, heartbeat and report pods as running, but run no
+    /// containers.
+    Virtual,
+}
 
 /// Flags of `matryoshka node`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct NodeArgs {
-    /// Run virtual nodes: they register, heartbeat and report pods as running, but run no
-    /// containers.
+    /// How pods run.
+    #[arg(long, value_enum, default_value = "cri")]
+    pub runtime: Runtime,
+    /// Run virtual nodes (the same as `--runtime virtual`).
     #[arg(long = "virtual")]
     pub virtual_nodes: bool,
     /// The kubeconfig of the cluster to join (a logical cluster's kubeconfig points at it).
@@ -16,49 +33,181 @@ pub struct NodeArgs {
     /// The kubeconfig context to use instead of the current one.
     #[arg(long)]
     pub context: Option<String>,
-    /// How many nodes to run.
+    /// CRI: the runtime's endpoint; when nothing answers there the agent starts its own
+    /// containerd with a socket in the data directory.
+    #[arg(long, default_value = node::kubelet::config::DEFAULT_CRI_ENDPOINT)]
+    pub cri_endpoint: String,
+    /// CRI: where the agent keeps its data (containerd's root and state, pods, logs).
+    #[arg(long, default_value = node::kubelet::config::DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// CRI: the node's name (the hostname by default).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// CRI: the node's InternalIP (the default route's address by default).
+    #[arg(long)]
+    pub node_ip: Option<IpAddr>,
+    /// CRI: the node's pod subnet (the Node's `spec.podCIDR`, or a free /24 by default).
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
+    /// CRI: the cluster DNS servers (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Vec<IpAddr>,
+    /// CRI: the cluster's DNS domain.
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// CRI: the port of the kubelet API, reported in the Node's `daemonEndpoints`.
+    #[arg(long, default_value_t = 10250)]
+    pub kubelet_port: u16,
+    /// CRI: the pause image of the agent's own containerd (must be present locally).
+    #[arg(long)]
+    pub sandbox_image: Option<String>,
+    /// CRI: OCI or docker archives imported into the agent's own containerd at start.
+    #[arg(long)]
+    pub preload_image: Vec<PathBuf>,
+    /// CRI: remove every pod sandbox on exit instead of leaving the pods running.
+    #[arg(long)]
+    pub remove_pods_on_exit: bool,
+    /// Virtual: how many nodes to run.
     #[arg(long, default_value_t = 1)]
     pub count: usize,
-    /// Nodes are named `<prefix>0`, `<prefix>1`, ...
+    /// Virtual: nodes are named `<prefix>0`, `<prefix>1`, ...
     #[arg(long, default_value = node::run::DEFAULT_NAME_PREFIX)]
     pub name_prefix: String,
-    /// The instance type that sizes each node (`u1.medium`, `cx1.2xlarge`, `gn1.xlarge`...).
-    #[arg(long, default_value = "u1.medium")]
-    pub instance_type: String,
+    /// The instance type that sizes each node (`u1.medium`...); a real node is sized by its
+    /// machine unless this is given.
+    #[arg(long)]
+    pub instance_type: Option<String>,
     /// Node roles (comma-separated): each becomes `node-role.kubernetes.io/<role>`.
     #[arg(long, value_delimiter = ',')]
     pub roles: Vec<String>,
-    /// The node disk (ephemeral-storage capacity), 20Gi by default.
+    /// The node disk (ephemeral-storage capacity); virtual nodes default to 20Gi, a real
+    /// node to its data directory's filesystem.
     #[arg(long)]
     pub disk_size: Option<String>,
 }
 
+/// The hostname, the default name of a real node.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_lowercase())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "matryoshka-node".to_string())
+}
+
+/// The CRI agent's configuration from the flags.
+pub fn kubelet_config(args: &NodeArgs) -> anyhow::Result<KubeletConfig> {
+    let name = args.node_name.clone().unwrap_or_else(hostname);
+    let mut c = KubeletConfig::new(&name, &args.data_dir);
+    c.cri_endpoint = args.cri_endpoint.clone();
+    c.node_ip = args.node_ip;
+    c.pod_cidr = args
+        .pod_cidr
+        .as_deref()
+        .map(|s| {
+            s.parse()
+                .map_err(|e| anyhow::anyhow!("--pod-cidr {s}: {e:?}"))
+        })
+        .transpose()?;
+    c.dns.servers = args.cluster_dns.clone();
+    c.dns.domain = args.cluster_domain.clone();
+    c.kubelet_port = args.kubelet_port;
+    if let Some(img) = &args.sandbox_image {
+        c.containerd.sandbox_image = img.clone();
+    }
+    c.containerd.preload = args.preload_image.clone();
+    c.sizing.instance_type = args.instance_type.clone();
+    c.sizing.disk_size = args.disk_size.clone();
+    c.roles = args.roles.clone();
+    if args.remove_pods_on_exit {
+        c.teardown = Teardown::RemovePods;
+    }
+    Ok(c)
+}
+
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.virtual_nodes,
-        "only virtual nodes exist so far: pass --virtual"
-    );
-    let cli = node::CliArgs {
-        kubeconfig: args.kubeconfig,
-        context: args.context,
-        count: args.count,
-        name_prefix: args.name_prefix,
-        instance_type: args.instance_type,
-        roles: args.roles,
-        disk_size: args.disk_size,
+    let runtime = if args.virtual_nodes {
+        Runtime::Virtual
+    } else {
+        args.runtime
     };
-    node::run_cli(cli, shutdown_signal()).await?;
+    match runtime {
+        Runtime::Virtual => {
+            let cli = node::CliArgs {
+                kubeconfig: args.kubeconfig,
+                context: args.context,
+                count: args.count,
+                name_prefix: args.name_prefix,
+                instance_type: args.instance_type.unwrap_or_else(|| "u1.medium".into()),
+                roles: args.roles,
+                disk_size: args.disk_size,
+            };
+            node::run_cli(cli, shutdown_signal()).await?;
+        }
+        Runtime::Cri => {
+            let config = kubelet_config(&args)?;
+            let client =
+                node::run::client_from_kubeconfig(&args.kubeconfig, args.context.as_deref())
+                    .await?;
+            node::kubelet::run_until(client, config, shutdown_signal())
+                .await
+                .context("the node agent")?;
+        }
+    }
     Ok(())
 }
 
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(s) => s,
         Err(_) => return std::future::pending().await,
     };
     tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping the nodes"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: stopping the nodes"),
+        _ = term.recv() => tracing::info!("SIGTERM: stopping the node agent"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: stopping the node agent"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    #[test]
+    fn cri_flags_make_a_kubelet_configuration() {
+        let cli = Cli::parse_from([
+            "node",
+            "--kubeconfig",
+            "kc",
+            "--cri-endpoint",
+            "unix:///run/x.sock",
+            "--data-dir",
+            "/d",
+            "--node-name",
+            "n1",
+            "--pod-cidr",
+            "10.244.7.0/24",
+            "--cluster-dns",
+            "10.96.0.10",
+        ]);
+        assert_eq!(cli.node.runtime, Runtime::Cri);
+        let c = kubelet_config(&cli.node).expect("config");
+        assert_eq!(c.node_name, "n1");
+        assert_eq!(c.cri_endpoint, "unix:///run/x.sock");
+        assert_eq!(c.data_dir, PathBuf::from("/d"));
+        assert_eq!(
+            c.pod_cidr.map(|p| p.to_string()).as_deref(),
+            Some("10.244.7.0/24")
+        );
+        assert_eq!(c.dns.servers.len(), 1);
+        assert_eq!(c.teardown, Teardown::KeepPods);
     }
 }

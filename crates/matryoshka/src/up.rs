@@ -32,12 +32,76 @@ pub struct UpArgs {
     /// Lifetime of the serving certificate; it is re-issued when a third of it is left.
     #[arg(long, default_value_t = 365 * 24 * 3600, hide = true)]
     pub serving_cert_validity_seconds: u64,
+    /// Which node the root cluster gets: `auto` runs a real node when this machine can (root,
+    /// a container runtime, the CNI plugins) and none otherwise; `real` requires one;
+    /// `virtual` runs virtual nodes (`--virtual-nodes`, at least one); `none` runs no node.
+    /// `--virtual-nodes N` without `--node` keeps the old behaviour: N virtual nodes only.
+    #[arg(long, value_enum)]
+    pub node: Option<NodeMode>,
     /// Virtual nodes (no containers) to run in the root cluster, named `virtual-node-<i>`.
     #[arg(long, default_value_t = 0)]
     pub virtual_nodes: usize,
+    /// The real node's CRI endpoint; when nothing answers there it starts its own containerd.
+    #[arg(long, default_value = node::kubelet::config::DEFAULT_CRI_ENDPOINT)]
+    pub cri_endpoint: String,
     /// The instance type of those virtual nodes (capacity and kubelet reservations).
     #[arg(long, default_value = "u1.large")]
     pub virtual_node_instance_type: String,
+}
+
+/// `--node`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeMode {
+    Auto,
+    Real,
+    Virtual,
+    None,
+}
+
+/// What `up` runs: a real node or not (and why), and how many virtual nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlan {
+    pub real: bool,
+    pub virtual_nodes: usize,
+    pub why: String,
+}
+
+/// Decides the nodes from `--node`, `--virtual-nodes` and whether a real node can run here.
+pub fn plan_nodes(
+    mode: Option<NodeMode>,
+    virtual_nodes: usize,
+    usable: Result<String, String>,
+) -> anyhow::Result<NodePlan> {
+    let plan = |real, virtual_nodes, why: String| {
+        Ok(NodePlan {
+            real,
+            virtual_nodes,
+            why,
+        })
+    };
+    match (mode, usable) {
+        (None, _) if virtual_nodes > 0 => plan(
+            false,
+            virtual_nodes,
+            format!("--virtual-nodes {virtual_nodes} without --node: virtual nodes only"),
+        ),
+        (None | Some(NodeMode::Auto), Ok(why)) => plan(
+            true,
+            virtual_nodes,
+            format!("a real node can run here: {why}"),
+        ),
+        (None | Some(NodeMode::Auto), Err(why)) => {
+            plan(false, virtual_nodes, format!("no real node: {why}"))
+        }
+        (Some(NodeMode::Real), Ok(why)) => plan(true, virtual_nodes, format!("--node real: {why}")),
+        (Some(NodeMode::Real), Err(why)) => {
+            anyhow::bail!("--node real, but a real node cannot run here: {why}")
+        }
+        (Some(NodeMode::Virtual), _) => {
+            plan(false, virtual_nodes.max(1), "--node virtual".to_string())
+        }
+        (Some(NodeMode::None), _) => plan(false, 0, "--node none".to_string()),
+    }
 }
 
 fn hostname() -> Option<String> {
@@ -208,10 +272,43 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         platform::Options::default(),
         stopped.clone().wait(),
     ));
-    let nodes = if args.virtual_nodes > 0 {
+    let usable = if matches!(args.node, Some(NodeMode::Virtual | NodeMode::None))
+        || (args.node.is_none() && args.virtual_nodes > 0)
+    {
+        Err("not asked for".to_string())
+    } else {
+        node::kubelet::host::real_node_usable(Some(&args.cri_endpoint)).await
+    };
+    let nodes_plan = plan_nodes(args.node, args.virtual_nodes, usable)?;
+    tracing::info!(
+        real = nodes_plan.real,
+        virtual_nodes = nodes_plan.virtual_nodes,
+        "nodes: {}",
+        nodes_plan.why
+    );
+    let real_node = if nodes_plan.real {
+        let client = clients()
+            .cluster(runtime::client::ROOT)
+            .map_err(|e| anyhow::anyhow!("a client for the real node: {e}"))?;
+        let name = hostname()
+            .map(|h| h.to_lowercase())
+            .unwrap_or_else(|| "matryoshka-node".into());
+        let mut config = node::kubelet::KubeletConfig::new(&name, args.data_dir.join("node"));
+        config.cri_endpoint = args.cri_endpoint.clone();
+        config.roles = vec!["control-plane".into(), "worker".into()];
+        let stopped = stopped.clone();
+        Some(tokio::spawn(async move {
+            if let Err(e) = node::kubelet::run_until(client, config, stopped.wait()).await {
+                tracing::error!(error = %e, "the real node failed");
+            }
+        }))
+    } else {
+        None
+    };
+    let nodes = if nodes_plan.virtual_nodes > 0 {
         let group = node::NodeGroup::new(
             node::run::DEFAULT_NAME_PREFIX,
-            args.virtual_nodes,
+            nodes_plan.virtual_nodes,
             &args.virtual_node_instance_type,
             &["worker"],
         );
@@ -235,6 +332,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), platform).await;
     if let Some(nodes) = nodes {
         let _ = tokio::time::timeout(Duration::from_secs(5), nodes).await;
+    }
+    if let Some(real) = real_node {
+        // containerd takes up to 10 s to stop.
+        let _ = tokio::time::timeout(Duration::from_secs(15), real).await;
     }
     rotation.abort();
     tracing::info!("stopped");
@@ -270,5 +371,37 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: draining"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: draining"),
+    }
+}
+
+#[cfg(test)]
+mod node_plan_tests {
+    use super::*;
+
+    #[test]
+    fn virtual_nodes_without_a_node_mode_keep_the_old_behaviour() {
+        let p = plan_nodes(None, 3, Ok("usable".into())).expect("plan");
+        assert_eq!((p.real, p.virtual_nodes), (false, 3));
+    }
+
+    #[test]
+    fn auto_picks_a_real_node_when_the_machine_can_run_one_and_says_why() {
+        let p = plan_nodes(None, 0, Ok("root with containerd".into())).expect("plan");
+        assert_eq!((p.real, p.virtual_nodes), (true, 0));
+        assert!(p.why.contains("root with containerd"), "{}", p.why);
+        let p = plan_nodes(Some(NodeMode::Auto), 0, Err("not root".into())).expect("plan");
+        assert_eq!((p.real, p.virtual_nodes), (false, 0));
+        assert!(p.why.contains("not root"), "{}", p.why);
+    }
+
+    #[test]
+    fn real_fails_where_it_cannot_run_and_virtual_runs_at_least_one() {
+        assert!(plan_nodes(Some(NodeMode::Real), 0, Err("no runc".into())).is_err());
+        let p = plan_nodes(Some(NodeMode::Real), 2, Ok("ok".into())).expect("plan");
+        assert_eq!((p.real, p.virtual_nodes), (true, 2));
+        let p = plan_nodes(Some(NodeMode::Virtual), 0, Ok("ok".into())).expect("plan");
+        assert_eq!((p.real, p.virtual_nodes), (false, 1));
+        let p = plan_nodes(Some(NodeMode::None), 5, Ok("ok".into())).expect("plan");
+        assert_eq!((p.real, p.virtual_nodes), (false, 0));
     }
 }

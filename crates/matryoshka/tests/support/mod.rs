@@ -86,6 +86,15 @@ impl Server {
                 .arg(format!("/m{}", self.port));
         }
         cmd.args(&self.args);
+        // No real node unless a test asks for nodes: a killed server would leave its
+        // containerd behind.
+        if !self
+            .args
+            .iter()
+            .any(|a| a == "--node" || a == "--virtual-nodes")
+        {
+            cmd.args(["--node", "none"]);
+        }
         let log = std::fs::File::create(self.dir.join("server.log")).expect("log file");
         cmd.stdout(Stdio::null())
             .stderr(log)

@@ -57,7 +57,7 @@ fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or("")
 }
 
-fn condition(
+pub(crate) fn condition(
     ty: &str,
     ok: bool,
     reason: Option<&str>,
@@ -75,7 +75,10 @@ fn condition(
 }
 
 /// Keeps a condition's transition time when its status did not change.
-fn keep_transitions(old: Option<&PodStatus>, mut conds: Vec<PodCondition>) -> Vec<PodCondition> {
+pub(crate) fn keep_transitions(
+    old: Option<&PodStatus>,
+    mut conds: Vec<PodCondition>,
+) -> Vec<PodCondition> {
     let old = old.and_then(|s| s.conditions.as_ref());
     for c in &mut conds {
         if let Some(o) = old
@@ -97,7 +100,7 @@ fn names(list: &[Container]) -> String {
         .join(" ")
 }
 
-fn sidecar(c: &Container) -> bool {
+pub(crate) fn sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
@@ -265,7 +268,7 @@ fn unmet_gates(pod: &Pod) -> Vec<String> {
 }
 
 /// Keeps conditions other components own (readiness gates, DisruptionTarget...).
-fn with_foreign(pod: &Pod, mut conds: Vec<PodCondition>) -> Vec<PodCondition> {
+pub(crate) fn with_foreign(pod: &Pod, mut conds: Vec<PodCondition>) -> Vec<PodCondition> {
     const OURS: [&str; 5] = [
         "PodScheduled",
         "PodReadyToStartContainers",

@@ -2,6 +2,10 @@
 //! its clusters, fast agent timings, and waits driven by watch events (no sleeps).
 #![allow(dead_code)]
 
+pub mod images;
+pub mod kubelet;
+pub mod node_runtime;
+
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +30,11 @@ pub struct Env {
 
 impl Env {
     pub async fn start() -> Env {
+        // Logs when RUST_LOG asks for them.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let dir = tempfile::tempdir().expect("tempdir");
         let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
         let server = apiserver::server::start(Arc::new(store))
