@@ -5,5 +5,6 @@ pub mod api;
 pub mod dns;
 pub mod env;
 pub mod security;
+pub mod server;
 pub mod stats;
 pub mod volumes;
