@@ -266,7 +266,9 @@ pub fn dial_error(uri: &Uri, e: &std::io::Error) -> ApiError {
     ApiError::unknown(500, format!("error dialing backend: dial tcp {authority}: {e}"))
 }
 
-fn client_config(
+/// The TLS configuration of a kubelet client presenting `pair` (the server verified only
+/// when `options` name a CA).
+pub fn client_config(
     pair: &pki::CertPair,
     options: &KubeletOptions,
 ) -> Result<rustls::ClientConfig, ApiError> {

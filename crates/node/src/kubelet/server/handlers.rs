@@ -108,16 +108,19 @@ pub(crate) async fn handle(
             }
         }
         Route::PortForward(pod) => {
-            // Only the WebSocket protocol carries its ports in the query.
+            // Only the WebSocket protocol carries its ports in the query (`NewV4Options`).
+            let mut ports = Vec::new();
             if streaming::upgrade::is_websocket_request(req.headers())
                 && !streaming::upgrade::offered_websocket_protocols(req.headers())
                     .iter()
                     .any(|p| p.starts_with(streaming::portforward::TUNNEL_PREFIX))
-                && let Err(e) = streaming::portforward::ports_from_query(&query, "port")
             {
-                return response::text(StatusCode::BAD_REQUEST, e);
+                match streaming::portforward::ports_from_query(&query, "port") {
+                    Ok(p) => ports = p,
+                    Err(e) => return response::text(StatusCode::BAD_REQUEST, e),
+                }
             }
-            match api.port_forward(&pod).await {
+            match api.port_forward(&pod, ports).await {
                 Ok(url) => super::proxy::stream(req, &url.0, shared.limits.stream_idle_timeout).await,
                 Err(e) => api_error(&e),
             }
