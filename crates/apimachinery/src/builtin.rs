@@ -85,6 +85,27 @@ const fn scale() -> Subresource {
     }
 }
 
+/// Verbs of the streaming subresources (exec, attach, port-forward): a WebSocket upgrade is a
+/// GET, a SPDY one a POST.
+const CONNECT_STREAM: &[&str] = &["create", "get"];
+/// Verbs of the proxy subresources: every method is proxied.
+const CONNECT_PROXY: &[&str] = &["create", "delete", "get", "patch", "update"];
+
+/// A core/v1 connect subresource, answered with a stream rather than an object.
+const fn connect(
+    name: &'static str,
+    kind: &'static str,
+    verbs: &'static [&'static str],
+) -> Subresource {
+    Subresource {
+        name,
+        group: "",
+        version: "v1",
+        kind,
+        verbs,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 const fn r(
     group: &'static str,
@@ -208,7 +229,10 @@ pub static RESOURCES: &[Resource] = &[
         &["no"],
         &[],
         ALL,
-        &[status("", "v1", "Node")],
+        &[
+            connect("proxy", "NodeProxyOptions", CONNECT_PROXY),
+            status("", "v1", "Node"),
+        ],
     ),
     r(
         "",
@@ -245,6 +269,7 @@ pub static RESOURCES: &[Resource] = &[
         ALL_CAT,
         ALL,
         &[
+            connect("attach", "PodAttachOptions", CONNECT_STREAM),
             Subresource {
                 name: "binding",
                 group: "",
@@ -259,6 +284,7 @@ pub static RESOURCES: &[Resource] = &[
                 kind: "Eviction",
                 verbs: CREATE,
             },
+            connect("exec", "PodExecOptions", CONNECT_STREAM),
             Subresource {
                 name: "log",
                 group: "",
@@ -266,6 +292,8 @@ pub static RESOURCES: &[Resource] = &[
                 kind: "Pod",
                 verbs: &["get"],
             },
+            connect("portforward", "PodPortForwardOptions", CONNECT_STREAM),
+            connect("proxy", "PodProxyOptions", CONNECT_PROXY),
             status("", "v1", "Pod"),
         ],
     ),
@@ -354,7 +382,10 @@ pub static RESOURCES: &[Resource] = &[
             "update",
             "watch",
         ],
-        &[status("", "v1", "Service")],
+        &[
+            connect("proxy", "ServiceProxyOptions", CONNECT_PROXY),
+            status("", "v1", "Service"),
+        ],
     ),
     // admissionregistration.k8s.io/v1
     r(

@@ -29,6 +29,8 @@ pub enum Reason {
     InternalError,
     ServiceUnavailable,
     Timeout,
+    /// No reason (`StatusReasonUnknown`, an empty string): what a plain Go error becomes.
+    Unknown,
 }
 
 impl Reason {
@@ -51,6 +53,7 @@ impl Reason {
             Reason::InternalError => "InternalError",
             Reason::ServiceUnavailable => "ServiceUnavailable",
             Reason::Timeout => "Timeout",
+            Reason::Unknown => "",
         }
     }
 }
@@ -268,6 +271,12 @@ impl ApiError {
         )
     }
 
+    /// An error that is not a `Status` (upstream's `ErrorToAPIStatus` default): the code and
+    /// the text, no reason.
+    pub fn unknown(code: u16, message: impl Into<String>) -> Self {
+        Self::new(code, Reason::Unknown, message)
+    }
+
     pub fn service_unavailable(message: impl Into<String>) -> Self {
         Self::new(503, Reason::ServiceUnavailable, message)
     }
@@ -326,6 +335,11 @@ impl ApiError {
             "reason": self.reason.as_str(),
             "code": self.code,
         });
+        if self.reason == Reason::Unknown {
+            if let Some(m) = status.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         if !details.is_empty() {
             status["details"] = Value::Object(details);
         }

@@ -2,6 +2,10 @@
 //! (controllers, scheduler, node agents, platform) use an ordinary Kubernetes client (kube-rs)
 //! with no socket and no TLS. They go through exactly the same routing, validation and
 //! admission as external clients.
+//!
+//! There is no connection to upgrade, so exec, attach and port-forward (and any upgrade
+//! through a proxy subresource) are refused with a 400 saying so; plain proxied requests and
+//! `pods/log` work.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,6 +58,20 @@ where
         let server = self.server.clone();
         let user = self.user.clone();
         Box::pin(async move {
+            if crate::connect::handles(req.uri().path()) {
+                // No connection to hand over: upgrades cannot work here.
+                if streaming::upgrade::is_upgrade_request(req.headers()) {
+                    let e = crate::connect::in_process_refusal(req.uri().path());
+                    return Ok(response::error(&e));
+                }
+                return Ok(match read_body(req).await {
+                    Ok(req) => {
+                        let req = req.map(http_body_util::Full::new);
+                        crate::connect::serve(&server, req, &Caller::Internal(user), None).await
+                    }
+                    Err(e) => response::error(&e),
+                });
+            }
             Ok(match read_body(req).await {
                 Ok(req) => server.handle(req, Caller::Internal(user)).await,
                 Err(e) => response::error(&e),

@@ -44,6 +44,13 @@ pub struct Metrics {
 pub fn labels(method: &Method, route: &Route, query: &Query) -> (String, String) {
     match route {
         Route::Resource(p) => {
+            // Streams and proxies count as CONNECT, as upstream's `OverrideMetricsVerb`.
+            if matches!(
+                p.subresource.as_deref(),
+                Some("log" | "exec" | "attach" | "portforward" | "proxy")
+            ) {
+                return ("CONNECT".to_string(), p.resource.clone());
+            }
             let verb = match *method {
                 Method::GET if p.watch_prefix || query.flag("watch") => "WATCH",
                 Method::GET if p.name.is_none() => "LIST",

@@ -55,6 +55,9 @@ pub struct ResourcePath {
     pub subresource: Option<String>,
     /// The deprecated `/watch/` path prefix was used.
     pub watch_prefix: bool,
+    /// The rest of the path after a `proxy` subresource (`/` and what follows, kept as sent),
+    /// `Some("")` for a bare `proxy`; `None` for every other path.
+    pub subpath: Option<String>,
 }
 
 /// A routed request: the cluster and what it addresses.
@@ -119,6 +122,9 @@ pub fn route(path: &str) -> Routed {
 }
 
 fn route_in_cluster(path: &str) -> Route {
+    if let Some(r) = proxy_route(path) {
+        return r;
+    }
     // Empty segments (`//`) are not collapsed: upstream answers 404 for them too.
     let trimmed = path
         .strip_suffix('/')
@@ -159,6 +165,46 @@ fn route_in_cluster(path: &str) -> Route {
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Route::NotFound,
     }
+}
+
+/// A `proxy` subresource with what follows it (`.../pods/<name>/proxy/<path>`,
+/// `.../nodes/<name>/proxy/<path>`): the segments up to `proxy` are checked as any others,
+/// the rest is the proxied path, passed on as it is.
+fn proxy_route(path: &str) -> Option<Route> {
+    let segs: Vec<&str> = path.split('/').skip(1).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    let (namespace, resource, name, tail) = match rest {
+        ["namespaces", ns, res, name, "proxy", tail @ ..] => (*ns, *res, *name, tail),
+        [res, name, "proxy", tail @ ..] if *res != "namespaces" => ("", *res, *name, tail),
+        _ => return None,
+    };
+    let head = [group, version, namespace, resource, name];
+    if head
+        .iter()
+        .enumerate()
+        .any(|(i, s)| !valid_segment(s) && !(s.is_empty() && (i == 0 || i == 2)))
+    {
+        return Some(Route::NotFound);
+    }
+    let subpath = if tail.is_empty() {
+        String::new()
+    } else {
+        format!("/{}", tail.join("/"))
+    };
+    Some(Route::Resource(ResourcePath {
+        group: group.into(),
+        version: version.into(),
+        namespace: namespace.into(),
+        resource: resource.into(),
+        name: Some(name.into()),
+        subresource: Some("proxy".into()),
+        watch_prefix: false,
+        subpath: Some(subpath),
+    }))
 }
 
 fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
@@ -278,6 +324,44 @@ mod tests {
                 check: Some("ping".into())
             }
         );
+    }
+
+    #[test]
+    fn proxy_paths_keep_what_follows_as_sent() {
+        let r = res("/api/v1/namespaces/default/pods/web:8080/proxy/a/b/");
+        assert_eq!(
+            (
+                r.namespace.as_str(),
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref(),
+                r.subpath.as_deref()
+            ),
+            (
+                "default",
+                "pods",
+                Some("web:8080"),
+                Some("proxy"),
+                Some("/a/b/")
+            )
+        );
+        let r = res("/api/v1/nodes/n1/proxy/stats/summary");
+        assert_eq!(
+            (r.namespace.as_str(), r.name.as_deref(), r.subpath.as_deref()),
+            ("", Some("n1"), Some("/stats/summary"))
+        );
+        // Encoded and dotted parts after `proxy/` are the backend's business.
+        let r = res("/api/v1/namespaces/ns/services/s/proxy/%2e%2e//x");
+        assert_eq!(r.subpath.as_deref(), Some("/%2e%2e//x"));
+        assert_eq!(res("/api/v1/nodes/n1/proxy").subpath.as_deref(), Some(""));
+        assert_eq!(res("/api/v1/nodes/n1/proxy/").subpath.as_deref(), Some("/"));
+        // The part before `proxy` is checked as everywhere.
+        assert_eq!(
+            route("/api/v1/namespaces/../pods/p/proxy/x").route,
+            Route::NotFound
+        );
+        // Other paths have no subpath.
+        assert_eq!(res("/api/v1/namespaces/ns/pods/p/exec").subpath, None);
     }
 
     #[test]

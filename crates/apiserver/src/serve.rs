@@ -1,5 +1,6 @@
 //! The HTTPS listener: TLS (rustls) with optional client certificates, HTTP/1.1 and HTTP/2 on
-//! one port, bodies read with a size limit (except the registry's, streamed), graceful shutdown.
+//! one port, bodies read with a size limit (except the registry's and those of the connect
+//! subresources, which stream: [`crate::connect`]), graceful shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -258,13 +259,20 @@ async fn serve_connection<IO>(
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let peer_ip = peer.ip().to_string();
     let svc = service_fn(move |req: Request<Incoming>| {
         let server = server.clone();
         let caller = caller.clone();
+        let peer_ip = peer_ip.clone();
         async move {
             // The registry streams its bodies (blobs can be large): not read up front.
             if crate::distribution::handles(req.uri().path()) {
                 let resp = crate::distribution::serve(&server, req, &caller).await;
+                return Ok::<_, std::convert::Infallible>(resp);
+            }
+            // Streams (exec, attach, port-forward) and proxied bodies are not read up front.
+            if crate::connect::handles(req.uri().path()) {
+                let resp = crate::connect::serve(&server, req, &caller, Some(&peer_ip)).await;
                 return Ok::<_, std::convert::Infallible>(resp);
             }
             let resp: Response<Body> = match read_body(req).await {

@@ -54,6 +54,10 @@ pub struct ApiServer {
     pub config: Config,
     /// In-process validating admission hooks, by resource.
     pub admission: crate::admission::Validators,
+    /// How kubelets are reached (logs, exec, attach, port-forward, node proxy, metrics).
+    pub kubelet: crate::kubelet::KubeletClient,
+    /// The `metrics.k8s.io` resource metrics, scraped from kubelets on demand.
+    pub resource_metrics: crate::metrics_api::Scraper,
     ready: AtomicBool,
     draining: AtomicBool,
     pub started: Instant,
@@ -130,6 +134,8 @@ impl ApiServer {
             authn: crate::authn::Authenticator::new(root_trust, config.external_url.clone()),
             config,
             admission: Default::default(),
+            kubelet: Default::default(),
+            resource_metrics: Default::default(),
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             started: Instant::now(),
@@ -217,20 +223,7 @@ impl ApiServer {
                 _ => Err(ApiError::no_route()),
             };
         }
-        if ctx.cluster.is_empty() || !self.cluster_exists(&ctx.cluster).await {
-            return Err(ApiError::no_route());
-        }
-        if let Caller::Tls(chain) = caller {
-            ctx.user = self.authn.authenticate(
-                self,
-                &ctx.cluster,
-                chain.as_deref(),
-                ctx.header("authorization"),
-            )?;
-        }
-        crate::impersonate::apply(self, ctx)?;
-        let attrs = crate::authz::request_attributes(route, &routed.path, ctx);
-        crate::authz::check(self, &ctx.cluster, &ctx.user, &attrs)?;
+        self.admit(ctx, routed, caller).await?;
         let get = ctx.method == Method::GET || ctx.method == Method::HEAD;
         match route {
             Route::Version if get => Ok(response::json(
@@ -256,6 +249,35 @@ impl ApiServer {
             Route::NotFound => Err(ApiError::no_route()),
             _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), "")),
         }
+    }
+}
+
+impl ApiServer {
+    /// Who is asking, and whether they may: the cluster must be served, the caller is
+    /// authenticated against its trust, impersonation applied, the request authorized.
+    pub async fn admit(
+        self: &Arc<Self>,
+        ctx: &mut Ctx,
+        routed: &route::Routed,
+        caller: &Caller,
+    ) -> Result<(), ApiError> {
+        if ctx.cluster.is_empty()
+            || ctx.cluster == route::ALL_CLUSTERS
+            || !self.cluster_exists(&ctx.cluster).await
+        {
+            return Err(ApiError::no_route());
+        }
+        if let Caller::Tls(chain) = caller {
+            ctx.user = self.authn.authenticate(
+                self,
+                &ctx.cluster,
+                chain.as_deref(),
+                ctx.header("authorization"),
+            )?;
+        }
+        crate::impersonate::apply(self, ctx)?;
+        let attrs = crate::authz::request_attributes(&routed.route, &routed.path, ctx);
+        crate::authz::check(self, &ctx.cluster, &ctx.user, &attrs)
     }
 }
 
@@ -351,6 +373,7 @@ pub async fn start_with(
     let mut resources = registry::builtins::resources();
     resources.push(crate::tenancy::logical_cluster_resource());
     resources.extend(crate::reviews::extra_resources());
+    resources.extend(crate::metrics_api::resources());
     let catalog = Catalog::new(resources).with_builtin_strategy(
         crate::crds::GROUP,
         crate::crds::PLURAL,

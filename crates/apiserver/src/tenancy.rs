@@ -324,6 +324,7 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         }
     }
     server.authn.forget(name);
+    server.resource_metrics.forget(name);
     server.catalog.remove_cluster(name);
     server.openapi.set(name, None);
     let res = server

@@ -201,7 +201,7 @@ fn builtin_endpoint(r: &'static Resource) -> Option<Endpoint<'static>> {
             version: s.version,
             kind: s.kind,
             verbs: s.verbs,
-            definition: (s.name != "log")
+            definition: (s.name != "log" && crate::params::connect(r.plural, s.name).is_none())
                 .then(|| defs.name_of(s.group, s.version, s.kind).map(str::to_string))
                 .flatten(),
         })

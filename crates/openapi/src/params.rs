@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 /// One query parameter: name, JSON type, description.
-type Query = (&'static str, &'static str, &'static str);
+pub(crate) type Query = (&'static str, &'static str, &'static str);
 
 const ALLOW_WATCH_BOOKMARKS: Query = (
     "allowWatchBookmarks",
@@ -177,6 +177,43 @@ pub(crate) const DELETE_COLLECTION: &[Query] = &[
 ];
 /// Parameters of `pods/log`.
 pub(crate) const POD_LOG: &[Query] = LOG;
+
+const CONTAINER: Query = (
+    "container",
+    "string",
+    "The container in which to run the command (or to attach to); defaults to the only container.",
+);
+const STDIN: Query = ("stdin", "boolean", "Redirects the standard input stream of the pod.");
+const STDOUT: Query = ("stdout", "boolean", "Redirects the standard output stream of the pod.");
+const STDERR: Query = ("stderr", "boolean", "Redirects the standard error stream of the pod.");
+const TTY: Query = ("tty", "boolean", "Allocates a terminal for the session.");
+const EXEC: &[Query] = &[
+    ("command", "string", "The command to run, one parameter per argument."),
+    CONTAINER,
+    STDERR,
+    STDIN,
+    STDOUT,
+    TTY,
+];
+const ATTACH: &[Query] = &[CONTAINER, STDERR, STDIN, STDOUT, TTY];
+const PORT_FORWARD: &[Query] = &[("ports", "integer", "The pod ports to forward.")];
+const PROXY: &[Query] = &[(
+    "path",
+    "string",
+    "The path of the request to proxy (the URL path after `proxy/` takes precedence).",
+)];
+
+/// The query parameters of a connect subresource (exec, attach, port-forward, proxy), which
+/// answers streams rather than objects; `None` for the others.
+pub(crate) fn connect(plural: &str, subresource: &str) -> Option<&'static [Query]> {
+    match (plural, subresource) {
+        ("pods", "exec") => Some(EXEC),
+        ("pods", "attach") => Some(ATTACH),
+        ("pods", "portforward") => Some(PORT_FORWARD),
+        ("pods" | "nodes" | "services", "proxy") => Some(PROXY),
+        _ => None,
+    }
+}
 
 /// A query parameter object.
 pub(crate) fn query((name, ty, description): Query) -> Value {

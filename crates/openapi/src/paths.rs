@@ -236,6 +236,9 @@ impl<'e> Operations<'e> {
     /// The operations of `<item>/<subresource>`, named after it (`readAppsV1NamespacedDeploymentScale`).
     fn subresource(&self, sub: &SubEndpoint) -> Map<String, Value> {
         let gvk = json!({ "group": sub.group, "kind": sub.kind, "version": sub.version });
+        if let Some(queries) = params::connect(self.e.plural, sub.name) {
+            return self.connect(sub, queries, &gvk);
+        }
         let id = format!("{}{}", self.single, capitalize(sub.name));
         let target = sub.definition.as_deref().map(reference);
         let has = |verb: &str| sub.verbs.contains(&verb);
@@ -264,6 +267,43 @@ impl<'e> Operations<'e> {
                 let o = self.op("create", format!("create{id}"), "post", &gvk);
                 ops.insert("post".into(), self.create(o, target));
             }
+        }
+        ops
+    }
+
+    /// The operations of a connect subresource (`connectGetNamespacedPodExec`,
+    /// `connectPostNamespacedPodExec`...): one per method its verbs allow, answering a stream.
+    fn connect(
+        &self,
+        sub: &SubEndpoint,
+        queries: &[params::Query],
+        gvk: &Value,
+    ) -> Map<String, Value> {
+        let mut ops = Map::new();
+        for (verb, method) in [
+            ("get", "get"),
+            ("create", "post"),
+            ("update", "put"),
+            ("patch", "patch"),
+            ("delete", "delete"),
+        ] {
+            if !sub.verbs.contains(&verb) {
+                continue;
+            }
+            let id = format!(
+                "connect{}{}{}",
+                capitalize(method),
+                self.single,
+                capitalize(sub.name)
+            );
+            let what = format!("connect {} requests to {} of", method.to_uppercase(), sub.name);
+            let mut o = self.op(&what, id, "connect", gvk);
+            o.insert("parameters".into(), params::queries(queries));
+            o.insert(
+                "responses".into(),
+                media::responses(OK, None, self.e.builtin, false),
+            );
+            ops.insert(method.into(), o.into());
         }
         ops
     }

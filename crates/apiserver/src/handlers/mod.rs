@@ -63,6 +63,9 @@ pub async fn resource(
     {
         return Err(ApiError::no_route());
     }
+    if crate::metrics_api::is_metrics(&res) {
+        return crate::metrics_api::handle(server, ctx, &res, p).await;
+    }
     let verb = verb(&ctx.method, p, ctx);
     if verb.is_empty() {
         return Err(ApiError::method_not_allowed(

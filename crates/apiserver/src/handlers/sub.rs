@@ -1,5 +1,7 @@
 //! Subresources: `status`, `scale`, `pods/binding`, `pods/eviction`, `pods/log`,
-//! `namespaces/finalize`.
+//! `namespaces/finalize`. The connect subresources (exec, attach, port-forward, proxy) are
+//! served by [`crate::connect`] before a request gets here; one that arrives anyway came
+//! through the in-process transport, which cannot upgrade.
 
 use std::sync::Arc;
 
@@ -34,7 +36,10 @@ pub async fn handle(
         ("scale", "get" | "update" | "patch") => scale(server, ctx, res, loc, verb).await,
         ("binding", "create") => binding(server, ctx, res, loc).await,
         ("eviction", "create") => eviction(server, ctx, res, loc).await,
-        ("log", "get") => log(server, ctx, res, loc).await,
+        ("log", "get") => crate::connect::logs::log(server, ctx, res, loc).await,
+        ("exec" | "attach" | "portforward" | "proxy", _) => Err(
+            crate::connect::in_process_refusal(&format!("{}/{sub}", res.plural)),
+        ),
         ("finalize", "update") => finalize(server, ctx, res, loc).await,
         ("token", "create") => {
             crate::tokens::token_request(server, ctx, loc.namespace, loc.name).await
@@ -316,35 +321,6 @@ async fn eviction(
     Ok(response::json(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-    ))
-}
-
-async fn log(
-    server: &Arc<ApiServer>,
-    _ctx: &mut Ctx,
-    res: &ResourceDef,
-    loc: &Location<'_>,
-) -> Result<Response<Body>, ApiError> {
-    let pod = server.store.get(res, loc).await?;
-    let node = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if node.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "container \"{}\" in pod \"{}\" is waiting to start: ContainerCreating",
-            pod.pointer("/spec/containers/0/name")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-            loc.name
-        )));
-    }
-    Ok(response::text(
-        StatusCode::OK,
-        format!(
-            "pod {} runs on virtual node {node}: virtual nodes run no containers, so there are no logs\n",
-            loc.name
-        ),
     ))
 }
 

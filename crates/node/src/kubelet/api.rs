@@ -114,8 +114,11 @@ pub trait KubeletApi: Send + Sync + 'static {
     /// from the container's spec, not from `streams`.
     async fn attach(&self, target: &ContainerRef, streams: Streams) -> Result<StreamUrl, ApiError>;
 
-    /// A streaming URL for port forwarding into the pod's network namespace.
-    async fn port_forward(&self, pod: &PodRef) -> Result<StreamUrl, ApiError>;
+    /// A streaming URL for port forwarding into the pod's network namespace. `ports` are
+    /// those of a WebSocket request (its `port=` query), empty for SPDY, whose streams name
+    /// their ports; they go into CRI's `PortForwardRequest.port`, where the runtime's
+    /// streaming server takes a WebSocket session's ports from.
+    async fn port_forward(&self, pod: &PodRef, ports: Vec<u16>) -> Result<StreamUrl, ApiError>;
 
     /// The log of the container's current instance, or of its previous one: upstream's
     /// `validateContainerLogStatus` decides which, and its refusals are `BadRequest`s with

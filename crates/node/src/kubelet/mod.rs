@@ -51,6 +51,7 @@ pub mod resources;
 pub mod runtime_state;
 pub mod security;
 pub mod server_api;
+pub mod server;
 pub mod stats;
 pub mod status;
 pub mod summary;
