@@ -1,6 +1,7 @@
 //! `mtest serve-http`: a small HTTP/1.1 server for probes, Services and port-forwarding.
 //!
-//! - `/` — `mtest <hostname>`; `/hostname` — the hostname;
+//! - `/` — `mtest <hostname>`; `/hostname` — the hostname; `/clientip` — the peer's
+//!   `ip:port` as the server sees it (agnhost's, for source-IP preservation checks);
 //! - `/echo?msg=TEXT` — TEXT (a POST echoes its body);
 //! - `/healthz` (liveness) and `/readyz` (readiness) — 200 `ok`, or 500 once toggled:
 //!   `/set-unhealthy`, `/set-healthy`, `/set-unready`, `/set-ready`, or after
@@ -130,10 +131,21 @@ fn handle(conn: TcpStream, state: &State) -> std::io::Result<()> {
     let mut body = vec![0u8; length.min(16 << 20)];
     reader.read_exact(&mut body)?;
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let peer = conn
+        .peer_addr()
+        .map(|a| match a {
+            std::net::SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+                Some(v4) => std::net::SocketAddr::from((v4, v6.port())).to_string(),
+                None => a.to_string(),
+            },
+            v4 => v4.to_string(),
+        })
+        .unwrap_or_default();
     let ok = |s: String| (200, s);
     let (status, text) = match path {
         "/" => ok(format!("mtest {}\n", hostname())),
         "/hostname" => ok(hostname()),
+        "/clientip" => ok(peer),
         "/echo" if method == "POST" => ok(String::from_utf8_lossy(&body).into_owned()),
         "/echo" => ok(query_param(query, "msg").unwrap_or_default()),
         "/healthz" | "/livez" if state.healthy() => ok("ok".into()),
