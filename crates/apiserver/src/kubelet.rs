@@ -109,9 +109,7 @@ pub fn node_location(node: &Value, options: &KubeletOptions) -> Result<NodeLocat
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .filter_map(|x| {
-                    Some((x.get("type")?.as_str()?, x.get("address")?.as_str()?))
-                })
+                .filter_map(|x| Some((x.get("type")?.as_str()?, x.get("address")?.as_str()?)))
                 .collect()
         })
         .unwrap_or_default();
@@ -201,7 +199,9 @@ impl KubeletClient {
         }
         let pair = ca
             .issue_client(CLIENT_USER, &["system:masters"])
-            .map_err(|e| ApiError::internal(format!("issuing the kubelet client certificate: {e}")))?;
+            .map_err(|e| {
+                ApiError::internal(format!("issuing the kubelet client certificate: {e}"))
+            })?;
         let config = Arc::new(client_config(&pair, &self.options())?);
         let mut cache = self.tls.lock();
         if cache.len() >= MAX_CLUSTERS && !cache.contains_key(cluster) {
@@ -226,7 +226,11 @@ impl KubeletClient {
 
     /// A connector to `cluster`'s kubelets (TCP, TLS with the cluster's client certificate,
     /// HTTP/1.1, the dial timeout).
-    pub fn connector(&self, server: &ApiServer, cluster: &str) -> Result<Arc<dyn Connect>, ApiError> {
+    pub fn connector(
+        &self,
+        server: &ApiServer,
+        cluster: &str,
+    ) -> Result<Arc<dyn Connect>, ApiError> {
         Ok(Arc::new(KubeletConnect {
             tls: self.tls_config(server, cluster)?,
             timeout: self.options().dial_timeout,
@@ -240,7 +244,8 @@ impl KubeletClient {
         cluster: &str,
         uri: &Uri,
     ) -> Result<Response<Incoming>, ApiError> {
-        let failed = |e: &dyn std::fmt::Display| ApiError::unknown(500, format!("Get \"{uri}\": {e}"));
+        let failed =
+            |e: &dyn std::fmt::Display| ApiError::unknown(500, format!("Get \"{uri}\": {e}"));
         let connector = self.connector(server, cluster)?;
         let io = connector.connect(uri).await.map_err(|e| failed(&e))?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
@@ -263,7 +268,10 @@ impl KubeletClient {
 /// as `Error from server: error dialing backend: ...`).
 pub fn dial_error(uri: &Uri, e: &std::io::Error) -> ApiError {
     let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
-    ApiError::unknown(500, format!("error dialing backend: dial tcp {authority}: {e}"))
+    ApiError::unknown(
+        500,
+        format!("error dialing backend: dial tcp {authority}: {e}"),
+    )
 }
 
 /// The TLS configuration of a kubelet client presenting `pair` (the server verified only
@@ -277,7 +285,8 @@ pub fn client_config(
     let chain = CertificateDer::pem_slice_iter(pair.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad(e.to_string()))?;
-    let key = PrivateKeyDer::from_pem_slice(pair.key_pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(pair.key_pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -441,7 +450,10 @@ mod tests {
             ..KubeletOptions::default()
         };
         let e = node_location(&node, &only).unwrap_err();
-        assert_eq!((e.code, e.reason), (500, apimachinery::status::Reason::Unknown));
+        assert_eq!(
+            (e.code, e.reason),
+            (500, apimachinery::status::Reason::Unknown)
+        );
         assert_eq!(
             e.message,
             "no preferred addresses found; known addresses: [{ExternalIP fd00::1}]"

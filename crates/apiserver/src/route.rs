@@ -347,7 +347,11 @@ mod tests {
         );
         let r = res("/api/v1/nodes/n1/proxy/stats/summary");
         assert_eq!(
-            (r.namespace.as_str(), r.name.as_deref(), r.subpath.as_deref()),
+            (
+                r.namespace.as_str(),
+                r.name.as_deref(),
+                r.subpath.as_deref()
+            ),
             ("", Some("n1"), Some("/stats/summary"))
         );
         // Encoded and dotted parts after `proxy/` are the backend's business.

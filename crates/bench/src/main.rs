@@ -1,13 +1,15 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|crds|dns|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
 
 mod api_bench;
 mod clusters_bench;
 mod crds_bench;
 mod dns_bench;
+mod kubelet_bench;
 mod platform_bench;
+mod proxy_bench;
 mod report;
 mod setup;
 mod storage_bench;
@@ -32,6 +34,23 @@ fn main() -> anyhow::Result<()> {
         Some("api") => rt.block_on(api_bench::run(quick)),
         Some("crds") => rt.block_on(crds_bench::run(quick)),
         Some("dns") => rt.block_on(dns_bench::run(quick)),
+        Some("proxy") => rt.block_on(proxy_bench::run(quick)),
+        Some("kubelet") => {
+            let num = |flag: &str, default: usize| {
+                args.iter()
+                    .position(|a| a == flag)
+                    .and_then(|i| args.get(i + 1))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(default)
+            };
+            rt.block_on(kubelet_bench::run(
+                quick,
+                kubelet_bench::Args {
+                    pods: num("--pods", 100),
+                    density: num("--density", 250),
+                },
+            ))
+        }
         Some("platform") => {
             let num = |flag: &str| {
                 args.iter()
@@ -75,7 +94,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|crds|dns|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
+                "usage: bench <storage|api|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
             );
             std::process::exit(2);
         }

@@ -131,7 +131,14 @@ async fn the_kubelet_authenticates_and_authorizes_as_upstream() {
         )
     );
     // A SPDY exec is a POST: `create`, which the reader may not.
-    let (code, body) = call(&node, Method::POST, "/exec/default/p/c?command=ls&stdout=1", Some(&reader), None).await;
+    let (code, body) = call(
+        &node,
+        Method::POST,
+        "/exec/default/p/c?command=ls&stdout=1",
+        Some(&reader),
+        None,
+    )
+    .await;
     assert_eq!(
         (code, body.as_str()),
         (
@@ -155,11 +162,32 @@ async fn the_kubelet_authenticates_and_authorizes_as_upstream() {
     assert_eq!((code, body.as_str()), (401, "Unauthorized"));
 
     // Handler answers are plain text too.
-    let (code, body) = call(&node, Method::GET, "/containerLogs/default/nope/c", None, Some(&own)).await;
+    let (code, body) = call(
+        &node,
+        Method::GET,
+        "/containerLogs/default/nope/c",
+        None,
+        Some(&own),
+    )
+    .await;
     assert_eq!((code, body.as_str()), (404, "pod \"nope\" does not exist"));
-    let (code, body) = call(&node, Method::GET, "/exec/default/nope/c?command=ls&stdout=1", None, Some(&own)).await;
+    let (code, body) = call(
+        &node,
+        Method::GET,
+        "/exec/default/nope/c?command=ls&stdout=1",
+        None,
+        Some(&own),
+    )
+    .await;
     assert_eq!((code, body.as_str()), (404, "pod does not exist"));
-    let (code, body) = call(&node, Method::GET, "/exec/default/nope/c?command=ls", None, Some(&own)).await;
+    let (code, body) = call(
+        &node,
+        Method::GET,
+        "/exec/default/nope/c?command=ls",
+        None,
+        Some(&own),
+    )
+    .await;
     assert_eq!(
         (code, body.as_str()),
         (400, "you must specify at least 1 of stdin, stdout, stderr")

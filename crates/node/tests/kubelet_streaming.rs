@@ -52,24 +52,42 @@ async fn kubectl_logs_honours_every_flag() {
         };
         let o = cluster.run(v, &["logs", "logs", "-c", "app"]).await;
         assert_eq!(ok(&o), "one\ntwo\nthree\n", "{v}");
-        let o = cluster.run(v, &["logs", "logs", "-c", "app", "--tail=1"]).await;
+        let o = cluster
+            .run(v, &["logs", "logs", "-c", "app", "--tail=1"])
+            .await;
         assert_eq!(ok(&o), "three\n", "{v}");
         let o = cluster
-            .run(v, &["logs", "logs", "-c", "app", "--timestamps", "--tail=1"])
+            .run(
+                v,
+                &["logs", "logs", "-c", "app", "--timestamps", "--tail=1"],
+            )
             .await;
         assert_eq!(ok(&o), "2024-01-01T12:00:03.123456789Z three\n", "{v}");
         let o = cluster
-            .run(v, &["logs", "logs", "-c", "app", "--since-time=2024-01-01T12:00:02Z"])
+            .run(
+                v,
+                &[
+                    "logs",
+                    "logs",
+                    "-c",
+                    "app",
+                    "--since-time=2024-01-01T12:00:02Z",
+                ],
+            )
             .await;
         assert_eq!(ok(&o), "two\nthree\n", "{v}");
         // Everything is older than an hour.
-        let o = cluster.run(v, &["logs", "logs", "-c", "app", "--since=1h"]).await;
+        let o = cluster
+            .run(v, &["logs", "logs", "-c", "app", "--since=1h"])
+            .await;
         assert_eq!(ok(&o), "", "{v}");
         let o = cluster
             .run(v, &["logs", "logs", "-c", "app", "--limit-bytes=6"])
             .await;
         assert_eq!(ok(&o), "one\ntw", "{v}");
-        let o = cluster.run(v, &["logs", "logs", "-c", "app", "--previous"]).await;
+        let o = cluster
+            .run(v, &["logs", "logs", "-c", "app", "--previous"])
+            .await;
         assert_eq!(ok(&o), "old\n", "{v}");
         let o = cluster.run(v, &["logs", "logs", "-c", "side", "-p"]).await;
         assert!(!o.status.success());
@@ -105,8 +123,13 @@ async fn kubectl_logs_honours_every_flag() {
     }
 }
 
-async fn next_line(out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> Option<String> {
-    tokio::time::timeout(T, out.next_line()).await.unwrap().unwrap()
+async fn next_line(
+    out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> Option<String> {
+    tokio::time::timeout(T, out.next_line())
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,9 +151,16 @@ async fn kubectl_logs_follow_streams_until_the_container_exits() {
         assert_eq!(next_line(&mut out).await.as_deref(), Some("second"), "{v}");
         node.log(&pod, "c", 0, &[cri_line(3, "last words")]);
         node.exit(&pod, "c", 0);
-        assert_eq!(next_line(&mut out).await.as_deref(), Some("last words"), "{v}");
+        assert_eq!(
+            next_line(&mut out).await.as_deref(),
+            Some("last words"),
+            "{v}"
+        );
         assert_eq!(next_line(&mut out).await, None, "{v}: the stream ends");
-        let status = tokio::time::timeout(T, child.wait()).await.unwrap().unwrap();
+        let status = tokio::time::timeout(T, child.wait())
+            .await
+            .unwrap()
+            .unwrap();
         assert!(status.success(), "{v}");
     }
 }
@@ -144,7 +174,14 @@ async fn kubectl_exec_returns_output_exit_codes_and_stdin() {
         let o = cluster
             .run(
                 v,
-                &["exec", "shell", "--", "sh", "-c", "echo out; echo err >&2; exit 3"],
+                &[
+                    "exec",
+                    "shell",
+                    "--",
+                    "sh",
+                    "-c",
+                    "echo out; echo err >&2; exit 3",
+                ],
             )
             .await;
         assert_eq!(o.status.code(), Some(3), "{v}: {}", stderr(&o));
@@ -178,7 +215,11 @@ async fn kubectl_exec_returns_output_exit_codes_and_stdin() {
 
         let o = cluster.run(v, &["exec", "nope", "--", "true"]).await;
         assert!(!o.status.success());
-        assert!(stderr(&o).contains("pods \"nope\" not found"), "{v}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("pods \"nope\" not found"),
+            "{v}: {}",
+            stderr(&o)
+        );
     }
 }
 
@@ -239,7 +280,9 @@ async fn http_server_on(ip: &str) -> u16 {
 }
 
 async fn http_get(port: u16) -> String {
-    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
     tcp.write_all(b"GET / HTTP/1.1\r\nhost: pod\r\nconnection: close\r\n\r\n")
         .await
         .unwrap();
@@ -295,7 +338,10 @@ async fn kubectl_cp_copies_into_and_out_of_a_pod() {
         let local = cluster.dir.path().join(&name);
         std::fs::write(&local, format!("payload for {v}\n")).unwrap();
         let o = cluster
-            .run(v, &["cp", local.to_str().unwrap(), &format!("files:{name}")])
+            .run(
+                v,
+                &["cp", local.to_str().unwrap(), &format!("files:{name}")],
+            )
             .await;
         assert!(o.status.success(), "{v}: {}", stderr(&o));
         assert_eq!(
@@ -348,7 +394,9 @@ async fn kubectl_top_shows_nodes_and_pods() {
             [vec!["one", "100m", "64Mi"], vec!["two", "200m", "128Mi"]],
             "{v}: {out}"
         );
-        let o = cluster.run(v, &["top", "pods", "two", "--containers"]).await;
+        let o = cluster
+            .run(v, &["top", "pods", "two", "--containers"])
+            .await;
         assert!(o.status.success(), "{v}: {}", stderr(&o));
         assert!(stdout(&o).contains(" b "), "{v}: {}", stdout(&o));
     }
@@ -375,7 +423,11 @@ async fn node_pod_and_service_proxies_reach_kubelets_pods_and_endpoints() {
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(summary["node"]["nodeName"], "node-1");
     let o = get("/api/v1/nodes/node-1/proxy/metrics/resource").await;
-    assert!(stdout(&o).contains("node_cpu_usage_seconds_total"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("node_cpu_usage_seconds_total"),
+        "{}",
+        stdout(&o)
+    );
 
     // Pods are reached at their IP, which must not be loopback...
     node.run_pod("local", &[("c", &[])], Some(80)).await;
@@ -384,7 +436,8 @@ async fn node_pod_and_service_proxies_reach_kubelets_pods_and_endpoints() {
     // ...so the "pod" listens on a non-loopback address of this host.
     let addr = fake::LocalAddress::new();
     let port = http_server_on(&addr.ip).await;
-    node.run_pod_at("web", &[("c", &[])], Some(port), &addr.ip).await;
+    node.run_pod_at("web", &[("c", &[])], Some(port), &addr.ip)
+        .await;
     let o = get("/api/v1/namespaces/default/pods/web/proxy/").await;
     assert_eq!(stdout(&o), "hello from the pod", "{}", stderr(&o));
     let path = format!("/api/v1/namespaces/default/pods/web:{port}/proxy/x");
@@ -396,9 +449,12 @@ async fn node_pod_and_service_proxies_reach_kubelets_pods_and_endpoints() {
     use kube::api::{Api, PostParams};
     let svcs: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
     let svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"name": "http", "port": 80, "targetPort": port}]}});
-    svcs.create(&PostParams::default(), &serde_json::from_value(svc).unwrap())
-        .await
-        .unwrap();
+    svcs.create(
+        &PostParams::default(),
+        &serde_json::from_value(svc).unwrap(),
+    )
+    .await
+    .unwrap();
     let eps: Api<Endpoints> = Api::namespaced(cluster.client.clone(), "default");
     let ep = json!({"metadata": {"name": "web"}, "subsets": [{
         "addresses": [{"ip": addr.ip, "targetRef": {"kind": "Pod", "namespace": "default", "name": "web"}}],
@@ -441,7 +497,11 @@ async fn a_logical_clusters_kubelets_trust_that_clusters_ca() {
     }
     // The root cluster has no such pod: the kubelet answers only through its own cluster.
     let o = cluster.run("1.33", &["exec", "p", "--", "true"]).await;
-    assert!(stderr(&o).contains("pods \"p\" not found"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pods \"p\" not found"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -455,7 +515,9 @@ async fn an_exec_into_a_pod_without_a_node_or_container_is_refused_as_upstream()
     )
     .await;
     node.run_pod("two", &[("a", &[]), ("b", &[])], None).await;
-    let o = cluster.run("1.33", &["exec", "unbound", "--", "true"]).await;
+    let o = cluster
+        .run("1.33", &["exec", "unbound", "--", "true"])
+        .await;
     assert!(
         stderr(&o).contains("pod unbound does not have a host assigned"),
         "{}",

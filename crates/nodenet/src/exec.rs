@@ -104,7 +104,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_program_is_a_spawn_error() {
-        let err = run("/nonexistent/nft", &[], None).await.expect_err("absent");
+        let err = run("/nonexistent/nft", &[], None)
+            .await
+            .expect_err("absent");
         assert!(matches!(err, Error::Spawn { .. }), "{err}");
     }
 }

@@ -204,7 +204,11 @@ impl Transaction {
                 "element",
                 format_args!("{name} {{ {key}{comment} : {v} }}"),
             ),
-            None => self.line("add", "element", format_args!("{name} {{ {key}{comment} }}")),
+            None => self.line(
+                "add",
+                "element",
+                format_args!("{name} {{ {key}{comment} }}"),
+            ),
         }
     }
 
@@ -282,7 +286,13 @@ impl Nft {
             .collect())
     }
 
-    async fn objects(&self, what: &str, key: &str, family: Family, table: &str) -> Result<Vec<String>> {
+    async fn objects(
+        &self,
+        what: &str,
+        key: &str,
+        family: Family,
+        table: &str,
+    ) -> Result<Vec<String>> {
         let items = self.json(&["list", what, family.as_str()]).await?;
         Ok(items
             .iter()
@@ -322,9 +332,13 @@ impl Nft {
 
     /// The table printed as `nft list table` does (for tests and debugging).
     pub async fn list_table(&self, family: Family, table: &str) -> Result<String> {
-        Ok(exec::run(&self.program, &["list", "table", family.as_str(), table], None)
-            .await?
-            .stdout)
+        Ok(exec::run(
+            &self.program,
+            &["list", "table", family.as_str(), table],
+            None,
+        )
+        .await?
+        .stdout)
     }
 }
 
@@ -363,7 +377,12 @@ mod tests {
             Some(10800),
             None,
         );
-        tx.add_element("no-endpoint-services", "10.96.0.2 . tcp . 80", Some("drop"), Some("a/b:\"p\""));
+        tx.add_element(
+            "no-endpoint-services",
+            "10.96.0.2 . tcp . 80",
+            Some("drop"),
+            Some("a/b:\"p\""),
+        );
         assert_eq!(tx.len(), 6);
         assert_eq!(
             tx.script(),

@@ -54,9 +54,15 @@ async fn an_ingress_deny_blocks_and_a_namespace_selector_admits_only_that_namesp
     let http = serde_json::json!([{"name": "http", "containerPort": 8080}]);
     let web = lab.pod(1, "shop", "web", &[("app", "web")], http).await;
     lab.pods[web].serve_http("web", 8080);
-    let same_ns = lab.pod(0, "shop", "c-shop", &[], serde_json::json!([])).await;
-    let friend = lab.pod(0, "friend", "c-friend", &[], serde_json::json!([])).await;
-    let same_node = lab.pod(1, "other", "c-other", &[], serde_json::json!([])).await;
+    let same_ns = lab
+        .pod(0, "shop", "c-shop", &[], serde_json::json!([]))
+        .await;
+    let friend = lab
+        .pod(0, "friend", "c-friend", &[], serde_json::json!([]))
+        .await;
+    let same_node = lab
+        .pod(1, "other", "c-other", &[], serde_json::json!([]))
+        .await;
     let svc = service(
         &lab.client,
         "shop",
@@ -65,15 +71,27 @@ async fn an_ingress_deny_blocks_and_a_namespace_selector_admits_only_that_namesp
     )
     .await;
     let web_ip = lab.pods[web].ip;
-    set_endpoints(&lab.client, "shop", "web", ("http", 8080, "TCP"), &[(web_ip, "node-1", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "web",
+        ("http", 8080, "TCP"),
+        &[(web_ip, "node-1", true)],
+    )
+    .await;
     let direct = format!("{web_ip}:8080");
     let via_service = format!("{}:80", cluster_ip(&svc));
     for c in [same_ns, friend, same_node] {
         reaches(&lab.pods[c].netns, &via_service, true).await;
     }
 
-    policy(&lab.client, "shop", serde_json::json!({"name": "deny", "spec": {
-        "podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}})).await;
+    policy(
+        &lab.client,
+        "shop",
+        serde_json::json!({"name": "deny", "spec": {
+        "podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}}),
+    )
+    .await;
     for c in [same_ns, friend, same_node] {
         reaches(&lab.pods[c].netns, &direct, false).await;
         reaches(&lab.pods[c].netns, &via_service, false).await;
@@ -91,9 +109,19 @@ async fn an_ingress_deny_blocks_and_a_namespace_selector_admits_only_that_namesp
     reaches(&lab.pods[same_node].netns, &direct, false).await;
 
     // Replies of allowed connections pass even when the pod may send nothing itself.
-    policy(&lab.client, "shop", serde_json::json!({"name": "web-no-egress", "spec": {
-        "podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"]}})).await;
-    reaches(&lab.pods[web].netns, &format!("{}:8080", lab.pods[same_node].ip), false).await;
+    policy(
+        &lab.client,
+        "shop",
+        serde_json::json!({"name": "web-no-egress", "spec": {
+        "podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"]}}),
+    )
+    .await;
+    reaches(
+        &lab.pods[web].netns,
+        &format!("{}:8080", lab.pods[same_node].ip),
+        false,
+    )
+    .await;
     reaches(&lab.pods[friend].netns, &via_service, true).await;
     delete_policy(&lab.client, "shop", "web-no-egress").await;
 
@@ -111,9 +139,19 @@ async fn an_egress_policy_blocks_a_pods_traffic_while_dns_keeps_working() {
     let env = Env::start().await;
     let mut lab = Lab::new(&env, "egr", 2).await;
     lab.start_networks().await;
-    let web = lab.pod(1, "shop", "web", &[("app", "web")], serde_json::json!([])).await;
+    let web = lab
+        .pod(1, "shop", "web", &[("app", "web")], serde_json::json!([]))
+        .await;
     lab.pods[web].serve_http("web", 8080);
-    let client = lab.pod(0, "shop", "client", &[("role", "client")], serde_json::json!([])).await;
+    let client = lab
+        .pod(
+            0,
+            "shop",
+            "client",
+            &[("role", "client")],
+            serde_json::json!([]),
+        )
+        .await;
     let svc = service(
         &lab.client,
         "shop",
@@ -122,7 +160,14 @@ async fn an_egress_policy_blocks_a_pods_traffic_while_dns_keeps_working() {
     )
     .await;
     let web_ip = lab.pods[web].ip;
-    set_endpoints(&lab.client, "shop", "web", ("http", 8080, "TCP"), &[(web_ip, "node-1", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "web",
+        ("http", 8080, "TCP"),
+        &[(web_ip, "node-1", true)],
+    )
+    .await;
     let via_service = format!("{}:80", cluster_ip(&svc));
     let ns = &lab.pods[client].netns;
     reaches(ns, &via_service, true).await;
@@ -139,22 +184,34 @@ async fn an_egress_policy_blocks_a_pods_traffic_while_dns_keeps_working() {
     let node1 = format!("{}:9100", lab.nodes[1].ip());
     reaches(ns, &node1, true).await;
 
-    policy(&lab.client, "shop", serde_json::json!({"name": "no-egress", "spec": {
-        "podSelector": {"matchLabels": {"role": "client"}}, "policyTypes": ["Egress"]}})).await;
+    policy(
+        &lab.client,
+        "shop",
+        serde_json::json!({"name": "no-egress", "spec": {
+        "podSelector": {"matchLabels": {"role": "client"}}, "policyTypes": ["Egress"]}}),
+    )
+    .await;
     reaches(ns, &via_service, false).await;
     reaches(ns, &node1, false).await;
-    let answer = run_in(ns, &m, &lookup).await.expect("DNS still answers under the egress policy");
+    let answer = run_in(ns, &m, &lookup)
+        .await
+        .expect("DNS still answers under the egress policy");
     assert!(answer.contains(&cluster_ip(&svc)), "{answer}");
 
     // Allowed again to the web pods on their port (the destination after the Service's
     // DNAT), and to node addresses except the gateway by ipBlock.
-    policy(&lab.client, "shop", serde_json::json!({"name": "to-web", "spec": {
+    policy(
+        &lab.client,
+        "shop",
+        serde_json::json!({"name": "to-web", "spec": {
         "podSelector": {"matchLabels": {"role": "client"}},
         "egress": [
             {"to": [{"podSelector": {"matchLabels": {"app": "web"}}}], "ports": [{"port": 8080}]},
             {"to": [{"ipBlock": {"cidr": "10.99.0.0/16", "except": ["10.99.0.1/32"]}}],
              "ports": [{"port": 9000, "endPort": 9200}]}
-        ]}})).await;
+        ]}}),
+    )
+    .await;
     reaches(ns, &via_service, true).await;
     reaches(ns, &node1, true).await;
     let mut outside = lab.external.command("unshare");

@@ -12,9 +12,13 @@ async fn a_cluster_ip_reaches_a_backend_on_another_node_by_address_and_name() {
     let env = Env::start().await;
     let mut lab = Lab::new(&env, "cip", 2).await;
     lab.start_networks().await;
-    let backend = lab.pod(1, "shop", "web-1", &[("app", "web")], serde_json::json!([])).await;
+    let backend = lab
+        .pod(1, "shop", "web-1", &[("app", "web")], serde_json::json!([]))
+        .await;
     lab.pods[backend].serve_http("web-1", 8080);
-    let client = lab.pod(0, "shop", "client", &[], serde_json::json!([])).await;
+    let client = lab
+        .pod(0, "shop", "client", &[], serde_json::json!([]))
+        .await;
     let svc = service(
         &lab.client,
         "shop",
@@ -23,7 +27,14 @@ async fn a_cluster_ip_reaches_a_backend_on_another_node_by_address_and_name() {
     )
     .await;
     let ip = lab.pods[backend].ip;
-    set_endpoints(&lab.client, "shop", "web", ("http", 8080, "TCP"), &[(ip, "node-1", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "web",
+        ("http", 8080, "TCP"),
+        &[(ip, "node-1", true)],
+    )
+    .await;
     let target = format!("{}:80", cluster_ip(&svc));
     let body = eventually("the cluster IP answers", || {
         http_get(&lab.pods[client].netns, &target, "/", 2.0)
@@ -75,7 +86,9 @@ async fn a_node_port_answers_on_every_node_and_no_endpoints_means_refused() {
     lab.start_networks().await;
     let backend = lab.pod(2, "shop", "web", &[], serde_json::json!([])).await;
     lab.pods[backend].serve_http("web", 8080);
-    let client = lab.pod(0, "shop", "client", &[], serde_json::json!([])).await;
+    let client = lab
+        .pod(0, "shop", "client", &[], serde_json::json!([]))
+        .await;
     let svc = service(
         &lab.client,
         "shop",
@@ -85,7 +98,14 @@ async fn a_node_port_answers_on_every_node_and_no_endpoints_means_refused() {
     .await;
     let np = node_port(&svc);
     let ip = lab.pods[backend].ip;
-    set_endpoints(&lab.client, "shop", "web", ("http", 8080, "TCP"), &[(ip, "node-2", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "web",
+        ("http", 8080, "TCP"),
+        &[(ip, "node-2", true)],
+    )
+    .await;
     for n in &lab.nodes {
         let target = format!("{}:{np}", n.ip());
         let body = eventually(&format!("NodePort on {}", n.name), || {
@@ -114,7 +134,14 @@ async fn a_node_port_answers_on_every_node_and_no_endpoints_means_refused() {
     .await;
 
     // Scaled up again: it answers.
-    set_endpoints(&lab.client, "shop", "web", ("http", 8080, "TCP"), &[(ip, "node-2", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "web",
+        ("http", 8080, "TCP"),
+        &[(ip, "node-2", true)],
+    )
+    .await;
     eventually("the cluster IP answers again", || {
         http_get(&lab.pods[client].netns, &cip, "/", 2.0)
     })
@@ -127,12 +154,21 @@ async fn client_ip_affinity_sticks_and_a_pod_reaches_itself_through_its_service(
     let env = Env::start().await;
     let mut lab = Lab::new(&env, "aff", 2).await;
     lab.start_networks().await;
-    let a = lab.pod(0, "shop", "web-a", &[], serde_json::json!([])).await;
+    let a = lab
+        .pod(0, "shop", "web-a", &[], serde_json::json!([]))
+        .await;
     lab.pods[a].serve_http("web-a", 8080);
-    let b = lab.pod(1, "shop", "web-b", &[], serde_json::json!([])).await;
+    let b = lab
+        .pod(1, "shop", "web-b", &[], serde_json::json!([]))
+        .await;
     lab.pods[b].serve_http("web-b", 8080);
-    let client = lab.pod(1, "shop", "client", &[], serde_json::json!([])).await;
-    let both = [(lab.pods[a].ip, "node-0", true), (lab.pods[b].ip, "node-1", true)];
+    let client = lab
+        .pod(1, "shop", "client", &[], serde_json::json!([]))
+        .await;
+    let both = [
+        (lab.pods[a].ip, "node-0", true),
+        (lab.pods[b].ip, "node-1", true),
+    ];
     let sticky = service(
         &lab.client,
         "shop",
@@ -152,9 +188,14 @@ async fn client_ip_affinity_sticks_and_a_pod_reaches_itself_through_its_service(
     set_endpoints(&lab.client, "shop", "spread", ("http", 8080, "TCP"), &both).await;
     let ns = &lab.pods[client].netns;
     let sticky_target = format!("{}:80", cluster_ip(&sticky));
-    let first = eventually("the sticky service answers", || http_get(ns, &sticky_target, "/", 2.0)).await;
+    let first = eventually("the sticky service answers", || {
+        http_get(ns, &sticky_target, "/", 2.0)
+    })
+    .await;
     for _ in 0..15 {
-        let again = http_get(ns, &sticky_target, "/", 2.0).await.expect("answers");
+        let again = http_get(ns, &sticky_target, "/", 2.0)
+            .await
+            .expect("answers");
         assert_eq!(again, first, "ClientIP affinity keeps one backend");
     }
     let spread_target = format!("{}:80", cluster_ip(&spread));
@@ -167,7 +208,11 @@ async fn client_ip_affinity_sticks_and_a_pod_reaches_itself_through_its_service(
             break;
         }
     }
-    assert_eq!(seen.len(), 2, "both backends answer without affinity: {seen:?}");
+    assert_eq!(
+        seen.len(),
+        2,
+        "both backends answer without affinity: {seen:?}"
+    );
 
     // Hairpin: web-a reaches itself through a Service whose only endpoint it is.
     let own = service(
@@ -177,7 +222,14 @@ async fn client_ip_affinity_sticks_and_a_pod_reaches_itself_through_its_service(
         serde_json::json!({"ports": [{"name": "http", "port": 80, "targetPort": 8080}]}),
     )
     .await;
-    set_endpoints(&lab.client, "shop", "own", ("http", 8080, "TCP"), &[(lab.pods[a].ip, "node-0", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "own",
+        ("http", 8080, "TCP"),
+        &[(lab.pods[a].ip, "node-0", true)],
+    )
+    .await;
     let own_target = format!("{}:80", cluster_ip(&own));
     let body = eventually("a pod reaches itself through its Service", || {
         http_get(&lab.pods[a].netns, &own_target, "/", 2.0)
@@ -204,13 +256,23 @@ async fn external_traffic_policy_local_keeps_the_client_ip_and_drops_on_nodes_wi
     .await;
     let np = node_port(&svc);
     let ip = lab.pods[backend].ip;
-    set_endpoints(&lab.client, "shop", "web", ("http", 8080, "TCP"), &[(ip, "node-1", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "web",
+        ("http", 8080, "TCP"),
+        &[(ip, "node-1", true)],
+    )
+    .await;
     let local = format!("{}:{np}", lab.nodes[1].ip());
     let seen = eventually("the node with the endpoint answers", || {
         http_get(&lab.external, &local, "/clientip", 2.0)
     })
     .await;
-    assert!(seen.starts_with("10.99.0.1:"), "the client's address is kept: {seen}");
+    assert!(
+        seen.starts_with("10.99.0.1:"),
+        "the client's address is kept: {seen}"
+    );
     // The other node drops (no answer at all), rather than forwarding or refusing.
     let remote = format!("{}:{np}", lab.nodes[0].ip());
     let r = http_get(&lab.external, &remote, "/clientip", 1.5).await;
@@ -226,7 +288,9 @@ async fn udp_conntrack_entries_of_a_removed_endpoint_are_cleared() {
     let env = Env::start().await;
     let mut lab = Lab::new(&env, "udp", 1).await;
     lab.start_networks().await;
-    let client = lab.pod(0, "shop", "client", &[], serde_json::json!([])).await;
+    let client = lab
+        .pod(0, "shop", "client", &[], serde_json::json!([]))
+        .await;
     // A UDP Service in front of the node's DNS server.
     let svc = service(
         &lab.client,
@@ -236,26 +300,52 @@ async fn udp_conntrack_entries_of_a_removed_endpoint_are_cleared() {
     )
     .await;
     let node_ip = lab.nodes[0].ip();
-    set_endpoints(&lab.client, "shop", "resolver", ("dns", 53, "UDP"), &[(node_ip, "node-0", true)]).await;
+    set_endpoints(
+        &lab.client,
+        "shop",
+        "resolver",
+        ("dns", 53, "UDP"),
+        &[(node_ip, "node-0", true)],
+    )
+    .await;
     let cip = cluster_ip(&svc);
     let m = mtest().display().to_string();
-    let query = ["dns", "resolver.shop.svc.cluster.local", "A", "--server", cip.as_str()];
-    eventually("the UDP Service answers", || run_in(&lab.pods[client].netns, &m, &query)).await;
+    let query = [
+        "dns",
+        "resolver.shop.svc.cluster.local",
+        "A",
+        "--server",
+        cip.as_str(),
+    ];
+    eventually("the UDP Service answers", || {
+        run_in(&lab.pods[client].netns, &m, &query)
+    })
+    .await;
     let machine = lab.nodes[0].machine.netns();
     let cip_ref = &cip;
     let entries = || async move {
-        run_in(machine, "conntrack", &["-L", "-p", "udp", "--orig-dst", cip_ref])
-            .await
-            .map(|out| out.lines().filter(|l| l.contains("udp")).count())
+        run_in(
+            machine,
+            "conntrack",
+            &["-L", "-p", "udp", "--orig-dst", cip_ref],
+        )
+        .await
+        .map(|out| out.lines().filter(|l| l.contains("udp")).count())
     };
-    assert!(entries().await.expect("conntrack -L") > 0, "the query left an entry");
+    assert!(
+        entries().await.expect("conntrack -L") > 0,
+        "the query left an entry"
+    );
     set_endpoints(&lab.client, "shop", "resolver", ("dns", 53, "UDP"), &[]).await;
-    eventually("the entries NATed to the removed endpoint are gone", || async {
-        match entries().await? {
-            0 => Ok(()),
-            n => Err(format!("{n} entries left")),
-        }
-    })
+    eventually(
+        "the entries NATed to the removed endpoint are gone",
+        || async {
+            match entries().await? {
+                0 => Ok(()),
+                n => Err(format!("{n} entries left")),
+            }
+        },
+    )
     .await;
     lab.finish().await;
 }

@@ -183,12 +183,28 @@ const CONTAINER: Query = (
     "string",
     "The container in which to run the command (or to attach to); defaults to the only container.",
 );
-const STDIN: Query = ("stdin", "boolean", "Redirects the standard input stream of the pod.");
-const STDOUT: Query = ("stdout", "boolean", "Redirects the standard output stream of the pod.");
-const STDERR: Query = ("stderr", "boolean", "Redirects the standard error stream of the pod.");
+const STDIN: Query = (
+    "stdin",
+    "boolean",
+    "Redirects the standard input stream of the pod.",
+);
+const STDOUT: Query = (
+    "stdout",
+    "boolean",
+    "Redirects the standard output stream of the pod.",
+);
+const STDERR: Query = (
+    "stderr",
+    "boolean",
+    "Redirects the standard error stream of the pod.",
+);
 const TTY: Query = ("tty", "boolean", "Allocates a terminal for the session.");
 const EXEC: &[Query] = &[
-    ("command", "string", "The command to run, one parameter per argument."),
+    (
+        "command",
+        "string",
+        "The command to run, one parameter per argument.",
+    ),
     CONTAINER,
     STDERR,
     STDIN,

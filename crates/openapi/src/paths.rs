@@ -296,7 +296,11 @@ impl<'e> Operations<'e> {
                 self.single,
                 capitalize(sub.name)
             );
-            let what = format!("connect {} requests to {} of", method.to_uppercase(), sub.name);
+            let what = format!(
+                "connect {} requests to {} of",
+                method.to_uppercase(),
+                sub.name
+            );
             let mut o = self.op(&what, id, "connect", gvk);
             o.insert("parameters".into(), params::queries(queries));
             o.insert(

@@ -48,7 +48,12 @@ impl Kind {
 }
 
 /// The pod, read through the store (a 404 with upstream's wording when absent).
-pub async fn pod(server: &ApiServer, ctx: &Ctx, namespace: &str, name: &str) -> Result<Value, ApiError> {
+pub async fn pod(
+    server: &ApiServer,
+    ctx: &Ctx,
+    namespace: &str,
+    name: &str,
+) -> Result<Value, ApiError> {
     let res = server
         .catalog
         .lookup(&ctx.cluster, "", "v1", "pods")
@@ -117,9 +122,7 @@ where
     let websocket = upgrade::is_websocket_request(req.headers());
     if websocket
         && let Some(opts) = &options
-        && offered
-            .iter()
-            .any(|p| p == streaming::remotecommand::V5)
+        && offered.iter().any(|p| p == streaming::remotecommand::V5)
     {
         return Ok(to_body(streaming::translate::exec(
             req,

@@ -29,7 +29,11 @@ fn hop_by_hop(name: &header::HeaderName, upgrade: bool) -> bool {
         || n == "authorization"
         || n.starts_with("impersonate-")
         || n == "proxy-authorization"
-        || (!upgrade && matches!(n, "connection" | "upgrade" | "keep-alive" | "te" | "trailer"))
+        || (!upgrade
+            && matches!(
+                n,
+                "connection" | "upgrade" | "keep-alive" | "te" | "trailer"
+            ))
 }
 
 /// The client request's headers as sent on, with `X-Forwarded-For` added.
@@ -126,8 +130,7 @@ where
                 Ok((client, backend)) => {
                     let mut client = TokioIo::new(client);
                     let mut backend = TokioIo::new(backend);
-                    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut backend).await
-                    {
+                    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
                         tracing::debug!(error = %e, "proxy: upgraded connection ended");
                     }
                 }
@@ -155,7 +158,10 @@ mod tests {
         h.insert("impersonate-user", "bob".parse().unwrap());
         h.insert("connection", "Upgrade".parse().unwrap());
         h.insert("upgrade", "SPDY/3.1".parse().unwrap());
-        h.insert("x-stream-protocol-version", "v4.channel.k8s.io".parse().unwrap());
+        h.insert(
+            "x-stream-protocol-version",
+            "v4.channel.k8s.io".parse().unwrap(),
+        );
         h.insert("host", "api:6443".parse().unwrap());
         let up = forwarded_headers(&h, true, Some("10.0.0.9"));
         assert!(up.get("authorization").is_none() && up.get("impersonate-user").is_none());

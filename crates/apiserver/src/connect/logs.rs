@@ -144,7 +144,11 @@ mod tests {
             e.message,
             "the server could not find the requested resource ( pods/log p)"
         );
-        let e = checked(403, "Forbidden (user=x, verb=get, resource=nodes, subresource(s)=[proxy])", "p");
+        let e = checked(
+            403,
+            "Forbidden (user=x, verb=get, resource=nodes, subresource(s)=[proxy])",
+            "p",
+        );
         assert_eq!(
             e.message,
             "Forbidden (user=x, verb=get, resource=nodes, subresource(s)=[proxy]) ( pods/log p)"

@@ -99,9 +99,12 @@ where
         "cache-control",
         http::HeaderValue::from_static("no-cache, private"),
     );
-    server
-        .metrics
-        .observe("CONNECT", &resource, resp.status().as_u16(), started.elapsed());
+    server.metrics.observe(
+        "CONNECT",
+        &resource,
+        resp.status().as_u16(),
+        started.elapsed(),
+    );
     resp
 }
 

@@ -37,7 +37,10 @@ pub struct StreamRequest {
 impl StreamRequest {
     pub fn from_query(query: &Query) -> StreamRequest {
         StreamRequest {
-            container: query.get("container").filter(|c| !c.is_empty()).map(String::from),
+            container: query
+                .get("container")
+                .filter(|c| !c.is_empty())
+                .map(String::from),
             command: query
                 .0
                 .iter()
@@ -146,7 +149,10 @@ impl LogRequest {
             None => None,
         };
         let opts = LogRequest {
-            container: query.get("container").filter(|c| !c.is_empty()).map(String::from),
+            container: query
+                .get("container")
+                .filter(|c| !c.is_empty())
+                .map(String::from),
             follow: lenient_bool(query, "follow"),
             previous: lenient_bool(query, "previous"),
             timestamps: lenient_bool(query, "timestamps"),
@@ -169,16 +175,22 @@ impl LogRequest {
         if let Some(b) = opts.limit_bytes
             && b < 1
         {
-            errs.push(FieldError::invalid("limitBytes", json!(b), "must be greater than 0"));
+            errs.push(FieldError::invalid(
+                "limitBytes",
+                json!(b),
+                "must be greater than 0",
+            ));
         }
         match (opts.since_seconds, &opts.since_time) {
             (Some(_), Some(_)) => errs.push(FieldError::forbidden(
                 "",
                 "at most one of `sinceTime` or `sinceSeconds` may be specified",
             )),
-            (Some(s), None) if s < 1 => {
-                errs.push(FieldError::invalid("sinceSeconds", json!(s), "must be greater than 0"))
-            }
+            (Some(s), None) if s < 1 => errs.push(FieldError::invalid(
+                "sinceSeconds",
+                json!(s),
+                "must be greater than 0",
+            )),
             _ => {}
         }
         if !errs.is_empty() {
@@ -304,7 +316,10 @@ mod tests {
 
     #[test]
     fn ports_are_repeated_or_comma_separated() {
-        assert_eq!(forward_ports(&q("ports=80,443&ports=8080")).unwrap(), [80, 443, 8080]);
+        assert_eq!(
+            forward_ports(&q("ports=80,443&ports=8080")).unwrap(),
+            [80, 443, 8080]
+        );
         assert!(forward_ports(&q("")).unwrap().is_empty());
         assert_eq!(forward_ports(&q("ports=x")).unwrap_err().code, 400);
         assert_eq!(forward_ports(&q("ports=0")).unwrap_err().code, 400);
@@ -321,18 +336,35 @@ mod tests {
             o.kubelet_query(),
             "follow=true&limitBytes=500&previous=true&sinceTime=2024-01-02T03%3A04%3A05Z&tailLines=10&timestamps=true"
         );
-        assert_eq!(LogRequest::from_query(&q(""), "p").unwrap().kubelet_query(), "");
+        assert_eq!(
+            LogRequest::from_query(&q(""), "p").unwrap().kubelet_query(),
+            ""
+        );
 
         let e = LogRequest::from_query(&q("tailLines=-1&limitBytes=0&sinceSeconds=0"), "p")
             .unwrap_err();
         assert_eq!(e.code, 422);
         assert_eq!(e.causes.len(), 3, "{:?}", e.causes);
-        assert!(e.message.starts_with("PodLogOptions \"p\" is invalid"), "{}", e.message);
+        assert!(
+            e.message.starts_with("PodLogOptions \"p\" is invalid"),
+            "{}",
+            e.message
+        );
         let e = LogRequest::from_query(&q("sinceSeconds=5&sinceTime=2024-01-01T00:00:00Z"), "p")
             .unwrap_err();
         assert_eq!(e.code, 422);
-        assert_eq!(LogRequest::from_query(&q("tailLines=ten"), "p").unwrap_err().code, 400);
-        assert_eq!(LogRequest::from_query(&q("sinceTime=now"), "p").unwrap_err().code, 400);
+        assert_eq!(
+            LogRequest::from_query(&q("tailLines=ten"), "p")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            LogRequest::from_query(&q("sinceTime=now"), "p")
+                .unwrap_err()
+                .code,
+            400
+        );
     }
 
     #[test]
@@ -341,7 +373,10 @@ mod tests {
         assert_eq!(container(&one, "p", None).unwrap(), "app");
         assert_eq!(container(&one, "p", Some("app")).unwrap(), "app");
         let e = container(&one, "p", Some("nope")).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (400, "container nope is not valid for pod p"));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "container nope is not valid for pod p")
+        );
 
         let many = json!({"spec": {
             "initContainers": [{"name": "init"}],

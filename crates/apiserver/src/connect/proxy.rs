@@ -76,7 +76,12 @@ fn redirect(uri: &Uri) -> Response<Body> {
     r
 }
 
-fn backend_uri(scheme: &str, host: &str, port: Option<&str>, path_and_query: &str) -> Result<Uri, ApiError> {
+fn backend_uri(
+    scheme: &str,
+    host: &str,
+    port: Option<&str>,
+    path_and_query: &str,
+) -> Result<Uri, ApiError> {
     let scheme = if scheme.is_empty() { "http" } else { scheme };
     let host = if host.contains(':') {
         format!("[{host}]")
@@ -87,7 +92,11 @@ fn backend_uri(scheme: &str, host: &str, port: Option<&str>, path_and_query: &st
         Some(p) if !p.is_empty() => format!("{host}:{p}"),
         _ => host,
     };
-    let pq = if path_and_query.is_empty() { "/" } else { path_and_query };
+    let pq = if path_and_query.is_empty() {
+        "/"
+    } else {
+        path_and_query
+    };
     format!("{scheme}://{authority}{pq}")
         .parse()
         .map_err(|e| ApiError::bad_request(format!("invalid proxy location: {e}")))
@@ -138,7 +147,10 @@ where
                 return Err(ApiError::bad_request("address not allowed"));
             }
             let pq = format!("{path}{}", client_query(req.uri()));
-            (backend_uri(scheme, ip, port.as_deref(), &pq)?, pod_connector()?)
+            (
+                backend_uri(scheme, ip, port.as_deref(), &pq)?,
+                pod_connector()?,
+            )
         }
         "nodes" => {
             let location = server.kubelet.location(server, &ctx.cluster, name)?;
@@ -149,13 +161,19 @@ where
                     server.kubelet.connector(server, &ctx.cluster)?,
                 )
             } else {
-                (backend_uri(scheme, &location.host, Some(port), &pq)?, pod_connector()?)
+                (
+                    backend_uri(scheme, &location.host, Some(port), &pq)?,
+                    pod_connector()?,
+                )
             }
         }
         _ => {
             let (ip, port) = service_endpoint(server, ctx, &p.namespace, name, port, &id)?;
             let pq = format!("{path}{}", client_query(req.uri()));
-            (backend_uri(scheme, &ip, Some(&port.to_string()), &pq)?, pod_connector()?)
+            (
+                backend_uri(scheme, &ip, Some(&port.to_string()), &pq)?,
+                pod_connector()?,
+            )
         }
     };
     if path.is_empty() && !streaming::upgrade::is_upgrade_request(req.headers()) {
@@ -260,9 +278,8 @@ fn service_endpoint(
             .get("ports")
             .and_then(Value::as_array)
             .and_then(|ps| {
-                ps.iter().find(|p| {
-                    p.get("name").and_then(Value::as_str).unwrap_or("") == port_name
-                })
+                ps.iter()
+                    .find(|p| p.get("name").and_then(Value::as_str).unwrap_or("") == port_name)
             })
             .and_then(|p| p.get("port").and_then(Value::as_i64))
         else {
@@ -288,7 +305,10 @@ fn is_pod_address(server: &ApiServer, ctx: &Ctx, addr: &Value, ip: &str) -> bool
     if target.get("kind").and_then(Value::as_str) != Some("Pod") {
         return false;
     }
-    let ns = target.get("namespace").and_then(Value::as_str).unwrap_or("");
+    let ns = target
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let name = target.get("name").and_then(Value::as_str).unwrap_or("");
     let Some(pod) = server.store.cache.get("", "pods", &ctx.cluster, ns, name) else {
         return false;
@@ -296,7 +316,10 @@ fn is_pod_address(server: &ApiServer, ctx: &Ctx, addr: &Value, ip: &str) -> bool
     let pod = pod.value();
     pod.pointer("/status/podIPs")
         .and_then(Value::as_array)
-        .is_some_and(|ips| ips.iter().any(|p| p.get("ip").and_then(Value::as_str) == Some(ip)))
+        .is_some_and(|ips| {
+            ips.iter()
+                .any(|p| p.get("ip").and_then(Value::as_str) == Some(ip))
+        })
 }
 
 #[cfg(test)]
@@ -306,8 +329,14 @@ mod tests {
     #[test]
     fn names_carry_an_optional_scheme_and_port() {
         assert_eq!(split_scheme_name_port("web"), Some(("", "web", "")));
-        assert_eq!(split_scheme_name_port("web:8080"), Some(("", "web", "8080")));
-        assert_eq!(split_scheme_name_port("https:web:443"), Some(("https", "web", "443")));
+        assert_eq!(
+            split_scheme_name_port("web:8080"),
+            Some(("", "web", "8080"))
+        );
+        assert_eq!(
+            split_scheme_name_port("https:web:443"),
+            Some(("https", "web", "443"))
+        );
         assert_eq!(split_scheme_name_port("ftp:web:21"), None);
         assert_eq!(split_scheme_name_port(":80"), None);
         assert_eq!(split_scheme_name_port("a:b:c:d"), None);
@@ -317,7 +346,16 @@ mod tests {
     fn only_global_unicast_addresses_are_proxied_to() {
         assert!(global_unicast("10.244.0.5"));
         assert!(global_unicast("fd00::5"));
-        for bad in ["127.0.0.1", "0.0.0.0", "169.254.1.1", "224.0.0.1", "::1", "fe80::1", "", "x"] {
+        for bad in [
+            "127.0.0.1",
+            "0.0.0.0",
+            "169.254.1.1",
+            "224.0.0.1",
+            "::1",
+            "fe80::1",
+            "",
+            "x",
+        ] {
             assert!(!global_unicast(bad), "{bad}");
         }
     }
@@ -325,11 +363,15 @@ mod tests {
     #[test]
     fn backend_locations_are_built_as_upstream() {
         assert_eq!(
-            backend_uri("", "10.0.0.5", Some("8080"), "/a/b/?x=1").unwrap().to_string(),
+            backend_uri("", "10.0.0.5", Some("8080"), "/a/b/?x=1")
+                .unwrap()
+                .to_string(),
             "http://10.0.0.5:8080/a/b/?x=1"
         );
         assert_eq!(
-            backend_uri("https", "fd00::5", None, "").unwrap().to_string(),
+            backend_uri("https", "fd00::5", None, "")
+                .unwrap()
+                .to_string(),
             "https://[fd00::5]/"
         );
     }

@@ -125,7 +125,10 @@ fn metadata(obj: &Value, namespaced: bool) -> Value {
         "creationTimestamp": time(jiff::Timestamp::now()),
     });
     if namespaced {
-        md["namespace"] = obj.pointer("/metadata/namespace").cloned().unwrap_or(Value::Null);
+        md["namespace"] = obj
+            .pointer("/metadata/namespace")
+            .cloned()
+            .unwrap_or(Value::Null);
     }
     if let Some(l) = obj.pointer("/metadata/labels").filter(|l| l.is_object()) {
         md["labels"] = l.clone();
@@ -169,11 +172,19 @@ struct Selectors {
 
 impl Selectors {
     fn parse(ctx: &Ctx) -> Result<Selectors, ApiError> {
-        let labels = match ctx.query.get("labelSelector").filter(|s| !s.trim().is_empty()) {
+        let labels = match ctx
+            .query
+            .get("labelSelector")
+            .filter(|s| !s.trim().is_empty())
+        {
             Some(s) => Some(Selector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
             None => None,
         };
-        let fields = match ctx.query.get("fieldSelector").filter(|s| !s.trim().is_empty()) {
+        let fields = match ctx
+            .query
+            .get("fieldSelector")
+            .filter(|s| !s.trim().is_empty())
+        {
             Some(s) => {
                 Some(FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?)
             }
@@ -204,11 +215,18 @@ pub async fn handle(
     res: &ResourceDef,
     p: &ResourcePath,
 ) -> Result<Response<Body>, ApiError> {
-    let kind = if res.namespaced { "podmetrics" } else { "nodemetrics" };
+    let kind = if res.namespaced {
+        "podmetrics"
+    } else {
+        "nodemetrics"
+    };
     let get = matches!(ctx.method, Method::GET | Method::HEAD);
     if !get || p.subresource.is_some() || p.watch_prefix || ctx.query.flag("watch") {
         let verb = if get { "watch" } else { ctx.method.as_str() };
-        return Err(ApiError::method_not_allowed(verb, &format!("{kind}.{GROUP}")));
+        return Err(ApiError::method_not_allowed(
+            verb,
+            &format!("{kind}.{GROUP}"),
+        ));
     }
     let out = render::output(ctx)?;
     let cache = &server.store.cache;
@@ -272,7 +290,10 @@ pub async fn handle(
         if pod.pointer("/status/phase").and_then(Value::as_str) != Some("Running") {
             continue;
         }
-        let ns = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+        let ns = pod
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let name = name_of(pod);
         let mut containers: Vec<(String, Usage)> = Vec::new();
         let mut complete = true;
@@ -297,7 +318,10 @@ pub async fn handle(
     items.sort_by(|a, b| {
         let key = |v: &Value| {
             (
-                v.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string(),
+                v.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 name_of(v).to_string(),
             )
         };
@@ -307,7 +331,9 @@ pub async fn handle(
 }
 
 fn name_of(v: &Value) -> &str {
-    v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 fn answer(
@@ -346,7 +372,11 @@ fn answer(
             "items": items,
         }),
     };
-    let out = if out == Output::Protobuf { Output::Json } else { out };
+    let out = if out == Output::Protobuf {
+        Output::Json
+    } else {
+        out
+    };
     Ok(render::send(ctx, StatusCode::OK, out, &value))
 }
 

@@ -164,10 +164,26 @@ pub fn decode(summary: &Value) -> (Option<Point>, Vec<(ContainerKey, Point)>) {
         .get("node")
         .and_then(|n| point(n, n.get("startTime")));
     let mut containers = Vec::new();
-    for pod in summary.get("pods").and_then(Value::as_array).into_iter().flatten() {
-        let ns = pod.pointer("/podRef/namespace").and_then(Value::as_str).unwrap_or("");
-        let name = pod.pointer("/podRef/name").and_then(Value::as_str).unwrap_or("");
-        for c in pod.get("containers").and_then(Value::as_array).into_iter().flatten() {
+    for pod in summary
+        .get("pods")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let ns = pod
+            .pointer("/podRef/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = pod
+            .pointer("/podRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        for c in pod
+            .get("containers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let cname = c.get("name").and_then(Value::as_str).unwrap_or("");
             if let Some(p) = point(c, c.get("startTime")) {
                 containers.push(((ns.to_string(), name.to_string(), cname.to_string()), p));
@@ -269,7 +285,9 @@ async fn scrape(server: &Arc<ApiServer>, cluster: &str, points: &mut Points) {
 
 async fn summary(server: &Arc<ApiServer>, cluster: &str, node: &str) -> Option<Value> {
     let location = server.kubelet.location(server, cluster, node).ok()?;
-    let uri = location.uri("/stats/summary?only_cpu_and_memory=true").ok()?;
+    let uri = location
+        .uri("/stats/summary?only_cpu_and_memory=true")
+        .ok()?;
     let answer = match server.kubelet.get(server, cluster, &uri).await {
         Ok(a) => a,
         Err(e) => {

@@ -103,7 +103,10 @@ fn metrics_objects_have_metrics_servers_shape() {
     assert_eq!(m["metadata"]["labels"]["kubernetes.io/os"], "linux");
     assert_eq!(m["timestamp"], "2024-01-01T00:00:25Z");
     assert_eq!(m["window"], "15.002s");
-    assert_eq!(m["usage"], json!({"cpu": "329087452n", "memory": "2748180Ki"}));
+    assert_eq!(
+        m["usage"],
+        json!({"cpu": "329087452n", "memory": "2748180Ki"})
+    );
     let whole = Usage {
         cpu_nanocores: 2_000_000,
         memory_bytes: 1000,

@@ -154,7 +154,7 @@ impl KubeletApi for AgentApi {
             .map_err(|e| ApiError::Internal(e.to_string()))
     }
 
-    async fn port_forward(&self, pod: &PodRef) -> Result<StreamUrl, ApiError> {
+    async fn port_forward(&self, pod: &PodRef, ports: Vec<u16>) -> Result<StreamUrl, ApiError> {
         let p = self.find(pod)?;
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let rt = self
@@ -168,7 +168,7 @@ impl KubeletApi for AgentApi {
             .ok_or_else(|| ApiError::NotFound("pod not found".into()))?;
         self.agent
             .cri
-            .port_forward(&sb.id, Vec::new())
+            .port_forward(&sb.id, ports.into_iter().map(i32::from).collect())
             .await
             .map(StreamUrl)
             .map_err(|e| ApiError::Internal(e.to_string()))

@@ -13,7 +13,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use node::kubelet::api::{
     ApiError, ContainerRef, ExecOutput, KubeletApi, LogLocation, PodRef, StreamUrl, Streams,
 };
-use node::kubelet::stats::{ContainerStats, CpuStats, MemoryStats, NodeStats, PodReference, PodStats, Summary};
+use node::kubelet::stats::{
+    ContainerStats, CpuStats, MemoryStats, NodeStats, PodReference, PodStats, Summary,
+};
 use parking_lot::{Mutex, RwLock};
 use streaming::remotecommand::StreamOptions;
 
@@ -45,14 +47,22 @@ impl FakeApi {
 
     /// Where a container's files are (the working directory of its processes).
     pub fn dir(&self, ns: &str, pod: &str, container: &str) -> PathBuf {
-        let d = self.root.join("fs").join(format!("{ns}_{pod}")).join(container);
+        let d = self
+            .root
+            .join("fs")
+            .join(format!("{ns}_{pod}"))
+            .join(container);
         std::fs::create_dir_all(&d).unwrap();
         d
     }
 
     /// The CRI log file of an instance.
     pub fn log_path(&self, ns: &str, pod: &str, container: &str, restart: i32) -> PathBuf {
-        let d = self.root.join("logs").join(format!("{ns}_{pod}")).join(container);
+        let d = self
+            .root
+            .join("logs")
+            .join(format!("{ns}_{pod}"))
+            .join(container);
         std::fs::create_dir_all(&d).unwrap();
         d.join(format!("{restart}.log"))
     }
@@ -90,7 +100,10 @@ impl FakeApi {
     }
 
     /// The running container a stream addresses: its spec command and tty, and directory.
-    fn running_container(&self, t: &ContainerRef) -> Result<(Vec<String>, bool, PathBuf), ApiError> {
+    fn running_container(
+        &self,
+        t: &ContainerRef,
+    ) -> Result<(Vec<String>, bool, PathBuf), ApiError> {
         let pod = self.find(&t.pod)?;
         let not_found = || ApiError::NotFound(format!("container not found ({:?})", t.container));
         let spec = pod
@@ -185,17 +198,26 @@ impl KubeletApi for FakeApi {
 
     async fn port_forward(&self, pod: &PodRef, ports: Vec<u16>) -> Result<StreamUrl, ApiError> {
         self.find(pod)?;
-        Ok(StreamUrl(self.runtime.url("portforward", Session::PortForward { ports })))
+        Ok(StreamUrl(
+            self.runtime
+                .url("portforward", Session::PortForward { ports }),
+        ))
     }
 
     fn container_log(&self, t: &ContainerRef, previous: bool) -> Result<LogLocation, ApiError> {
         let pod = self.find(&t.pod)?;
         let (name, pname) = (&t.container, &t.pod.name);
         let st = Self::status(&pod, name).ok_or_else(|| {
-            ApiError::BadRequest(format!("container {name:?} in pod {pname:?} is not available"))
+            ApiError::BadRequest(format!(
+                "container {name:?} in pod {pname:?} is not available"
+            ))
         })?;
         let state = st.state.clone().unwrap_or_default();
-        let had_previous = st.last_state.as_ref().and_then(|l| l.terminated.as_ref()).is_some();
+        let had_previous = st
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .is_some();
         let restart = if previous {
             if !had_previous {
                 return Err(ApiError::BadRequest(format!(
@@ -224,7 +246,11 @@ impl KubeletApi for FakeApi {
         self.running.lock().contains(container_id)
     }
 
-    async fn run(&self, target: &ContainerRef, command: Vec<String>) -> Result<ExecOutput, ApiError> {
+    async fn run(
+        &self,
+        target: &ContainerRef,
+        command: Vec<String>,
+    ) -> Result<ExecOutput, ApiError> {
         let (_, _, dir) = self.running_container(target)?;
         let out = tokio::process::Command::new(&command[0])
             .args(&command[1..])

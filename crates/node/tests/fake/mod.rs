@@ -12,11 +12,11 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::runtime::client::ClusterClients;
 use apiserver::server::ApiServer;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use node::kubelet::server::{self as kserver, Config, KubeReviewer, Limits, ServingCert};
-use ::runtime::client::ClusterClients;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -65,10 +65,12 @@ impl Cluster {
         let server = apiserver::server::start(Arc::new(store)).await.unwrap();
         // kube-apiserver's `--kubelet-preferred-address-types=InternalIP,Hostname`: the fake
         // node's hostname does not resolve.
-        server.kubelet.configure(apiserver::kubelet::KubeletOptions {
-            preferred_address_types: vec!["InternalIP".into(), "Hostname".into()],
-            ..Default::default()
-        });
+        server
+            .kubelet
+            .configure(apiserver::kubelet::KubeletOptions {
+                preferred_address_types: vec!["InternalIP".into(), "Hostname".into()],
+                ..Default::default()
+            });
         let ca = pki::Ca {
             pair: server.config.root_ca.clone(),
         };
@@ -82,9 +84,14 @@ impl Cluster {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(apiserver::serve::serve(server.clone(), listener, tls, async move {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(apiserver::serve::serve(
+            server.clone(),
+            listener,
+            tls,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         let admin = ca
             .issue_client("kubernetes-admin", &["system:masters"])
             .unwrap();
@@ -140,15 +147,24 @@ impl Cluster {
         lcs.create(&PostParams::default(), &lc).await.unwrap();
         let deadline = tokio::time::Instant::now() + T;
         while !self.server.cluster_exists(name).await {
-            assert!(tokio::time::Instant::now() < deadline, "cluster {name} never became ready");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "cluster {name} never became ready"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let ca = self.ca_of(name);
-        let admin = ca.issue_client("kubernetes-admin", &["system:masters"]).unwrap();
+        let admin = ca
+            .issue_client("kubernetes-admin", &["system:masters"])
+            .unwrap();
         let serving_ca = &self.server.config.root_ca.cert_pem;
         let url = format!("{}/clusters/{name}", self.url);
         let path = self.dir.path().join(format!("kubeconfig-{name}"));
-        std::fs::write(&path, pki::kubeconfig(name, &url, serving_ca, "admin", &admin)).unwrap();
+        std::fs::write(
+            &path,
+            pki::kubeconfig(name, &url, serving_ca, "admin", &admin),
+        )
+        .unwrap();
         path
     }
 
@@ -238,7 +254,12 @@ impl FakeNode {
 
     /// Creates a pod bound to this node with `containers` (`name`, command) and sets its
     /// status: each container running (restart count 0), pod IP 127.0.0.1.
-    pub async fn run_pod(&self, name: &str, containers: &[(&str, &[&str])], port: Option<u16>) -> Pod {
+    pub async fn run_pod(
+        &self,
+        name: &str,
+        containers: &[(&str, &[&str])],
+        port: Option<u16>,
+    ) -> Pod {
         self.run_pod_at(name, containers, port, "127.0.0.1").await
     }
 
@@ -267,10 +288,14 @@ impl FakeNode {
             .iter()
             .map(|(c, _)| json!({"name": c, "ready": true, "restartCount": 0, "image": "busybox:1.36", "imageID": "", "started": true, "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}))
             .collect();
-        self.create_pod(name, json!({"nodeName": self.name, "containers": specs}), json!({
-            "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-            "containerStatuses": statuses,
-        }))
+        self.create_pod(
+            name,
+            json!({"nodeName": self.name, "containers": specs}),
+            json!({
+                "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                "containerStatuses": statuses,
+            }),
+        )
         .await
     }
 
@@ -285,10 +310,18 @@ impl FakeNode {
         .unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
         let pod = pods
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
             .await
             .unwrap();
-        for cs in pod.status.iter().flat_map(|s| s.container_statuses.iter().flatten()) {
+        for cs in pod
+            .status
+            .iter()
+            .flat_map(|s| s.container_statuses.iter().flatten())
+        {
             if cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some() {
                 self.api.running.lock().insert(kubelet::FakeApi::instance(
                     "default",
@@ -318,10 +351,9 @@ impl FakeNode {
 
     /// Marks an instance as exited.
     pub fn exit(&self, pod: &str, container: &str, restart: i32) {
-        self.api
-            .running
-            .lock()
-            .remove(&kubelet::FakeApi::instance("default", pod, container, restart));
+        self.api.running.lock().remove(&kubelet::FakeApi::instance(
+            "default", pod, container, restart,
+        ));
     }
 }
 
@@ -343,7 +375,11 @@ impl LocalAddress {
             .args(["addr", "add", &format!("{ip}/32"), "dev", "lo"])
             .output()
             .expect("ip runs");
-        assert!(out.status.success(), "ip addr add: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "ip addr add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         LocalAddress { ip }
     }
 }

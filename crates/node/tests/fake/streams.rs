@@ -68,7 +68,9 @@ impl Runtime {
                         let svc = service_fn(move |req: Request<Incoming>| {
                             let rt = rt.clone();
                             async move {
-                                Ok::<_, std::convert::Infallible>(rt.serve(req).await.map(Full::new))
+                                Ok::<_, std::convert::Infallible>(
+                                    rt.serve(req).await.map(Full::new),
+                                )
                             }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
@@ -99,7 +101,13 @@ impl Runtime {
     }
 
     async fn serve(&self, req: Request<Incoming>) -> Response<Bytes> {
-        let token = req.uri().path().rsplit('/').next().unwrap_or("").to_string();
+        let token = req
+            .uri()
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .to_string();
         let Some(session) = self.sessions.lock().remove(&token) else {
             return Response::builder()
                 .status(StatusCode::NOT_FOUND)
@@ -107,17 +115,18 @@ impl Runtime {
                 .unwrap();
         };
         match session {
-            Session::Exec {
-                argv,
-                dir,
-                streams,
-            } => exec(req, argv, dir, streams),
+            Session::Exec { argv, dir, streams } => exec(req, argv, dir, streams),
             Session::PortForward { ports } => port_forward(req, ports),
         }
     }
 }
 
-fn exec(mut req: Request<Incoming>, argv: Vec<String>, dir: PathBuf, opts: StreamOptions) -> Response<Bytes> {
+fn exec(
+    mut req: Request<Incoming>,
+    argv: Vec<String>,
+    dir: PathBuf,
+    opts: StreamOptions,
+) -> Response<Bytes> {
     if upgrade::is_websocket_request(req.headers()) {
         let (protocol, response) = match upgrade::server::accept_websocket(
             req.headers(),
@@ -128,8 +137,11 @@ fn exec(mut req: Request<Incoming>, argv: Vec<String>, dir: PathBuf, opts: Strea
         };
         let on = hyper::upgrade::on(&mut req);
         tokio::spawn(async move {
-            let Ok(ws) = upgrade::server::websocket(on).await else { return };
-            if let Ok(session) = remotecommand::server::accept_websocket(ws, &protocol, opts).await {
+            let Ok(ws) = upgrade::server::websocket(on).await else {
+                return;
+            };
+            if let Ok(session) = remotecommand::server::accept_websocket(ws, &protocol, opts).await
+            {
                 run(session, argv, dir).await;
             }
         });
@@ -142,8 +154,11 @@ fn exec(mut req: Request<Incoming>, argv: Vec<String>, dir: PathBuf, opts: Strea
         };
     let on = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let Ok(io) = upgrade::server::upgraded(on).await else { return };
-        let (conn, incoming) = spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
+        let Ok(io) = upgrade::server::upgraded(on).await else {
+            return;
+        };
+        let (conn, incoming) =
+            spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
         if let Ok(session) = remotecommand::server::accept_spdy(
             conn,
             incoming,
@@ -247,7 +262,9 @@ fn forwarder() -> Arc<dyn Forwarder> {
         let tcp = TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| {
             format!("error forwarding port {port} to pod fake, uid : failed to connect to localhost:{port}: {e}")
         })?;
-        portforward::pump(stream, tcp).await.map_err(|e| e.to_string())
+        portforward::pump(stream, tcp)
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 
@@ -255,7 +272,10 @@ fn port_forward(mut req: Request<Incoming>, ports: Vec<u16>) -> Response<Bytes> 
     let headers = req.headers().clone();
     if upgrade::is_websocket_request(&headers) {
         let offered = upgrade::offered_websocket_protocols(&headers);
-        if offered.iter().any(|p| p.starts_with(portforward::TUNNEL_PREFIX)) {
+        if offered
+            .iter()
+            .any(|p| p.starts_with(portforward::TUNNEL_PREFIX))
+        {
             let tunnel = format!("{}{}", portforward::TUNNEL_PREFIX, portforward::PROTOCOL_V1);
             let (_, response) = match upgrade::server::accept_websocket(&headers, &[&tunnel]) {
                 Ok(ok) => ok,
@@ -263,9 +283,12 @@ fn port_forward(mut req: Request<Incoming>, ports: Vec<u16>) -> Response<Bytes> 
             };
             let on = hyper::upgrade::on(&mut req);
             tokio::spawn(async move {
-                let Ok(ws) = upgrade::server::websocket(on).await else { return };
+                let Ok(ws) = upgrade::server::websocket(on).await else {
+                    return;
+                };
                 let (conn, incoming) = portforward::tunnel::serve(ws);
-                portforward::spdy::serve(conn, incoming, forwarder(), Duration::from_secs(30)).await;
+                portforward::spdy::serve(conn, incoming, forwarder(), Duration::from_secs(30))
+                    .await;
             });
             return response;
         }
@@ -282,9 +305,17 @@ fn port_forward(mut req: Request<Incoming>, ports: Vec<u16>) -> Response<Bytes> 
             };
         let on = hyper::upgrade::on(&mut req);
         tokio::spawn(async move {
-            let Ok(ws) = upgrade::server::websocket(on).await else { return };
-            portforward::websocket::serve(ws, &protocol, &ports, forwarder(), Duration::from_secs(5))
-                .await;
+            let Ok(ws) = upgrade::server::websocket(on).await else {
+                return;
+            };
+            portforward::websocket::serve(
+                ws,
+                &protocol,
+                &ports,
+                forwarder(),
+                Duration::from_secs(5),
+            )
+            .await;
         });
         return response;
     }
@@ -294,8 +325,11 @@ fn port_forward(mut req: Request<Incoming>, ports: Vec<u16>) -> Response<Bytes> 
     };
     let on = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let Ok(io) = upgrade::server::upgraded(on).await else { return };
-        let (conn, incoming) = spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
+        let Ok(io) = upgrade::server::upgraded(on).await else {
+            return;
+        };
+        let (conn, incoming) =
+            spdy::Connection::new(io, spdy::Role::Server, spdy::Config::default());
         portforward::spdy::serve(conn, incoming, forwarder(), Duration::from_secs(30)).await;
     });
     response

@@ -81,7 +81,13 @@ impl NetworkPolicies {
             (0..15).map(|i| 0.001 * 2f64.powi(i)).collect(),
         ));
         let nft = config.nft.clone();
-        let task = tokio::spawn(run(client, config, stopped, syncs_tx, sync_duration.clone()));
+        let task = tokio::spawn(run(
+            client,
+            config,
+            stopped,
+            syncs_tx,
+            sync_duration.clone(),
+        ));
         NetworkPolicies {
             stop,
             syncs,
@@ -139,9 +145,7 @@ fn dns_elements(addrs: &[SocketAddr]) -> Vec<String> {
     addrs
         .iter()
         .filter(|a| a.is_ipv4())
-        .flat_map(|a| {
-            ["udp", "tcp"].map(|p| format!("{} . {p} . {}", a.ip(), a.port()))
-        })
+        .flat_map(|a| ["udp", "tcp"].map(|p| format!("{} . {p} . {}", a.ip(), a.port())))
         .collect()
 }
 
@@ -152,7 +156,11 @@ async fn run(
     syncs: tokio_watch::Sender<u64>,
     sync_duration: Arc<Histogram>,
 ) {
-    let pods = watch(Api::<Pod>::all(client.clone()), watcher::Config::default(), "pods");
+    let pods = watch(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        "pods",
+    );
     let namespaces = watch(
         Api::<Namespace>::all(client.clone()),
         watcher::Config::default(),

@@ -79,7 +79,11 @@ impl PodInfo {
             .filter(|_| !host_network && !finished);
         let ports = spec
             .into_iter()
-            .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
+            .flat_map(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+            })
             .flat_map(|c| c.ports.iter().flatten())
             .filter_map(|p| {
                 Some(NamedPort {
@@ -127,8 +131,14 @@ pub enum Namespaces {
 /// A peer of a rule.
 #[derive(Debug, Clone)]
 pub enum Peer {
-    Pods { namespaces: Namespaces, pods: Selector },
-    Block { cidr: Ipv4Net, except: Vec<Ipv4Net> },
+    Pods {
+        namespaces: Namespaces,
+        pods: Selector,
+    },
+    Block {
+        cidr: Ipv4Net,
+        except: Vec<Ipv4Net>,
+    },
 }
 
 /// A port of a rule.
@@ -380,7 +390,11 @@ impl Cluster {
     }
 
     /// The pods a rule's pod peers match.
-    fn peer_pods<'a>(&'a self, policy: &'a Policy, peers: &'a [Peer]) -> impl Iterator<Item = &'a PodInfo> {
+    fn peer_pods<'a>(
+        &'a self,
+        policy: &'a Policy,
+        peers: &'a [Peer],
+    ) -> impl Iterator<Item = &'a PodInfo> {
         self.pods.values().filter(move |p| {
             p.ip.is_some()
                 && peers.iter().any(|peer| match peer {
@@ -512,7 +526,13 @@ fn rule_lines(
         } else if !list.is_empty() {
             let items: Vec<String> = list
                 .iter()
-                .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+                .map(|(a, b)| {
+                    if a == b {
+                        a.to_string()
+                    } else {
+                        format!("{a}-{b}")
+                    }
+                })
                 .collect();
             out.push(format!(
                 "{pm}meta l4proto {proto} th dport {{ {} }} return",

@@ -6,7 +6,10 @@ fn pod(ns: &str, name: &str, node: &str, ip: &str, labels: &[(&str, &str)]) -> P
     PodInfo {
         namespace: ns.into(),
         name: name.into(),
-        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         ip: Some(ip.parse().unwrap()),
         node: Some(node.into()),
         ports: vec![NamedPort {
@@ -24,9 +27,9 @@ fn policy(json: serde_json::Value) -> Policy {
 fn cluster(pods: Vec<PodInfo>, policies: Vec<Policy>) -> Cluster {
     let mut c = Cluster::default();
     for p in pods {
-        c.namespaces
-            .entry(p.namespace.clone())
-            .or_insert_with(|| BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), p.namespace.clone())]));
+        c.namespaces.entry(p.namespace.clone()).or_insert_with(|| {
+            BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), p.namespace.clone())])
+        });
         c.pods.insert((p.namespace.clone(), p.name.clone()), p);
     }
     for p in policies {
@@ -58,7 +61,10 @@ fn an_empty_ingress_policy_denies_all_ingress_but_not_egress() {
         }))],
     );
     let d = compile(&c, "n1");
-    let chain = d.ingress.get(&"10.244.1.5".parse().unwrap()).expect("isolated");
+    let chain = d
+        .ingress
+        .get(&"10.244.1.5".parse().unwrap())
+        .expect("isolated");
     assert_eq!(d.chains[chain], vec!["drop".to_string()]);
     assert!(d.egress.is_empty(), "policyTypes default to Ingress only");
 }
@@ -82,11 +88,23 @@ fn a_namespace_selector_admits_every_pod_of_matching_namespaces_on_a_named_port(
     let chain = &d.ingress[&"10.244.1.5".parse().unwrap()];
     let rules = &d.chains[chain];
     assert_eq!(rules.len(), 2, "{rules:?}");
-    assert!(rules[0].contains("meta l4proto tcp th dport { 8080 } return"), "{rules:?}");
-    let set = rules[0].split('@').nth(1).unwrap().split(' ').next().unwrap();
+    assert!(
+        rules[0].contains("meta l4proto tcp th dport { 8080 } return"),
+        "{rules:?}"
+    );
+    let set = rules[0]
+        .split('@')
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
     assert_eq!(d.peer_sets[set], BTreeSet::from(["10.244.2.7".to_string()]));
     // A pod arriving in namespace b joins the set; nothing else changes.
-    c.pods.insert(("b".into(), "late".into()), pod("b", "late", "n3", "10.244.3.2", &[]));
+    c.pods.insert(
+        ("b".into(), "late".into()),
+        pod("b", "late", "n3", "10.244.3.2", &[]),
+    );
     let d2 = compile(&c, "n1");
     assert_eq!(d2.chains, d.chains);
     assert_eq!(d2.peer_sets[set].len(), 2);
@@ -137,14 +155,27 @@ fn egress_with_ip_blocks_ranges_and_named_ports_per_destination() {
     assert_eq!(rules.len(), 3, "{rules:?}");
     assert!(rules[0].starts_with("ip daddr @peers-"), "{rules:?}");
     assert!(rules[0].ends_with("meta l4proto udp th dport { 5000-5010 } return"));
-    let block = d.peer_sets.values().find(|s| s.iter().any(|e| e.starts_with("192.0.2."))).unwrap();
+    let block = d
+        .peer_sets
+        .values()
+        .find(|s| s.iter().any(|e| e.starts_with("192.0.2.")))
+        .unwrap();
     assert_eq!(
         block,
-        &BTreeSet::from(["192.0.2.0-192.0.2.4".to_string(), "192.0.2.6-192.0.2.127".to_string()])
+        &BTreeSet::from([
+            "192.0.2.0-192.0.2.4".to_string(),
+            "192.0.2.6-192.0.2.127".to_string()
+        ])
     );
-    assert!(rules[1].starts_with("ip daddr . meta l4proto . th dport @ports-"), "{rules:?}");
+    assert!(
+        rules[1].starts_with("ip daddr . meta l4proto . th dport @ports-"),
+        "{rules:?}"
+    );
     let (_, named) = d.port_sets.iter().next().unwrap();
-    assert_eq!(named, &BTreeSet::from(["10.244.2.7 . tcp . 9090".to_string()]));
+    assert_eq!(
+        named,
+        &BTreeSet::from(["10.244.2.7 . tcp . 9090".to_string()])
+    );
     assert_eq!(rules[2], "drop");
 }
 

@@ -138,9 +138,25 @@ impl Table {
         t.add_table(None);
         t.delete_table();
         t.add_table(Some("NetworkPolicy of the node's pods"));
-        t.add_map("ingress-pods", PEER_SET_TYPE, "verdict", Some("isolated pods' ingress chains"));
-        t.add_map("egress-pods", PEER_SET_TYPE, "verdict", Some("isolated pods' egress chains"));
-        t.add_set("node-dns", PORT_SET_TYPE, &[], None, Some("the node's cluster DNS server"));
+        t.add_map(
+            "ingress-pods",
+            PEER_SET_TYPE,
+            "verdict",
+            Some("isolated pods' ingress chains"),
+        );
+        t.add_map(
+            "egress-pods",
+            PEER_SET_TYPE,
+            "verdict",
+            Some("isolated pods' egress chains"),
+        );
+        t.add_set(
+            "node-dns",
+            PORT_SET_TYPE,
+            &[],
+            None,
+            Some("the node's cluster DNS server"),
+        );
         for e in &self.dns {
             t.add_element("node-dns", e, None, None);
         }
@@ -155,10 +171,20 @@ impl Table {
             write_chain(&mut t, name, rules);
         }
         for (ip, chain) in &want.ingress {
-            t.add_element("ingress-pods", &ip.to_string(), Some(&format!("jump {chain}")), None);
+            t.add_element(
+                "ingress-pods",
+                &ip.to_string(),
+                Some(&format!("jump {chain}")),
+                None,
+            );
         }
         for (ip, chain) in &want.egress {
-            t.add_element("egress-pods", &ip.to_string(), Some(&format!("jump {chain}")), None);
+            t.add_element(
+                "egress-pods",
+                &ip.to_string(),
+                Some(&format!("jump {chain}")),
+                None,
+            );
         }
         let base = |hook| {
             Some(BaseChain {
@@ -173,7 +199,10 @@ impl Table {
         t.add_rule("forward", "ip daddr vmap @ingress-pods");
         t.add_chain("input", base("input"));
         t.add_rule("input", "ct state established,related accept");
-        t.add_rule("input", "ip daddr . meta l4proto . th dport @node-dns accept");
+        t.add_rule(
+            "input",
+            "ip daddr . meta l4proto . th dport @node-dns accept",
+        );
         t.add_rule("input", "ip saddr vmap @egress-pods");
         t
     }
@@ -208,7 +237,10 @@ impl Table {
                 }
             }
         }
-        let maps = [("ingress-pods", &old.ingress, &want.ingress), ("egress-pods", &old.egress, &want.egress)];
+        let maps = [
+            ("ingress-pods", &old.ingress, &want.ingress),
+            ("egress-pods", &old.egress, &want.egress),
+        ];
         for (map, o, w) in maps {
             for (ip, chain) in o {
                 if w.get(ip) != Some(chain) {
@@ -247,8 +279,12 @@ mod tests {
 
     fn desired(ip: &str, rules: &[&str], peers: &[&str]) -> Desired {
         let mut d = Desired::default();
-        d.chains.insert("ingress-X-a/web".into(), rules.iter().map(|r| r.to_string()).collect());
-        d.ingress.insert(ip.parse().unwrap(), "ingress-X-a/web".into());
+        d.chains.insert(
+            "ingress-X-a/web".into(),
+            rules.iter().map(|r| r.to_string()).collect(),
+        );
+        d.ingress
+            .insert(ip.parse().unwrap(), "ingress-X-a/web".into());
         d.peer_sets.insert(
             "peers-Y-a/p/ingress/0".into(),
             peers.iter().map(|p| p.to_string()).collect(),
@@ -264,9 +300,14 @@ mod tests {
         let d1 = desired("10.244.1.5", &rules, &["10.244.2.7"]);
         let full = table.sync(&d1, t0);
         let s = full.script();
-        assert!(s.starts_with("add table ip matryoshka-netpol \ndelete table ip matryoshka-netpol \n"), "{s}");
+        assert!(
+            s.starts_with("add table ip matryoshka-netpol \ndelete table ip matryoshka-netpol \n"),
+            "{s}"
+        );
         assert!(s.contains("add element ip matryoshka-netpol node-dns { 10.99.0.2 . udp . 53 }"));
-        assert!(s.contains("add element ip matryoshka-netpol ingress-pods { 10.244.1.5 : jump ingress-X-a/web }"));
+        assert!(s.contains(
+            "add element ip matryoshka-netpol ingress-pods { 10.244.1.5 : jump ingress-X-a/web }"
+        ));
         table.applied(d1.clone());
 
         let d2 = desired("10.244.1.5", &rules, &["10.244.2.7", "10.244.3.1"]);
@@ -280,12 +321,25 @@ mod tests {
 
         let p = table.sync(&Desired::default(), t0);
         let s = p.script();
-        assert!(s.contains("delete element ip matryoshka-netpol ingress-pods { 10.244.1.5 }"), "{s}");
-        assert!(s.contains("flush chain ip matryoshka-netpol ingress-X-a/web"), "{s}");
-        assert!(s.trim_end().ends_with("delete set ip matryoshka-netpol peers-Y-a/p/ingress/0"), "{s}");
+        assert!(
+            s.contains("delete element ip matryoshka-netpol ingress-pods { 10.244.1.5 }"),
+            "{s}"
+        );
+        assert!(
+            s.contains("flush chain ip matryoshka-netpol ingress-X-a/web"),
+            "{s}"
+        );
+        assert!(
+            s.trim_end()
+                .ends_with("delete set ip matryoshka-netpol peers-Y-a/p/ingress/0"),
+            "{s}"
+        );
         table.applied(Desired::default());
         assert!(table.stale_deletions(t0).is_empty());
         let later = table.stale_deletions(t0 + STALE_CHAIN_DELAY);
-        assert_eq!(later.script(), "delete chain ip matryoshka-netpol ingress-X-a/web\n");
+        assert_eq!(
+            later.script(),
+            "delete chain ip matryoshka-netpol ingress-X-a/web\n"
+        );
     }
 }

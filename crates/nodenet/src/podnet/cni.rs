@@ -135,7 +135,11 @@ impl Cni {
             return Err(Error::Command {
                 command: format!("CNI {command} {kind}"),
                 status: out.status.to_string(),
-                stderr: format!("{} {}", stdout.trim(), String::from_utf8_lossy(&out.stderr).trim()),
+                stderr: format!(
+                    "{} {}",
+                    stdout.trim(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
             });
         }
         if stdout.trim().is_empty() {
@@ -203,7 +207,10 @@ mod tests {
         assert_eq!(l["plugins"][0]["type"], "bridge");
         assert_eq!(l["plugins"][0]["ipMasq"], false);
         assert_eq!(l["plugins"][0]["hairpinMode"], true);
-        assert_eq!(l["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.1.0/24");
+        assert_eq!(
+            l["plugins"][0]["ipam"]["ranges"][0][0]["subnet"],
+            "10.244.1.0/24"
+        );
         let c = Cni::plugin_config(&l, &l["plugins"][1], &json!({"ips": []}));
         assert_eq!(c["name"], "matryoshka");
         assert_eq!(c["cniVersion"], CNI_VERSION);

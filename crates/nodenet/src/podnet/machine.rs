@@ -119,7 +119,10 @@ impl Fabric {
         let hash = Sha256::digest(format!("{}/{name}", self.config.bridge).as_bytes());
         let host_end = format!(
             "mv{}",
-            hash[..6].iter().map(|b| format!("{b:02x}")).collect::<String>()
+            hash[..6]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
         );
         let ns = self.netns.as_ref();
         ip_in(
@@ -131,7 +134,14 @@ impl Fabric {
         .await?;
         ip_in(
             ns,
-            &["link", "set", &host_end, "master", &self.config.bridge, "up"],
+            &[
+                "link",
+                "set",
+                &host_end,
+                "master",
+                &self.config.bridge,
+                "up",
+            ],
         )
         .await?;
         let cidr = format!("{address}/{}", self.config.subnet.prefix_len());

@@ -160,7 +160,15 @@ async fn reconcile(want: &BTreeMap<Ipv4Net, Ipv4Addr>, uplink: &str) {
         }
         let (dst, gw) = (dst.to_string(), gw.to_string());
         let args = [
-            "route", "replace", &dst, "via", &gw, "dev", uplink, "proto", ROUTE_PROTOCOL,
+            "route",
+            "replace",
+            &dst,
+            "via",
+            &gw,
+            "dev",
+            uplink,
+            "proto",
+            ROUTE_PROTOCOL,
         ];
         if let Err(e) = exec::ip(&args).await {
             tracing::warn!(error = %e, "failed to add a pod network route");

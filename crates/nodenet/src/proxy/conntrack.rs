@@ -17,7 +17,10 @@ use crate::exec;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Flow {
     /// Entries to `service_ip` that were NATed to `endpoint`.
-    ServiceNat { service_ip: IpAddr, endpoint: IpAddr },
+    ServiceNat {
+        service_ip: IpAddr,
+        endpoint: IpAddr,
+    },
     /// Entries to NodePort `port` that were NATed to `endpoint`.
     NodePortNat { port: u16, endpoint: IpAddr },
     /// Every entry to `service_ip`.
@@ -115,7 +118,12 @@ mod tests {
     #[test]
     fn a_removed_endpoint_clears_its_nat_entries_and_a_first_endpoint_clears_the_service() {
         let addrs: Vec<IpAddr> = vec!["10.96.0.10".parse().unwrap()];
-        let flows = stale_flows(&addrs, 30053, &ips(&["10.0.0.1", "10.0.0.2"]), &ips(&["10.0.0.2"]));
+        let flows = stale_flows(
+            &addrs,
+            30053,
+            &ips(&["10.0.0.1", "10.0.0.2"]),
+            &ips(&["10.0.0.2"]),
+        );
         assert_eq!(
             flows,
             vec![
@@ -134,7 +142,12 @@ mod tests {
             "-D -p udp -f ipv4 --orig-dst 10.96.0.10 --dst-nat 10.0.0.1"
         );
         let first = stale_flows(&addrs, 0, &ips(&[]), &ips(&["10.0.0.3"]));
-        assert_eq!(first, vec![Flow::Service { service_ip: addrs[0] }]);
+        assert_eq!(
+            first,
+            vec![Flow::Service {
+                service_ip: addrs[0]
+            }]
+        );
         assert!(stale_flows(&addrs, 0, &ips(&["10.0.0.3"]), &ips(&["10.0.0.3"])).is_empty());
     }
 }

@@ -211,7 +211,7 @@ impl SliceCache {
             }
         }
         for list in out.values_mut() {
-            list.sort_by(|a, b| (a.ip, a.port).cmp(&(b.ip, b.port)));
+            list.sort_by_key(|e| (e.ip, e.port));
         }
         out
     }
@@ -300,7 +300,10 @@ mod tests {
 
     fn port(json: serde_json::Value) -> ServicePort {
         let s = serde_json::from_value(json).expect("a Service");
-        service_ports(&s, IpFamily::V4).into_values().next().expect("a port")
+        service_ports(&s, IpFamily::V4)
+            .into_values()
+            .next()
+            .expect("a port")
     }
 
     #[test]
@@ -333,7 +336,10 @@ mod tests {
         assert!(list[1].local && list[1].ready);
         assert_eq!(list[1].address(), "10.0.0.9:8080");
         assert!(cache.update(&a, true, IpFamily::V4).is_some());
-        assert_eq!(cache.endpoints(&svc, "n1").values().next().unwrap().len(), 1);
+        assert_eq!(
+            cache.endpoints(&svc, "n1").values().next().unwrap().len(),
+            1
+        );
     }
 
     #[test]
@@ -341,7 +347,11 @@ mod tests {
         let mut cache = SliceCache::default();
         let a = web_slice("web-a", serde_json::json!([{"addresses": ["10.0.0.1"]}]));
         cache.update(&a, false, IpFamily::V4);
-        assert!(cache.replace(std::slice::from_ref(&a), IpFamily::V4).is_empty());
+        assert!(
+            cache
+                .replace(std::slice::from_ref(&a), IpFamily::V4)
+                .is_empty()
+        );
         let changed = cache.replace(&[], IpFamily::V4);
         assert!(changed.contains(&ServiceName::new("ns", "web")));
     }
@@ -365,13 +375,25 @@ mod tests {
             "metadata": {"namespace": "ns", "name": "web"},
             "spec": {"clusterIP": "10.96.0.5", "ports": [{"port": 80}]}
         }));
-        let eps = vec![ep("10.0.0.1", false, true, false), ep("10.0.0.2", false, false, false)];
+        let eps = vec![
+            ep("10.0.0.1", false, true, false),
+            ep("10.0.0.2", false, false, false),
+        ];
         let c = categorize(&eps, &svc);
         assert_eq!(c.cluster.len(), 1);
         assert!(c.any && c.local.is_empty());
-        let eps = vec![ep("10.0.0.1", false, true, false), ep("10.0.0.3", true, false, false)];
+        let eps = vec![
+            ep("10.0.0.1", false, true, false),
+            ep("10.0.0.3", true, false, false),
+        ];
         let c = categorize(&eps, &svc);
-        assert_eq!(c.cluster.iter().map(|e| e.ip.to_string()).collect::<Vec<_>>(), ["10.0.0.3"]);
+        assert_eq!(
+            c.cluster
+                .iter()
+                .map(|e| e.ip.to_string())
+                .collect::<Vec<_>>(),
+            ["10.0.0.3"]
+        );
     }
 
     #[test]
@@ -381,7 +403,10 @@ mod tests {
             "spec": {"type": "NodePort", "clusterIP": "10.96.0.5", "externalTrafficPolicy": "Local",
                      "ports": [{"port": 80, "nodePort": 30001}]}
         }));
-        let eps = vec![ep("10.0.0.1", true, false, false), ep("10.0.0.2", true, false, true)];
+        let eps = vec![
+            ep("10.0.0.1", true, false, false),
+            ep("10.0.0.2", true, false, true),
+        ];
         let c = categorize(&eps, &svc);
         assert_eq!(c.cluster.len(), 2);
         assert_eq!(c.local.len(), 1);

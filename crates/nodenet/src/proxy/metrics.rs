@@ -193,10 +193,18 @@ mod tests {
         m.sync_duration.observe(Duration::from_millis(3));
         m.sync_duration.observe(Duration::from_millis(30));
         let text = m.render();
-        assert!(text.contains("kubeproxy_sync_proxy_rules_duration_seconds_bucket{le=\"0.004\"} 1"), "{text}");
-        assert!(text.contains("kubeproxy_sync_proxy_rules_duration_seconds_bucket{le=\"0.032\"} 2"), "{text}");
+        assert!(
+            text.contains("kubeproxy_sync_proxy_rules_duration_seconds_bucket{le=\"0.004\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubeproxy_sync_proxy_rules_duration_seconds_bucket{le=\"0.032\"} 2"),
+            "{text}"
+        );
         assert!(text.contains("kubeproxy_sync_proxy_rules_duration_seconds_count 2"));
-        assert!(text.contains("kubeproxy_network_programming_duration_seconds_bucket{le=\"300\"} 0"));
+        assert!(
+            text.contains("kubeproxy_network_programming_duration_seconds_bucket{le=\"300\"} 0")
+        );
     }
 
     #[test]

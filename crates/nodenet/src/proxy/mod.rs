@@ -54,7 +54,8 @@ pub use service::{IpFamily, ServiceName, ServicePort, ServicePortName};
 /// Upstream's label selectors: Services and slices handled by another proxy
 /// (`service.kubernetes.io/service-proxy-name`) and headless ones are not watched.
 const SERVICE_SELECTOR: &str = "!service.kubernetes.io/service-proxy-name";
-const SLICE_SELECTOR: &str = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+const SLICE_SELECTOR: &str =
+    "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
 
 /// A proxier's settings.
 #[derive(Debug, Clone)]
@@ -313,13 +314,20 @@ impl FamilyProxier {
     }
 
     /// Usable endpoints of every UDP port of `svcs`, as last synced.
-    fn udp_snapshot(&self, svcs: &BTreeSet<ServiceName>) -> HashMap<ServicePortName, BTreeSet<IpAddr>> {
+    fn udp_snapshot(
+        &self,
+        svcs: &BTreeSet<ServiceName>,
+    ) -> HashMap<ServicePortName, BTreeSet<IpAddr>> {
         let mut out = HashMap::new();
         for (spn, sp) in &self.ports {
             if spn.protocol != service::Protocol::Udp || !svcs.contains(&spn.service) {
                 continue;
             }
-            let eps = self.endpoints.get(spn).map(Vec::as_slice).unwrap_or_default();
+            let eps = self
+                .endpoints
+                .get(spn)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             let reachable = categorize(eps, sp).reachable.iter().map(|e| e.ip).collect();
             out.insert(spn.clone(), reachable);
         }
@@ -425,7 +433,11 @@ async fn run(
             .filter_map(|f| f.last_full.map(|t| t + config.full_sync_period))
             .min();
         let initialized = services_listed && slices_listed;
-        let mut deadline = if initialized { runner.deadline(now) } else { None };
+        let mut deadline = if initialized {
+            runner.deadline(now)
+        } else {
+            None
+        };
         for extra in [stale_due, full_due].into_iter().flatten() {
             if initialized {
                 deadline = Some(deadline.map_or(extra, |d| d.min(extra)));
@@ -504,8 +516,7 @@ async fn sync(f: &mut FamilyProxier, config: &ProxyConfig, metrics: &Metrics) ->
         f.need_full = true;
     }
     let full = f.need_full
-        || f
-            .last_full
+        || f.last_full
             .is_none_or(|t| start.duration_since(t) >= config.full_sync_period);
     let pending: BTreeSet<ServiceName> = f.changed.clone();
     let before = f.udp_snapshot(&pending);
@@ -527,7 +538,11 @@ async fn sync(f: &mut FamilyProxier, config: &ProxyConfig, metrics: &Metrics) ->
             (Vec::new(), Vec::new())
         } else {
             let fam = f.family.nft_family();
-            let chains = config.nft.chains(fam, rules::TABLE).await.unwrap_or_default();
+            let chains = config
+                .nft
+                .chains(fam, rules::TABLE)
+                .await
+                .unwrap_or_default();
             let sets = config.nft.sets(fam, rules::TABLE).await.unwrap_or_default();
             (chains, sets)
         };

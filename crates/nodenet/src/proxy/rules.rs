@@ -295,8 +295,7 @@ impl Rules {
         let prev = prev.unwrap_or_default();
         let record = match input.ports.get(spn) {
             Some(sp) => {
-                if prev.affinity_timeout.is_some() && prev.affinity_timeout != sp.affinity_timeout
-                {
+                if prev.affinity_timeout.is_some() && prev.affinity_timeout != sp.affinity_timeout {
                     // A set's timeout cannot change: drop the references, then the sets,
                     // before they are made again.
                     for c in &prev.chains {
@@ -345,11 +344,8 @@ impl Rules {
         &mut self,
         tx: &mut Transaction,
         rec: &mut PortRecord,
-        c: Container,
         owner: &ServicePortName,
-        key: String,
-        value: Option<String>,
-        comment: Option<String>,
+        (c, key, value, comment): (Container, String, Option<String>, Option<String>),
     ) {
         rec.keys.push((c, key.clone()));
         self.elements.ensure(tx, c, owner, key, value, comment);
@@ -424,51 +420,86 @@ impl Rules {
         // Map elements.
         let cip = sp.cluster_ip.to_string();
         let key3 = |addr: &str| format!("{addr} . {proto} . {}", sp.port);
-        self.ensure(tx, &mut rec, Container::ClusterIps, spn, cip.clone(), None, None);
+        self.ensure(
+            tx,
+            &mut rec,
+            spn,
+            (Container::ClusterIps, cip.clone(), None, None),
+        );
         if has_internal {
             let v = format!("goto {internal_chain}");
-            self.ensure(tx, &mut rec, Container::ServiceIps, spn, key3(&cip), Some(v), None);
+            self.ensure(
+                tx,
+                &mut rec,
+                spn,
+                (Container::ServiceIps, key3(&cip), Some(v), None),
+            );
         } else {
             let v = Some(internal_filter.clone());
             let c = Some(comment.clone());
-            self.ensure(tx, &mut rec, Container::NoEndpointServices, spn, key3(&cip), v, c);
+            self.ensure(
+                tx,
+                &mut rec,
+                spn,
+                (Container::NoEndpointServices, key3(&cip), v, c),
+            );
         }
         let to_external = format!("goto {}", chains.external);
         for ext in &sp.external_ips {
             let k = key3(&ext.to_string());
             if cat.any {
                 let v = Some(to_external.clone());
-                self.ensure(tx, &mut rec, Container::ServiceIps, spn, k.clone(), v, None);
+                self.ensure(
+                    tx,
+                    &mut rec,
+                    spn,
+                    (Container::ServiceIps, k.clone(), v, None),
+                );
             }
             if !has_external {
                 let (v, c) = (Some(external_filter.clone()), Some(comment.clone()));
-                self.ensure(tx, &mut rec, Container::NoEndpointServices, spn, k, v, c);
+                self.ensure(tx, &mut rec, spn, (Container::NoEndpointServices, k, v, c));
             }
         }
         for lb in &sp.load_balancer_ips {
             let k = key3(&lb.to_string());
             if cat.any {
                 let v = Some(to_external.clone());
-                self.ensure(tx, &mut rec, Container::ServiceIps, spn, k.clone(), v, None);
+                self.ensure(
+                    tx,
+                    &mut rec,
+                    spn,
+                    (Container::ServiceIps, k.clone(), v, None),
+                );
             }
             if uses_firewall {
                 let v = Some(format!("goto {}", chains.firewall));
-                self.ensure(tx, &mut rec, Container::FirewallIps, spn, k.clone(), v, None);
+                self.ensure(
+                    tx,
+                    &mut rec,
+                    spn,
+                    (Container::FirewallIps, k.clone(), v, None),
+                );
             }
             if !has_external {
                 let (v, c) = (Some(external_filter.clone()), Some(comment.clone()));
-                self.ensure(tx, &mut rec, Container::NoEndpointServices, spn, k, v, c);
+                self.ensure(tx, &mut rec, spn, (Container::NoEndpointServices, k, v, c));
             }
         }
         if sp.node_port != 0 {
             let k = format!("{proto} . {}", sp.node_port);
             if cat.any {
                 let v = Some(to_external.clone());
-                self.ensure(tx, &mut rec, Container::ServiceNodePorts, spn, k.clone(), v, None);
+                self.ensure(
+                    tx,
+                    &mut rec,
+                    spn,
+                    (Container::ServiceNodePorts, k.clone(), v, None),
+                );
             }
             if !has_external {
                 let (v, c) = (Some(external_filter.clone()), Some(comment.clone()));
-                self.ensure(tx, &mut rec, Container::NoEndpointNodePorts, spn, k, v, c);
+                self.ensure(tx, &mut rec, spn, (Container::NoEndpointNodePorts, k, v, c));
             }
         }
 
@@ -579,7 +610,13 @@ impl Rules {
     }
 
     /// The affinity lookups and the random choice among `endpoints` in `chain`.
-    fn dispatch(&self, tx: &mut Transaction, sp: &ServicePort, chain: &str, endpoints: &[&Endpoint]) {
+    fn dispatch(
+        &self,
+        tx: &mut Transaction,
+        sp: &ServicePort,
+        chain: &str,
+        endpoints: &[&Endpoint],
+    ) {
         let ip = self.config.family.ip();
         if sp.affinity_timeout.is_some() {
             for e in endpoints {
@@ -663,18 +700,30 @@ impl Rules {
                 tx.flush_set("nodeport-ips");
             }
         }
-        let base = |kind, hook, priority| Some(BaseChain { kind, hook, priority });
+        let base = |kind, hook, priority| {
+            Some(BaseChain {
+                kind,
+                hook,
+                priority,
+            })
+        };
         let filter = "filter";
         let nat = "nat";
         let pre_dnat = priority::DSTNAT - 10;
         let base_chains = [
-            ("filter-prerouting-pre-dnat", base(filter, "prerouting", pre_dnat)),
+            (
+                "filter-prerouting-pre-dnat",
+                base(filter, "prerouting", pre_dnat),
+            ),
             ("filter-output-pre-dnat", base(filter, "output", pre_dnat)),
             ("filter-forward", base(filter, "forward", priority::FILTER)),
             ("filter-input", base(filter, "input", priority::FILTER)),
             ("filter-output", base(filter, "output", priority::FILTER)),
             ("nat-output", base(nat, "output", priority::DSTNAT)),
-            ("nat-postrouting", base(nat, "postrouting", priority::SRCNAT)),
+            (
+                "nat-postrouting",
+                base(nat, "postrouting", priority::SRCNAT),
+            ),
             ("nat-prerouting", base(nat, "prerouting", priority::DSTNAT)),
         ];
         let regular = [
@@ -724,8 +773,14 @@ impl Rules {
             );
         }
         let jumps = [
-            ("filter-prerouting-pre-dnat", "ct state new jump firewall-check"),
-            ("filter-forward", "ct state new jump service-endpoints-check"),
+            (
+                "filter-prerouting-pre-dnat",
+                "ct state new jump firewall-check",
+            ),
+            (
+                "filter-forward",
+                "ct state new jump service-endpoints-check",
+            ),
             ("filter-forward", "ct state new jump cluster-ips-check"),
             ("filter-input", "ct state new jump nodeport-endpoints-check"),
             ("filter-input", "ct state new jump service-endpoints-check"),

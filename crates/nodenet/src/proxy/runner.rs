@@ -35,8 +35,8 @@ impl Runner {
         if self.min_interval.is_zero() {
             self.tokens = self.burst;
         } else {
-            let gained = now.duration_since(self.refilled).as_secs_f64()
-                / self.min_interval.as_secs_f64();
+            let gained =
+                now.duration_since(self.refilled).as_secs_f64() / self.min_interval.as_secs_f64();
             self.tokens = (self.tokens + gained).min(self.burst);
         }
         self.refilled = now;
@@ -117,6 +117,10 @@ mod tests {
         r.retry(t0, Duration::from_secs(2));
         assert_eq!(r.deadline(t0), Some(t0 + Duration::from_secs(2)));
         r.request();
-        assert_eq!(r.deadline(t0), Some(t0), "a change does not wait for the retry");
+        assert_eq!(
+            r.deadline(t0),
+            Some(t0),
+            "a change does not wait for the retry"
+        );
     }
 }

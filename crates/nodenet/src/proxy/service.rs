@@ -25,7 +25,10 @@ pub enum IpFamily {
 
 impl IpFamily {
     pub fn matches(self, ip: &IpAddr) -> bool {
-        matches!((self, ip), (IpFamily::V4, IpAddr::V4(_)) | (IpFamily::V6, IpAddr::V6(_)))
+        matches!(
+            (self, ip),
+            (IpFamily::V4, IpAddr::V4(_)) | (IpFamily::V6, IpAddr::V6(_))
+        )
     }
 
     /// `ip` or `ip6`, as in `ip daddr`.
@@ -346,11 +349,20 @@ mod tests {
         }));
         let ports = service_ports(&s, IpFamily::V4);
         assert_eq!(ports.len(), 2);
-        let http = ports.values().find(|p| p.name.port == "http").expect("http");
+        let http = ports
+            .values()
+            .find(|p| p.name.port == "http")
+            .expect("http");
         assert_eq!(http.cluster_ip.to_string(), "10.96.0.20");
         assert_eq!(http.node_port, 30080);
-        assert_eq!(http.external_ips, vec!["192.0.2.9".parse::<IpAddr>().unwrap()]);
-        assert_eq!(http.load_balancer_ips, vec!["198.51.100.7".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            http.external_ips,
+            vec!["192.0.2.9".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(
+            http.load_balancer_ips,
+            vec!["198.51.100.7".parse::<IpAddr>().unwrap()]
+        );
         assert_eq!(http.affinity_timeout, Some(DEFAULT_AFFINITY_TIMEOUT));
         assert!(http.external_local && !http.internal_local);
         assert!(http.uses_cluster_endpoints() && http.uses_local_endpoints());
@@ -358,7 +370,10 @@ mod tests {
         let dns = ports.values().find(|p| p.name.port == "dns").expect("dns");
         assert_eq!(dns.name.protocol, Protocol::Udp);
         let v6 = service_ports(&s, IpFamily::V6);
-        assert_eq!(v6.values().next().unwrap().cluster_ip.to_string(), "fd00::20");
+        assert_eq!(
+            v6.values().next().unwrap().cluster_ip.to_string(),
+            "fd00::20"
+        );
     }
 
     #[test]
@@ -369,9 +384,15 @@ mod tests {
                      "externalTrafficPolicy": "Local",
                      "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "nodePort": 31000}]}
         }));
-        let p = service_ports(&s, IpFamily::V4).into_values().next().expect("port");
+        let p = service_ports(&s, IpFamily::V4)
+            .into_values()
+            .next()
+            .expect("port");
         assert_eq!(p.node_port, 0);
-        assert!(!p.external_local, "eTP applies only to externally reachable Services");
+        assert!(
+            !p.external_local,
+            "eTP applies only to externally reachable Services"
+        );
         assert!(!p.uses_cluster_endpoints() && p.uses_local_endpoints());
     }
 }

@@ -185,10 +185,31 @@ mod tests {
         let mut e = Elements::default();
         let mut tx = Transaction::new(Family::Ip, "t");
         let key = || "1.2.3.4 . tcp . 80".to_string();
-        e.ensure(&mut tx, Container::ServiceIps, &spn("a"), key(), Some("goto a".into()), None);
-        e.ensure(&mut tx, Container::ServiceIps, &spn("a"), key(), Some("goto a".into()), None);
+        e.ensure(
+            &mut tx,
+            Container::ServiceIps,
+            &spn("a"),
+            key(),
+            Some("goto a".into()),
+            None,
+        );
+        e.ensure(
+            &mut tx,
+            Container::ServiceIps,
+            &spn("a"),
+            key(),
+            Some("goto a".into()),
+            None,
+        );
         assert_eq!(tx.len(), 1, "{}", tx.script());
-        e.ensure(&mut tx, Container::ServiceIps, &spn("b"), key(), Some("goto b".into()), None);
+        e.ensure(
+            &mut tx,
+            Container::ServiceIps,
+            &spn("b"),
+            key(),
+            Some("goto b".into()),
+            None,
+        );
         assert_eq!(tx.len(), 1, "the second claimant waits");
         e.release(&mut tx, Container::ServiceIps, &spn("a"), &key());
         assert!(tx.script().ends_with(

@@ -98,8 +98,16 @@ fn assert_same(got: &BTreeSet<String>, want: &BTreeSet<String>) {
     assert!(
         missing.is_empty() && extra.is_empty(),
         "missing:\n{}\nextra:\n{}",
-        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"),
-        extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+        missing
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        extra
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -244,17 +252,23 @@ add element ip kube-proxy no-endpoint-services { 172.30.0.46 . tcp . 80 comment 
 
 fn upstream_scenario(h: &mut Harness) {
     let port = |node_port: Option<u16>| match node_port {
-        Some(np) => serde_json::json!([{"name": "p80", "port": 80, "protocol": "TCP", "nodePort": np}]),
+        Some(np) => {
+            serde_json::json!([{"name": "p80", "port": 80, "protocol": "TCP", "nodePort": np}])
+        }
         None => serde_json::json!([{"name": "p80", "port": 80, "protocol": "TCP"}]),
     };
-    h.service(serde_json::json!({"metadata": {"namespace": "ns1", "name": "svc1"},
-        "spec": {"clusterIP": "172.30.0.41", "ports": port(None)}}));
+    h.service(
+        serde_json::json!({"metadata": {"namespace": "ns1", "name": "svc1"},
+        "spec": {"clusterIP": "172.30.0.41", "ports": port(None)}}),
+    );
     h.service(serde_json::json!({"metadata": {"namespace": "ns2", "name": "svc2"},
         "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "clusterIP": "172.30.0.42",
                  "externalIPs": ["192.168.99.22"], "healthCheckNodePort": 30000, "ports": port(Some(3001))},
         "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}}));
-    h.service(serde_json::json!({"metadata": {"namespace": "ns3", "name": "svc3"},
-        "spec": {"type": "NodePort", "clusterIP": "172.30.0.43", "ports": port(Some(3003))}}));
+    h.service(
+        serde_json::json!({"metadata": {"namespace": "ns3", "name": "svc3"},
+        "spec": {"type": "NodePort", "clusterIP": "172.30.0.43", "ports": port(Some(3003))}}),
+    );
     h.service(serde_json::json!({"metadata": {"namespace": "ns4", "name": "svc4"},
         "spec": {"type": "NodePort", "clusterIP": "172.30.0.44", "externalIPs": ["192.168.99.33"], "ports": port(None)}}));
     h.service(serde_json::json!({"metadata": {"namespace": "ns5", "name": "svc5"},
@@ -263,17 +277,35 @@ fn upstream_scenario(h: &mut Harness) {
                  "sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}},
                  "ports": port(Some(3002))},
         "status": {"loadBalancer": {"ingress": [{"ip": "5.6.7.8"}]}}}));
-    h.service(serde_json::json!({"metadata": {"namespace": "ns6", "name": "svc6"},
-        "spec": {"type": "ClusterIP", "clusterIP": "172.30.0.46", "ports": port(None)}}));
-    h.slice("ns1", "svc1", serde_json::json!([{"addresses": ["10.180.0.1"]}]));
-    h.slice("ns2", "svc2", serde_json::json!([{"addresses": ["10.180.0.2"]}]));
-    h.slice("ns3", "svc3", serde_json::json!([{"addresses": ["10.180.0.3"]}]));
+    h.service(
+        serde_json::json!({"metadata": {"namespace": "ns6", "name": "svc6"},
+        "spec": {"type": "ClusterIP", "clusterIP": "172.30.0.46", "ports": port(None)}}),
+    );
+    h.slice(
+        "ns1",
+        "svc1",
+        serde_json::json!([{"addresses": ["10.180.0.1"]}]),
+    );
+    h.slice(
+        "ns2",
+        "svc2",
+        serde_json::json!([{"addresses": ["10.180.0.2"]}]),
+    );
+    h.slice(
+        "ns3",
+        "svc3",
+        serde_json::json!([{"addresses": ["10.180.0.3"]}]),
+    );
     h.slice(
         "ns4",
         "svc4",
         serde_json::json!([{"addresses": ["10.180.0.4"]}, {"addresses": ["10.180.0.5"], "nodeName": NODE}]),
     );
-    h.slice("ns5", "svc5", serde_json::json!([{"addresses": ["10.180.0.3"]}]));
+    h.slice(
+        "ns5",
+        "svc5",
+        serde_json::json!([{"addresses": ["10.180.0.3"]}]),
+    );
 }
 
 #[test]
@@ -308,7 +340,9 @@ fn a_partial_sync_touches_only_the_changed_service() {
         "only svc1's chains change:\n{script}"
     );
     assert!(
-        script.contains("add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 numgen random mod 2 vmap"),
+        script.contains(
+            "add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 numgen random mod 2 vmap"
+        ),
         "{script}"
     );
     assert!(!script.contains("element"), "its elements stay: {script}");
@@ -328,12 +362,19 @@ fn a_partial_sync_touches_only_the_changed_service() {
     ] {
         assert!(l.contains(want), "{want} missing from:\n{script}");
     }
-    assert!(!script.contains("delete chain"), "chains wait before deletion");
+    assert!(
+        !script.contains("delete chain"),
+        "chains wait before deletion"
+    );
     // Stale chains are deleted only after the delay.
     assert!(h.f.rules.stale_deletions(t0).is_empty());
     let later = h.f.rules.stale_deletions(t0 + Duration::from_secs(1));
     assert_eq!(later.len(), 3, "{}", later.script());
-    assert!(later.script().contains("delete chain ip kube-proxy service-4AT6LBPK-ns3/svc3/tcp/p80"));
+    assert!(
+        later
+            .script()
+            .contains("delete chain ip kube-proxy service-4AT6LBPK-ns3/svc3/tcp/p80")
+    );
 }
 
 #[test]
@@ -355,16 +396,25 @@ fn a_deleted_service_releases_its_elements_and_affinity_sets() {
         assert!(l.contains(want), "{want} missing from:\n{script}");
     }
     let last = script.lines().last().unwrap_or_default();
-    assert!(last.starts_with("delete set"), "sets go last, after their rules: {script}");
+    assert!(
+        last.starts_with("delete set"),
+        "sets go last, after their rules: {script}"
+    );
 }
 
 #[test]
 fn internal_traffic_policy_local_without_a_local_endpoint_drops() {
     let mut h = Harness::new();
-    h.service(serde_json::json!({"metadata": {"namespace": "kube-system", "name": "kube-dns"},
+    h.service(
+        serde_json::json!({"metadata": {"namespace": "kube-system", "name": "kube-dns"},
         "spec": {"clusterIP": "172.30.0.10", "internalTrafficPolicy": "Local",
-                 "ports": [{"name": "p80", "port": 80, "protocol": "TCP"}]}}));
-    h.slice("kube-system", "kube-dns", serde_json::json!([{"addresses": ["192.168.0.3"], "nodeName": "other"}]));
+                 "ports": [{"name": "p80", "port": 80, "protocol": "TCP"}]}}),
+    );
+    h.slice(
+        "kube-system",
+        "kube-dns",
+        serde_json::json!([{"addresses": ["192.168.0.3"], "nodeName": "other"}]),
+    );
     let script = h.sync(true, Instant::now());
     assert!(script.contains(
         "add element ip kube-proxy no-endpoint-services { 172.30.0.10 . tcp . 80 comment \"kube-system/kube-dns:p80\" : drop }"
@@ -376,6 +426,14 @@ fn internal_traffic_policy_local_without_a_local_endpoint_drops() {
     );
     let script = h.sync(false, Instant::now());
     let l = lines(&script);
-    assert!(l.iter().any(|x| x.starts_with("add element ip kube-proxy service-ips { 172.30.0.10 . tcp . 80 : goto local-")), "{script}");
-    assert!(script.contains("dnat to 192.168.0.2:80") && !script.contains("dnat to 192.168.0.3:80"), "{script}");
+    assert!(
+        l.iter().any(|x| x.starts_with(
+            "add element ip kube-proxy service-ips { 172.30.0.10 . tcp . 80 : goto local-"
+        )),
+        "{script}"
+    );
+    assert!(
+        script.contains("dnat to 192.168.0.2:80") && !script.contains("dnat to 192.168.0.3:80"),
+        "{script}"
+    );
 }

@@ -178,8 +178,7 @@ impl Lab {
     pub async fn start_networks(&mut self) {
         for node in &mut self.nodes {
             let client = self.client.clone();
-            let mut config =
-                NodeNetworkConfig::new(&node.name, "10.244.0.0/16".parse().unwrap());
+            let mut config = NodeNetworkConfig::new(&node.name, "10.244.0.0/16".parse().unwrap());
             config.dns = Some(dns::Config {
                 upstream: dns::Upstream::Disabled,
                 ..dns::Config::default()
@@ -242,13 +241,20 @@ impl Lab {
             .expect("pod namespace");
         let attachment = node
             .cni
-            .add(&node.conflist, &format!("{}-{name}", self.prefix), &netns.path(), "eth0")
+            .add(
+                &node.conflist,
+                &format!("{}-{name}", self.prefix),
+                &netns.path(),
+                "eth0",
+            )
             .await
             .expect("CNI ADD");
         let ip = attachment.ipv4().expect("the pod got an address");
         ensure_namespace(&self.client, ns).await;
-        let labels: BTreeMap<String, String> =
-            labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"nodeName": node.name, "containers": [{"name": "main", "image": "mtest", "ports": ports}]}
@@ -335,7 +341,15 @@ pub async fn assert_clean(ns: &Netns) {
         );
     }
     let routes = ns
-        .exec("ip", &["route", "show", "proto", nodenet::podnet::routes::ROUTE_PROTOCOL])
+        .exec(
+            "ip",
+            &[
+                "route",
+                "show",
+                "proto",
+                nodenet::podnet::routes::ROUTE_PROTOCOL,
+            ],
+        )
         .await
         .expect("ip route");
     assert!(
@@ -375,7 +389,9 @@ pub async fn run_in(ns: &Netns, program: &str, args: &[&str]) -> Result<String, 
     let mut cmd = ns.command(program);
     cmd.args(args).kill_on_drop(true);
     match tokio::time::timeout(Duration::from_secs(10), cmd.output()).await {
-        Ok(Ok(out)) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(Ok(out)) if out.status.success() => {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
         Ok(Ok(out)) => Err(format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -387,7 +403,12 @@ pub async fn run_in(ns: &Netns, program: &str, args: &[&str]) -> Result<String, 
 }
 
 /// One HTTP GET of `path` at `target` (`ip:port`) from `ns`, with the test program.
-pub async fn http_get(ns: &Netns, target: &str, path: &str, timeout_s: f64) -> Result<String, String> {
+pub async fn http_get(
+    ns: &Netns,
+    target: &str,
+    path: &str,
+    timeout_s: f64,
+) -> Result<String, String> {
     let m = mtest();
     let request = format!("GET {path} HTTP/1.0\r\n\r\n");
     let timeout = timeout_s.to_string();
@@ -425,18 +446,27 @@ impl TestPod {
     /// Starts `mtest serve-http` on `port` with hostname `hostname` (its own UTS namespace).
     pub fn serve_http(&mut self, hostname: &str, port: u16) {
         let m = mtest();
-        let script = format!("hostname {hostname} && exec {} serve-http --port {port}", m.display());
+        let script = format!(
+            "hostname {hostname} && exec {} serve-http --port {port}",
+            m.display()
+        );
         let mut cmd = self.netns.command("unshare");
         cmd.args(["--uts", "sh", "-c", &script])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true);
-        self.servers.push(cmd.spawn().expect("the test server starts"));
+        self.servers
+            .push(cmd.spawn().expect("the test server starts"));
     }
 }
 
 /// A selectorless Service with `ports` (JSON) and extra spec fields.
-pub async fn service(client: &kube::Client, ns: &str, name: &str, spec: serde_json::Value) -> Service {
+pub async fn service(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    spec: serde_json::Value,
+) -> Service {
     ensure_namespace(client, ns).await;
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
     let svc: Service = serde_json::from_value(serde_json::json!({
@@ -450,11 +480,18 @@ pub async fn service(client: &kube::Client, ns: &str, name: &str, spec: serde_js
 }
 
 pub fn cluster_ip(svc: &Service) -> String {
-    svc.spec.as_ref().and_then(|s| s.cluster_ip.clone()).expect("a cluster IP")
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone())
+        .expect("a cluster IP")
 }
 
 pub fn node_port(svc: &Service) -> u16 {
-    svc.spec.as_ref().and_then(|s| s.ports.as_ref()).and_then(|p| p[0].node_port).expect("a node port") as u16
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|p| p[0].node_port)
+        .expect("a node port") as u16
 }
 
 /// Sets the EndpointSlice of Service `svc` to `endpoints` (`(ip, node, ready)`) on `port`.

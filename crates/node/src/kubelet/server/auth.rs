@@ -256,7 +256,10 @@ pub fn verb(method: &str) -> &'static str {
 
 fn is_subpath(path: &str, prefix: &str) -> bool {
     let prefix = prefix.trim_end_matches('/');
-    path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'))
+    path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|r| r.starts_with('/'))
 }
 
 /// The subresources a path is authorized as, in the order they are tried.
@@ -324,9 +327,10 @@ mod tests {
             if self.fail {
                 return Err(ReviewError("down".into()));
             }
-            Ok(self.allow.iter().any(|(u, v, s)| {
-                *u == user.name && *v == attrs.verb && *s == attrs.subresource
-            }))
+            Ok(self
+                .allow
+                .iter()
+                .any(|(u, v, s)| *u == user.name && *v == attrs.verb && *s == attrs.subresource))
         }
     }
 
@@ -439,7 +443,10 @@ mod tests {
         assert_eq!(subresources("/healthz/ping"), ["healthz", "proxy"]);
         assert_eq!(subresources("/statsx"), ["proxy"]);
         assert_eq!(subresources("/podsx"), ["proxy"]);
-        assert_eq!((verb("GET"), verb("POST"), verb("OPTIONS")), ("get", "create", ""));
+        assert_eq!(
+            (verb("GET"), verb("POST"), verb("OPTIONS")),
+            ("get", "create", "")
+        );
     }
 
     #[tokio::test]
@@ -466,7 +473,10 @@ mod tests {
         // pods refused, proxy allowed; the second request is answered from the cache.
         assert_eq!(calls, ["pods", "proxy"]);
 
-        let e = a.authorize(&alice, "POST", "/exec/ns/p/c").await.unwrap_err();
+        let e = a
+            .authorize(&alice, "POST", "/exec/ns/p/c")
+            .await
+            .unwrap_err();
         assert_eq!(e.status(), 403);
         assert_eq!(
             e.to_string(),
@@ -493,7 +503,10 @@ mod tests {
             name: "bob".into(),
             ..User::default()
         };
-        let e = a.authorize(&u, "GET", "/metrics/resource").await.unwrap_err();
+        let e = a
+            .authorize(&u, "GET", "/metrics/resource")
+            .await
+            .unwrap_err();
         assert_eq!(e.status(), 500);
         assert_eq!(
             e.to_string(),

@@ -87,7 +87,12 @@ mod tests {
         assert_eq!(c.len(), 2);
         assert_eq!(c.get(&"long", t0 + Duration::from_secs(2)), Some(2));
         // Nothing expired: the one closest to expiring ("x") goes.
-        c.insert("y", 4, Duration::from_secs(200), t0 + Duration::from_secs(3));
+        c.insert(
+            "y",
+            4,
+            Duration::from_secs(200),
+            t0 + Duration::from_secs(3),
+        );
         assert_eq!(c.get(&"x", t0 + Duration::from_secs(3)), None);
         assert_eq!(c.get(&"long", t0 + Duration::from_secs(3)), Some(2));
         assert_eq!(c.get(&"y", t0 + Duration::from_secs(3)), Some(4));

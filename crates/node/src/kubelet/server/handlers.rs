@@ -93,7 +93,9 @@ pub(crate) async fn handle(
                 Err(e) => return response::text(StatusCode::BAD_REQUEST, e),
             };
             match api.exec(&target, command, streams).await {
-                Ok(url) => super::proxy::stream(req, &url.0, shared.limits.stream_idle_timeout).await,
+                Ok(url) => {
+                    super::proxy::stream(req, &url.0, shared.limits.stream_idle_timeout).await
+                }
                 Err(e) => api_error(&e),
             }
         }
@@ -103,7 +105,9 @@ pub(crate) async fn handle(
                 Err(e) => return response::text(StatusCode::BAD_REQUEST, e),
             };
             match api.attach(&target, streams).await {
-                Ok(url) => super::proxy::stream(req, &url.0, shared.limits.stream_idle_timeout).await,
+                Ok(url) => {
+                    super::proxy::stream(req, &url.0, shared.limits.stream_idle_timeout).await
+                }
                 Err(e) => api_error(&e),
             }
         }
@@ -121,7 +125,9 @@ pub(crate) async fn handle(
                 }
             }
             match api.port_forward(&pod, ports).await {
-                Ok(url) => super::proxy::stream(req, &url.0, shared.limits.stream_idle_timeout).await,
+                Ok(url) => {
+                    super::proxy::stream(req, &url.0, shared.limits.stream_idle_timeout).await
+                }
                 Err(e) => api_error(&e),
             }
         }
@@ -131,16 +137,16 @@ pub(crate) async fn handle(
         Route::RunningPods => pod_list(
             api.pods()
                 .into_iter()
-                .filter(|p| {
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                })
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
                 .collect(),
         ),
         Route::Healthz(check) => healthz(check.as_deref(), &query),
         Route::StatsSummary => {
             let only = form_urlencoded::parse(query.as_bytes())
                 .find(|(k, _)| k == "only_cpu_and_memory")
-                .is_some_and(|(_, v)| matches!(v.as_ref(), "true" | "1" | "t" | "T" | "TRUE" | "True"));
+                .is_some_and(|(_, v)| {
+                    matches!(v.as_ref(), "true" | "1" | "t" | "T" | "TRUE" | "True")
+                });
             match api.stats_summary(only).await {
                 Ok(s) => match serde_json::to_vec(&s) {
                     Ok(b) => response::json(b),

@@ -153,20 +153,33 @@ pub fn render(summary: Result<&Summary, ()>) -> String {
         }
     };
     let error = if summary.is_err() { 1.0 } else { 0.0 };
-    push("resource_scrape_error", sample("resource_scrape_error", &[], error, None));
+    push(
+        "resource_scrape_error",
+        sample("resource_scrape_error", &[], error, None),
+    );
     push("scrape_error", sample("scrape_error", &[], error, None));
     if let Ok(s) = summary {
         let node = &s.node;
         if let Some(cpu) = &node.cpu
             && let Some(ns) = cpu.usage_core_nano_seconds
         {
-            let line = sample("node_cpu_usage_seconds_total", &[], ns as f64 / 1e9, millis(&cpu.time));
+            let line = sample(
+                "node_cpu_usage_seconds_total",
+                &[],
+                ns as f64 / 1e9,
+                millis(&cpu.time),
+            );
             push("node_cpu_usage_seconds_total", line);
         }
         if let Some(mem) = &node.memory
             && let Some(ws) = mem.working_set_bytes
         {
-            let line = sample("node_memory_working_set_bytes", &[], ws as f64, millis(&mem.time));
+            let line = sample(
+                "node_memory_working_set_bytes",
+                &[],
+                ws as f64,
+                millis(&mem.time),
+            );
             push("node_memory_working_set_bytes", line);
         }
         let mut pods: Vec<_> = s.pods.iter().collect();
@@ -178,7 +191,11 @@ pub fn render(summary: Result<&Summary, ()>) -> String {
             let mut containers: Vec<_> = pod.containers.iter().collect();
             containers.sort_by(|a, b| a.name.cmp(&b.name));
             for c in containers {
-                let labels = [("container", c.name.as_str()), ("pod", pname), ("namespace", pns)];
+                let labels = [
+                    ("container", c.name.as_str()),
+                    ("pod", pname),
+                    ("namespace", pns),
+                ];
                 if let Some(start) = &c.start_time
                     && start.0.as_second() > 0
                 {
@@ -215,13 +232,23 @@ pub fn render(summary: Result<&Summary, ()>) -> String {
             if let Some(cpu) = &pod.cpu
                 && let Some(ns) = cpu.usage_core_nano_seconds
             {
-                let line = sample("pod_cpu_usage_seconds_total", &labels, ns as f64 / 1e9, millis(&cpu.time));
+                let line = sample(
+                    "pod_cpu_usage_seconds_total",
+                    &labels,
+                    ns as f64 / 1e9,
+                    millis(&cpu.time),
+                );
                 push("pod_cpu_usage_seconds_total", line);
             }
             if let Some(mem) = &pod.memory
                 && let Some(ws) = mem.working_set_bytes
             {
-                let line = sample("pod_memory_working_set_bytes", &labels, ws as f64, millis(&mem.time));
+                let line = sample(
+                    "pod_memory_working_set_bytes",
+                    &labels,
+                    ws as f64,
+                    millis(&mem.time),
+                );
                 push("pod_memory_working_set_bytes", line);
             }
         }
@@ -244,7 +271,9 @@ pub fn render(summary: Result<&Summary, ()>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubelet::stats::{ContainerStats, CpuStats, MemoryStats, NodeStats, PodReference, PodStats};
+    use crate::kubelet::stats::{
+        ContainerStats, CpuStats, MemoryStats, NodeStats, PodReference, PodStats,
+    };
 
     fn time(s: &str) -> Option<Time> {
         Some(Time(s.parse().unwrap()))

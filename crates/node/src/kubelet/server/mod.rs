@@ -154,16 +154,19 @@ pub async fn start(
         .map(ClientCa::from_pem)
         .transpose()
         .map_err(ServerError::ClientCa)?;
-    let listener = TcpListener::bind(config.listen)
-        .await
+    let listener =
+        TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Listen {
+                addr: config.listen,
+                source,
+            })?;
+    let addr = listener
+        .local_addr()
         .map_err(|source| ServerError::Listen {
             addr: config.listen,
             source,
         })?;
-    let addr = listener.local_addr().map_err(|source| ServerError::Listen {
-        addr: config.listen,
-        source,
-    })?;
     let shared = Arc::new(Shared {
         auth: Auth::new(api.node_name(), client_ca, config.anonymous, reviewer),
         api,
@@ -171,7 +174,12 @@ pub async fn start(
         counters: handlers::Counters::default(),
     });
     let (stop, stopped) = watch::channel(false);
-    let task = tokio::spawn(accept_loop(listener, TlsAcceptor::from(tls), shared, stopped));
+    let task = tokio::spawn(accept_loop(
+        listener,
+        TlsAcceptor::from(tls),
+        shared,
+        stopped,
+    ));
     tracing::info!(%addr, "kubelet API listening");
     Ok(RunningServer { addr, stop, task })
 }
@@ -228,9 +236,7 @@ async fn accept_loop(
                 let shared = shared.clone();
                 let chain = chain.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(
-                        handlers::handle(&shared, &chain, req).await,
-                    )
+                    Ok::<_, std::convert::Infallible>(handlers::handle(&shared, &chain, req).await)
                 }
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());

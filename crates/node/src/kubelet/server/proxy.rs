@@ -29,7 +29,10 @@ const MAX_REFUSAL: usize = 64 << 10;
 /// Proxies an upgrade request to `url`.
 pub async fn stream(mut req: Request<Incoming>, url: &str, idle: Duration) -> Response<Body> {
     if !streaming::upgrade::is_upgrade_request(req.headers()) {
-        return response::go_error(StatusCode::INTERNAL_SERVER_ERROR, "Upgrade request required");
+        return response::go_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Upgrade request required",
+        );
     }
     let target: Uri = match url.parse() {
         Ok(u) => u,
@@ -46,7 +49,10 @@ pub async fn stream(mut req: Request<Incoming>, url: &str, idle: Duration) -> Re
             &format!("unsupported streaming URL scheme in {url:?}"),
         );
     }
-    let authority = target.authority().map(|a| a.to_string()).unwrap_or_default();
+    let authority = target
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let tcp = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(authority.as_str())).await
     {
         Ok(Ok(t)) => t,
@@ -66,8 +72,7 @@ pub async fn stream(mut req: Request<Incoming>, url: &str, idle: Duration) -> Re
         .method(req.method().clone())
         .uri(target.path_and_query().map(|p| p.as_str()).unwrap_or("/"));
     for (name, value) in req.headers() {
-        if name == header::HOST || name == header::AUTHORIZATION || name == header::CONTENT_LENGTH
-        {
+        if name == header::HOST || name == header::AUTHORIZATION || name == header::CONTENT_LENGTH {
             continue;
         }
         backend = backend.header(name, value);
@@ -164,9 +169,7 @@ where
             },
             () = &mut sleep => return true,
         }
-        sleep
-            .as_mut()
-            .reset(tokio::time::Instant::now() + idle);
+        sleep.as_mut().reset(tokio::time::Instant::now() + idle);
     }
     false
 }

@@ -52,7 +52,11 @@ pub fn json(body: Vec<u8>) -> Response<Body> {
     with_type(StatusCode::OK, "application/json", full(body))
 }
 
-pub fn bytes(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+pub fn bytes(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
     with_type(status, content_type, full(body))
 }
 
@@ -63,5 +67,9 @@ pub fn stream(content_type: &'static str, rx: mpsc::Receiver<Bytes>) -> Response
             .await
             .map(|c| (Ok::<_, Infallible>(http_body::Frame::data(c)), rx))
     });
-    with_type(StatusCode::OK, content_type, StreamBody::new(chunks).boxed())
+    with_type(
+        StatusCode::OK,
+        content_type,
+        StreamBody::new(chunks).boxed(),
+    )
 }

@@ -130,7 +130,10 @@ mod tests {
             Route::PortForward(pod("default", "web", Some("1234")))
         );
         // Logs have no uid form.
-        assert_eq!(route("/containerLogs/default/web/1234/app"), Route::NotFound);
+        assert_eq!(
+            route("/containerLogs/default/web/1234/app"),
+            Route::NotFound
+        );
         assert_eq!(route("/exec/default//app"), Route::NotFound);
     }
 

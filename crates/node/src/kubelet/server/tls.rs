@@ -157,8 +157,8 @@ mod tests {
 
     #[test]
     fn a_self_signed_certificate_covers_the_node_and_chains_to_its_own_ca() {
-        let cert = ServingCert::self_signed("node-1", &["10.0.0.5".into(), "node-1".into()])
-            .unwrap();
+        let cert =
+            ServingCert::self_signed("node-1", &["10.0.0.5".into(), "node-1".into()]).unwrap();
         use rustls::pki_types::pem::PemObject;
         let chain: Vec<_> = CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
             .collect::<Result<_, _>>()

@@ -96,18 +96,27 @@ mod tests {
 
         // A partial piece loses the newline the runtime added to terminate the file line.
         let m = parse(b"2016-10-06T00:17:09.669794203Z stderr P part\n").unwrap();
-        assert_eq!((m.stream, m.partial, m.content), (Stream::Stderr, true, &b"part"[..]));
+        assert_eq!(
+            (m.stream, m.partial, m.content),
+            (Stream::Stderr, true, &b"part"[..])
+        );
 
         // Unknown extra tags are ignored; an empty message is an empty line.
         let m = parse(b"2016-10-06T00:17:09Z stdout F:x \n").unwrap();
         assert_eq!(m.content, b"\n");
-        assert_eq!(format_timestamp(m.timestamp), "2016-10-06T00:17:09.000000000Z");
+        assert_eq!(
+            format_timestamp(m.timestamp),
+            "2016-10-06T00:17:09.000000000Z"
+        );
     }
 
     #[test]
     fn offsets_are_normalised_to_utc_with_nine_digits() {
         let m = parse(b"2024-01-01T02:00:00.5+02:00 stdout F x\n").unwrap();
-        assert_eq!(format_timestamp(m.timestamp), "2024-01-01T00:00:00.500000000Z");
+        assert_eq!(
+            format_timestamp(m.timestamp),
+            "2024-01-01T00:00:00.500000000Z"
+        );
     }
 
     #[test]

@@ -36,7 +36,11 @@ pub fn has_container(pod: &Pod, name: &str) -> bool {
         return false;
     };
     spec.containers.iter().any(|c| c.name == name)
-        || spec.init_containers.iter().flatten().any(|c| c.name == name)
+        || spec
+            .init_containers
+            .iter()
+            .flatten()
+            .any(|c| c.name == name)
         || spec
             .ephemeral_containers
             .iter()
@@ -59,7 +63,10 @@ pub async fn serve(api: Arc<dyn KubeletApi>, target: ContainerRef, query: &str) 
             && p.metadata.name.as_deref() == Some(name.as_str())
     });
     let Some(pod) = pod else {
-        return response::text(StatusCode::NOT_FOUND, format!("pod {name:?} does not exist"));
+        return response::text(
+            StatusCode::NOT_FOUND,
+            format!("pod {name:?} does not exist"),
+        );
     };
     if !has_container(&pod, &target.container) {
         return response::text(
@@ -79,8 +86,7 @@ pub async fn serve(api: Arc<dyn KubeletApi>, target: ContainerRef, query: &str) 
     let now = jiff::Timestamp::now();
     tokio::spawn(async move {
         let liveness = AgentLiveness(api);
-        if let Err(e) =
-            reader::stream(log, &location.container_id, &opts, now, &liveness, tx).await
+        if let Err(e) = reader::stream(log, &location.container_id, &opts, now, &liveness, tx).await
         {
             tracing::debug!(error = %e, "kubelet: reading a container log failed");
         }

@@ -201,10 +201,7 @@ mod tests {
     fn since_is_the_later_of_seconds_and_time() {
         let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
         let o = LogOptions::from_query("sinceSeconds=60").unwrap();
-        assert_eq!(
-            o.since(now),
-            Some("2024-05-01T11:59:00Z".parse().unwrap())
-        );
+        assert_eq!(o.since(now), Some("2024-05-01T11:59:00Z".parse().unwrap()));
         let o = LogOptions::from_query("sinceTime=2024-05-01T10:00:00.5Z").unwrap();
         assert_eq!(
             o.since(now),

@@ -159,7 +159,10 @@ async fn a_symlink_is_resolved_and_a_missing_file_is_an_error() {
         Err(e) => e.to_string(),
         Ok(_) => panic!("opened a missing file"),
     };
-    assert!(e.starts_with("failed to try resolving symlinks in path"), "{e}");
+    assert!(
+        e.starts_with("failed to try resolving symlinks in path"),
+        "{e}"
+    );
 }
 
 /// A following read: the receiver, the liveness switch, the task.
