@@ -2,8 +2,8 @@
 //! kubelet listens and an HTTPS connection to it.
 //!
 //! **Location.** The first node address whose type is in the preferred order
-//! (`--kubelet-preferred-address-types`, default `Hostname, InternalDNS, InternalIP,
-//! ExternalDNS, ExternalIP`) and `status.daemonEndpoints.kubeletEndpoint.Port`, else the
+//! (`--kubelet-preferred-address-types`; here `InternalIP, InternalDNS, Hostname,
+//! ExternalDNS, ExternalIP`, see [`KubeletOptions::default`]) and `status.daemonEndpoints.kubeletEndpoint.Port`, else the
 //! default port 10250.
 //!
 //! **Credentials.** Each logical cluster's kubelets trust that cluster's CA, so the client
@@ -61,10 +61,13 @@ pub struct KubeletOptions {
 impl Default for KubeletOptions {
     fn default() -> Self {
         KubeletOptions {
+            // InternalIP first, not upstream's Hostname: one control plane serves the nodes of
+            // every tenant cluster, and their host names mean nothing to its resolver (Kamaji
+            // and the managed offerings order it so too).
             preferred_address_types: [
-                "Hostname",
-                "InternalDNS",
                 "InternalIP",
+                "InternalDNS",
+                "Hostname",
                 "ExternalDNS",
                 "ExternalIP",
             ]
@@ -428,15 +431,15 @@ mod tests {
         assert_eq!(
             node_location(&node, &opts).unwrap(),
             NodeLocation {
-                host: "n1".into(),
+                host: "10.0.0.5".into(),
                 port: 12345
             }
         );
-        let ip_first = KubeletOptions {
-            preferred_address_types: vec!["InternalIP".into(), "Hostname".into()],
+        let hostname_first = KubeletOptions {
+            preferred_address_types: vec!["Hostname".into(), "InternalIP".into()],
             ..KubeletOptions::default()
         };
-        assert_eq!(node_location(&node, &ip_first).unwrap().host, "10.0.0.5");
+        assert_eq!(node_location(&node, &hostname_first).unwrap().host, "n1");
     }
 
     #[test]

@@ -223,6 +223,9 @@ pub async fn run(quick: bool, args: Args) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{e:?}"))?,
     );
     config.teardown = Teardown::RemovePods;
+    config.kubelet_address = std::net::Ipv4Addr::LOCALHOST.into();
+    config.kubelet_port = 0;
+    config.client_ca_pem = Some(server.config.root_ca.cert_pem.clone());
     let kubelet = Kubelet::start(client.clone(), config.clone())
         .await
         .context("starting the agent")?;

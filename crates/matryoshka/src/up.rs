@@ -44,6 +44,21 @@ pub struct UpArgs {
     /// The real node's CRI endpoint; when nothing answers there it starts its own containerd.
     #[arg(long, default_value = node::kubelet::config::DEFAULT_CRI_ENDPOINT)]
     pub cri_endpoint: String,
+    /// The real node's address (its InternalIP, where the API server reaches its kubelet);
+    /// default: the address of the machine's default route.
+    #[arg(long)]
+    pub node_ip: Option<IpAddr>,
+    /// The real node's kubelet API port (0: any free port, reported in the Node's
+    /// `daemonEndpoints`).
+    #[arg(long, default_value_t = 10250)]
+    pub kubelet_port: u16,
+    /// The real node's data (its containerd, pods, logs); default `<data-dir>/node`.
+    #[arg(long)]
+    pub node_data_dir: Option<PathBuf>,
+    /// Remove the real node's pods on exit instead of leaving them running for the next
+    /// start to adopt (a machine being retired; tests).
+    #[arg(long)]
+    pub remove_pods_on_exit: bool,
     /// The instance type of those virtual nodes (capacity and kubelet reservations).
     #[arg(long, default_value = "u1.large")]
     pub virtual_node_instance_type: String,
@@ -293,9 +308,28 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         let name = hostname()
             .map(|h| h.to_lowercase())
             .unwrap_or_else(|| "matryoshka-node".into());
-        let mut config = node::kubelet::KubeletConfig::new(&name, args.data_dir.join("node"));
+        let node_dir = args
+            .node_data_dir
+            .clone()
+            .unwrap_or_else(|| args.data_dir.join("node"));
+        let mut config = node::kubelet::KubeletConfig::new(&name, node_dir);
         config.cri_endpoint = args.cri_endpoint.clone();
         config.roles = vec!["control-plane".into(), "worker".into()];
+        config.node_ip = args.node_ip;
+        if let Some(ip) = args.node_ip {
+            config.kubelet_address = ip;
+        }
+        config.kubelet_port = args.kubelet_port;
+        if args.remove_pods_on_exit {
+            config.teardown = node::kubelet::Teardown::RemovePods;
+        }
+        // The kubelet trusts the root cluster's CA (the API server's kubelet client
+        // certificate is issued by it), and pulls every image from the platform's registry.
+        config.client_ca_pem = Some(ca.pair.cert_pem.clone());
+        config.containerd.registry_mirror = Some(oci::hosts::Mirror {
+            endpoint: url.clone(),
+            ca_pem: Some(ca.pair.cert_pem.clone()),
+        });
         let stopped = stopped.clone();
         Some(tokio::spawn(async move {
             if let Err(e) = node::kubelet::run_until(client, config, stopped.wait()).await {

@@ -33,7 +33,7 @@ pub const MIRRORED: &[&str] = &[
 ];
 
 /// The platform registry as a node reaches it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mirror {
     /// `https://host:port` of the platform's API server, which serves `/v2/`.
     pub endpoint: String,

@@ -110,8 +110,15 @@ pub struct KubeletConfig {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub roles: Vec<String>,
-    /// The port of the kubelet API, reported in `daemonEndpoints`.
+    /// The address the kubelet API listens on (upstream's `--address`, `0.0.0.0`).
+    pub kubelet_address: IpAddr,
+    /// The port of the kubelet API, reported in `daemonEndpoints` (0: any free port, the one
+    /// bound is reported).
     pub kubelet_port: u16,
+    /// The CA bundle (PEM) client certificates at the kubelet API must chain to
+    /// (`--client-ca-file`); `None`: the cluster's own, from the `kube-root-ca.crt` ConfigMap
+    /// of `kube-system`.
+    pub client_ca_pem: Option<String>,
     pub timing: KubeletTiming,
     /// What stopping the agent does to its pods.
     pub teardown: Teardown,
@@ -138,7 +145,9 @@ impl KubeletConfig {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             roles: Vec::new(),
+            kubelet_address: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             kubelet_port: 10250,
+            client_ca_pem: None,
             timing: KubeletTiming::default(),
             teardown: Teardown::KeepPods,
         }

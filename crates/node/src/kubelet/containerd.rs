@@ -74,6 +74,9 @@ pub struct ContainerdOptions {
     pub preload: Vec<PathBuf>,
     /// containerd's log level (`info`, `debug`...).
     pub log_level: String,
+    /// The platform registry every registry is mirrored to (`hosts.toml` files in
+    /// `certs.d`); `None`: images come from wherever their names say.
+    pub registry_mirror: Option<oci::hosts::Mirror>,
 }
 
 impl Default for ContainerdOptions {
@@ -90,6 +93,7 @@ impl Default for ContainerdOptions {
             sandbox_image: DEFAULT_SANDBOX_IMAGE.to_string(),
             preload: Vec::new(),
             log_level: "info".to_string(),
+            registry_mirror: None,
         }
     }
 }
@@ -216,6 +220,12 @@ impl Containerd {
             layout.registry_hosts(),
         ] {
             std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        }
+        if let Some(mirror) = &opts.registry_mirror {
+            oci::hosts::write_hosts_dir(&layout.registry_hosts(), mirror).map_err(io(format!(
+                "writing the registry mirror configuration in {}",
+                layout.registry_hosts().display()
+            )))?;
         }
         let path = layout.containerd_config();
         std::fs::write(&path, config(layout, opts))

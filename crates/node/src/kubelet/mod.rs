@@ -83,6 +83,8 @@ pub enum KubeletError {
     Cri(#[from] CriError),
     #[error("{0}")]
     Node(#[from] crate::Error),
+    #[error("the kubelet API: {0}")]
+    Server(#[from] server::ServerError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -97,6 +99,7 @@ pub struct Kubelet {
     containerd: Mutex<Option<Containerd>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     api: Arc<server_api::AgentApi>,
+    server: Mutex<Option<server::RunningServer>>,
 }
 
 fn containerd_is_ours(endpoint: &str, layout: &Layout) -> bool {
@@ -117,7 +120,7 @@ impl Kubelet {
     /// watch, the relist and the heartbeats.
     pub async fn start(
         client: kube::Client,
-        config: KubeletConfig,
+        mut config: KubeletConfig,
     ) -> Result<Kubelet, KubeletError> {
         let layout = Layout::new(&config.data_dir);
         std::fs::create_dir_all(layout.root()).map_err(|e| KubeletError::Io {
@@ -165,6 +168,15 @@ impl Kubelet {
             .take(2)
             .collect::<Vec<_>>()
             .join(".");
+        // The kubelet API's port is bound first: the Node reports it in daemonEndpoints.
+        let listener = server::bind(std::net::SocketAddr::new(
+            config.kubelet_address,
+            config.kubelet_port,
+        ))
+        .await?;
+        if let Ok(addr) = listener.local_addr() {
+            config.kubelet_port = addr.port();
+        }
         let machine = machine::read_machine(layout.root());
         let sizing = node_status::sizing(&config, &machine)?;
         let (node_uid, pod_cidr) = node_status::register(&client, &config, &sizing).await?;
@@ -276,6 +288,29 @@ impl Kubelet {
                 config,
             }
         });
+        let client_ca_pem = match agent.config.client_ca_pem.clone() {
+            Some(pem) => Some(pem),
+            None => cluster_ca(&client).await,
+        };
+        let api = Arc::new(server_api::AgentApi::new(agent.clone()));
+        let serving =
+            server::ServingCert::self_signed(&agent.config.node_name, &[node_ip.to_string()])
+                .map_err(server::ServerError::from)?;
+        let kubelet_api = server::start_on(
+            listener,
+            server::Config {
+                listen: std::net::SocketAddr::new(
+                    agent.config.kubelet_address,
+                    agent.config.kubelet_port,
+                ),
+                serving,
+                client_ca_pem,
+                anonymous: false,
+                limits: server::Limits::default(),
+            },
+            api.clone(),
+            Arc::new(server::KubeReviewer::new(client.clone())),
+        )?;
         let identity = node_status::NodeIdentity {
             machine,
             sizing,
@@ -289,7 +324,8 @@ impl Kubelet {
         ];
         tracing::info!(node = %agent.config.node_name, endpoint = %endpoint, "the node agent runs pods through CRI");
         Ok(Kubelet {
-            api: Arc::new(server_api::AgentApi::new(agent.clone())),
+            api,
+            server: Mutex::new(Some(kubelet_api)),
             agent,
             containerd: Mutex::new(containerd),
             tasks: Mutex::new(tasks),
@@ -299,6 +335,11 @@ impl Kubelet {
     /// What the kubelet HTTP server serves.
     pub fn api(&self) -> Arc<dyn KubeletApi> {
         self.api.clone()
+    }
+
+    /// Where the kubelet API listens.
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.lock().as_ref().map(|s| s.addr())
     }
 
     /// The CRI client of the runtime in use.
@@ -331,6 +372,10 @@ impl Kubelet {
     pub async fn stop(self, teardown: Teardown) {
         let agent = self.agent.clone();
         agent.shutdown.send_replace(true);
+        let kubelet_api = self.server.lock().take();
+        if let Some(s) = kubelet_api {
+            s.stop().await;
+        }
         let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock());
         for t in tasks {
             let _ = t.await;
@@ -375,6 +420,31 @@ impl Kubelet {
         let c = Containerd::start(&self.agent.layout, &self.agent.config.containerd).await?;
         *self.containerd.lock() = Some(c);
         Ok(())
+    }
+}
+
+/// How long the agent waits for the cluster's CA bundle when none is configured.
+const CLUSTER_CA_WAIT: Duration = Duration::from_secs(30);
+
+/// The cluster's CA bundle, from the `kube-root-ca.crt` ConfigMap of `kube-system` (every
+/// cluster publishes it to every namespace), waiting up to [`CLUSTER_CA_WAIT`] for it.
+async fn cluster_ca(client: &kube::Client) -> Option<String> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), "kube-system");
+    let deadline = tokio::time::Instant::now() + CLUSTER_CA_WAIT;
+    loop {
+        if let Ok(Some(cm)) = api.get_opt("kube-root-ca.crt").await
+            && let Some(pem) = cm.data.and_then(|mut d| d.remove("ca.crt"))
+        {
+            return Some(pem);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                "no kube-root-ca.crt in kube-system: the kubelet API takes no client certificates"
+            );
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -56,6 +56,10 @@ impl TestNode {
         config.pod_cidr = Some(format!("10.251.{octet}.0/24").parse().expect("cidr"));
         config.timing = fast_timing();
         config.teardown = Teardown::RemovePods;
+        // The kubelet API on loopback, any free port; client certificates of the root CA.
+        config.kubelet_address = std::net::Ipv4Addr::LOCALHOST.into();
+        config.kubelet_port = 0;
+        config.client_ca_pem = Some(env.server.config.root_ca.cert_pem.clone());
         tune(&mut config);
         let kubelet = Kubelet::start(env.client.clone(), config.clone())
             .await

@@ -147,6 +147,28 @@ pub async fn start(
     api: Arc<dyn KubeletApi>,
     reviewer: Arc<dyn Reviewer>,
 ) -> Result<RunningServer, ServerError> {
+    let listener = bind(config.listen).await?;
+    start_on(listener, config, api, reviewer)
+}
+
+/// Binds the kubelet API's address (port 0 picks one), so that a caller can learn the port
+/// before the [`KubeletApi`] it serves exists.
+pub async fn bind(listen: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(listen)
+        .await
+        .map_err(|source| ServerError::Listen {
+            addr: listen,
+            source,
+        })
+}
+
+/// Serves the kubelet API on a listener from [`bind`]; `config.listen` is not used.
+pub fn start_on(
+    listener: TcpListener,
+    config: Config,
+    api: Arc<dyn KubeletApi>,
+    reviewer: Arc<dyn Reviewer>,
+) -> Result<RunningServer, ServerError> {
     let tls = tls::server_config(&config.serving)?;
     let client_ca = config
         .client_ca_pem
@@ -154,13 +176,6 @@ pub async fn start(
         .map(ClientCa::from_pem)
         .transpose()
         .map_err(ServerError::ClientCa)?;
-    let listener =
-        TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| ServerError::Listen {
-                addr: config.listen,
-                source,
-            })?;
     let addr = listener
         .local_addr()
         .map_err(|source| ServerError::Listen {

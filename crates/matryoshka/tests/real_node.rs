@@ -1,0 +1,449 @@
+//! `matryoshka up --node real` end to end: the platform runs one real node (the CRI agent
+//! with its own containerd), pulls every image from its own registry (the test images are
+//! pushed with `matryoshka image import`), and real kubectl 1.27 and 1.33 talk to real
+//! containers through the API server and the node's kubelet API: logs, exec (exit codes,
+//! stdin, a TTY), attach, port-forward, cp both ways, top, and a Deployment of 10 replicas
+//! rolling to a new image.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{Backend, Kubectl, Run, Server, free_port, manifest};
+
+const LONG: Duration = Duration::from_secs(120);
+
+/// One real node on this machine at a time: `up`'s node uses the machine's defaults (the
+/// `cni0` bridge, `10.244.0.0/24`, `/kubepods`), as a platform's one node does.
+static ONE_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A platform with a real node that is stopped with SIGTERM (so the node removes its pods
+/// and stops its containerd) however the test ends.
+struct Platform {
+    server: Option<Server>,
+    _one: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Platform {
+    fn start() -> Platform {
+        let one = ONE_NODE.lock().unwrap_or_else(|e| e.into_inner());
+        let kubelet_port = free_port().to_string();
+        let server = Server::start_with(
+            Backend::Embedded,
+            &[
+                "--node",
+                "real",
+                "--node-ip",
+                "127.0.0.1",
+                "--kubelet-port",
+                &kubelet_port,
+                "--remove-pods-on-exit",
+            ],
+        );
+        let p = Platform {
+            server: Some(server),
+            _one: one,
+        };
+        for archive in [
+            testimages::pause(),
+            testimages::busybox(),
+            testimages::mtest(),
+        ] {
+            let archive = archive.expect("the test images build");
+            p.import(&archive.path);
+        }
+        p
+    }
+
+    fn server(&self) -> &Server {
+        self.server.as_ref().expect("running")
+    }
+
+    /// Pushes an image archive into the platform's registry.
+    fn import(&self, archive: &Path) {
+        let out = Command::new(env!("CARGO_BIN_EXE_matryoshka"))
+            .args(["image", "import", "--data-dir"])
+            .arg(&self.server().dir)
+            .arg(archive)
+            .output()
+            .expect("matryoshka image import runs");
+        assert!(
+            out.status.success(),
+            "importing {}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn kubectl(&self, version: &str) -> Kubectl {
+        self.server().kubectl(version)
+    }
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            let status = s.terminate();
+            // What a node leaves by design once its pods are gone (as a kubelet and the
+            // bridge plugin do): the pods' cgroup root and the bridge. Tests remove them.
+            remove_cgroup_root("kubepods");
+            let _ = Command::new("ip").args(["link", "del", "cni0"]).status();
+            if !status.success() && !std::thread::panicking() {
+                panic!("matryoshka up exited with {status}:\n{}", s.log());
+            }
+        }
+    }
+}
+
+/// Removes the (empty) cgroup tree `name` in every cgroup v1 hierarchy, deepest first.
+fn remove_cgroup_root(name: &str) {
+    fn remove(dir: &Path) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove(&e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
+        for h in hierarchies.flatten() {
+            let root = h.path().join(name);
+            if root.is_dir() {
+                remove(&root);
+            }
+        }
+    }
+}
+
+/// Waits until the node is Ready.
+fn node_ready(k: &Kubectl) {
+    k.eventually(
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}",
+        ],
+        LONG,
+        |r| r.code == 0 && r.stdout.contains("True"),
+    );
+}
+
+fn apply(k: &Kubectl, dir: &Path, name: &str, yaml: &str) {
+    let path = manifest(dir, name, yaml);
+    k.run(&["apply", "-f", path.to_str().expect("utf-8")]).ok();
+}
+
+fn wait_ready(k: &Kubectl, pod: &str) {
+    k.run(&[
+        "wait",
+        "--for=condition=Ready",
+        &format!("pod/{pod}"),
+        "--timeout=120s",
+    ])
+    .ok();
+}
+
+/// `kubectl port-forward` to `pod`'s `port`, then an HTTP GET through the local port.
+fn port_forward_get(k: &Kubectl, pod: &str, port: u16) -> String {
+    let mut child = k.spawn(&["port-forward", &format!("pod/{pod}"), &format!(":{port}")]);
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let local = loop {
+        let line = match lines.next() {
+            Some(Ok(l)) => l,
+            _ => {
+                let _ = child.kill();
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("kubectl port-forward ended without forwarding: {err}");
+            }
+        };
+        // "Forwarding from 127.0.0.1:41234 -> 8080"
+        if let Some(rest) = line.strip_prefix("Forwarding from 127.0.0.1:") {
+            break rest
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u16>().ok())
+                .expect("a local port");
+        }
+    };
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", local)).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    tcp.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    let _ = tcp.read_to_string(&mut response);
+    let _ = child.kill();
+    let _ = child.wait();
+    response
+}
+
+/// `kubectl exec -it` under a pseudo-terminal (`script`), so kubectl really allocates a TTY.
+fn exec_tty(k: &Kubectl, pod: &str, script: &str) -> (i32, String) {
+    let cmdline = format!(
+        "{} --kubeconfig {} exec -it {pod} -- sh -c '{script}'",
+        k.bin.display(),
+        k.kubeconfig.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &cmdline, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|c| c.wait_with_output())
+        .expect("script runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn streaming_through_the_platform(version: &str) {
+    let platform = Platform::start();
+    let k = platform.kubectl(version);
+    node_ready(&k);
+    let dir = tempfile::tempdir().expect("tempdir");
+    apply(
+        &k,
+        dir.path(),
+        "pods.yaml",
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: shell}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox:1.35
+    command: ["sh", "-c", "echo hello from the pod; exec sleep 3600"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers:
+  - name: main
+    image: docker.io/matryoshka/mtest:1
+    args: ["serve-http", "--port", "8080"]
+    readinessProbe:
+      httpGet: {path: /healthz, port: 8080}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: reader}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox:1.35
+    stdin: true
+    stdinOnce: true
+    command: ["sh", "-c", "while read line; do echo \"got $line\"; done"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: busy}
+spec:
+  containers:
+  - name: main
+    image: docker.io/matryoshka/mtest:1
+    args: ["busy"]
+"#,
+    );
+    for pod in ["shell", "web", "reader", "busy"] {
+        wait_ready(&k, pod);
+    }
+
+    // logs
+    k.run(&["logs", "shell"]).ok().out("hello from the pod");
+
+    // exec: output, stderr, the exit code, stdin
+    let r = k.run(&[
+        "exec",
+        "shell",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    // kubectl exits with the command's code and says so.
+    r.fails(3)
+        .out("out")
+        .err("err")
+        .err("command terminated with exit code 3");
+    k.run_stdin(
+        &["exec", "-i", "shell", "--", "cat"],
+        Some("through stdin\n"),
+    )
+    .ok()
+    .out("through stdin");
+    let (code, out) = exec_tty(&k, "shell", "tty; exit 4");
+    assert!(out.contains("/dev/pts/"), "exec -it has a TTY: {out}");
+    assert_eq!(code, 4, "kubectl exits with the command's code: {out}");
+
+    // attach to the main process's stdin and stdout
+    k.run_stdin(&["attach", "-i", "reader"], Some("ping\n"))
+        .ok()
+        .out("got ping");
+
+    // port-forward to the HTTP server
+    let response = port_forward_get(&k, "web", 8080);
+    assert!(
+        response.starts_with("HTTP/1.")
+            && response.contains(" 200 ")
+            && response.contains("mtest web"),
+        "the forwarded port answers: {response}"
+    );
+
+    // cp in and out
+    let local = dir.path().join("in.txt");
+    std::fs::write(&local, "copied in\n").expect("write");
+    k.run(&["cp", local.to_str().expect("utf-8"), "shell:/tmp/in.txt"])
+        .ok();
+    k.run(&["exec", "shell", "--", "cat", "/tmp/in.txt"])
+        .ok()
+        .out("copied in");
+    let back = dir.path().join("out.txt");
+    k.run(&["cp", "shell:/tmp/in.txt", back.to_str().expect("utf-8")])
+        .ok();
+    assert_eq!(
+        std::fs::read_to_string(&back).expect("copied out"),
+        "copied in\n"
+    );
+
+    // top: a busy pod uses CPU
+    k.eventually(&["top", "pod", "busy", "--no-headers"], LONG, |r: &Run| {
+        r.code == 0
+            && r.stdout
+                .split_whitespace()
+                .nth(1)
+                .and_then(|cpu| cpu.strip_suffix('m'))
+                .and_then(|m| m.parse::<u64>().ok())
+                .is_some_and(|m| m > 0)
+    });
+    k.run(&["top", "node", "--no-headers"]).ok();
+
+    k.run(&["delete", "pod", "--all", "--wait=true", "--timeout=60s"])
+        .ok();
+}
+
+#[test]
+fn kubectl_1_27_logs_execs_attaches_forwards_and_copies_with_real_containers() {
+    streaming_through_the_platform("1.27");
+}
+
+#[test]
+fn kubectl_1_33_logs_execs_attaches_forwards_and_copies_with_real_containers() {
+    streaming_through_the_platform("1.33");
+}
+
+#[test]
+fn a_deployment_of_ten_real_pods_rolls_to_a_new_image_and_its_service_lists_them_ready() {
+    let platform = Platform::start();
+    let k = platform.kubectl("1.33");
+    node_ready(&k);
+    let dir = tempfile::tempdir().expect("tempdir");
+    apply(
+        &k,
+        dir.path(),
+        "roll.yaml",
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: roll}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: roll}}
+  template:
+    metadata: {labels: {app: roll}}
+    spec:
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["serve-http", "--port", "8080"]
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {name: roll}
+spec:
+  selector: {app: roll}
+  ports: [{port: 80, targetPort: 8080}]
+"#,
+    );
+    let started = Instant::now();
+    k.run(&["rollout", "status", "deployment/roll", "--timeout=180s"])
+        .ok();
+    eprintln!("10 real pods ready after {:?}", started.elapsed());
+    k.eventually(
+        &[
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=roll",
+            "-o",
+            "jsonpath={.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}",
+        ],
+        LONG,
+        |r| r.code == 0 && r.stdout.split_whitespace().count() == 10,
+    );
+    k.run(&[
+        "set",
+        "image",
+        "deployment/roll",
+        "main=docker.io/matryoshka/mtest:latest",
+    ])
+    .ok();
+    k.run(&["rollout", "status", "deployment/roll", "--timeout=180s"])
+        .ok();
+    k.eventually(
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=roll",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.containers[0].image} {.status.phase}{\"\\n\"}{end}",
+        ],
+        LONG,
+        |r| {
+            let lines: Vec<&str> = r.stdout.lines().filter(|l| !l.is_empty()).collect();
+            r.code == 0
+                && lines.len() == 10
+                && lines
+                    .iter()
+                    .all(|l| *l == "docker.io/matryoshka/mtest:latest Running")
+        },
+    );
+    k.run(&[
+        "get",
+        "deployment",
+        "roll",
+        "-o",
+        "jsonpath={.status.updatedReplicas}/{.status.readyReplicas}",
+    ])
+    .ok()
+    .out("10/10");
+    k.run(&[
+        "delete",
+        "deployment",
+        "roll",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
+}
