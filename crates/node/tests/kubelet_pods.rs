@@ -207,7 +207,8 @@ async fn the_node_reports_ready_with_its_runtime_and_renews_its_lease() {
         s.daemon_endpoints
             .and_then(|d| d.kubelet_endpoint)
             .map(|e| e.port),
-        Some(10250)
+        node.kubelet().api_addr().map(|a| i32::from(a.port())),
+        "daemonEndpoints report the port the kubelet API listens on"
     );
     let addrs = s.addresses.clone().expect("addresses");
     assert!(addrs.iter().any(|a| a.type_ == "InternalIP"));
