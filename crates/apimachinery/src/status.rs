@@ -335,10 +335,10 @@ impl ApiError {
             "reason": self.reason.as_str(),
             "code": self.code,
         });
-        if self.reason == Reason::Unknown {
-            if let Some(m) = status.as_object_mut() {
-                m.remove("reason");
-            }
+        if self.reason == Reason::Unknown
+            && let Some(m) = status.as_object_mut()
+        {
+            m.remove("reason");
         }
         if !details.is_empty() {
             status["details"] = Value::Object(details);

@@ -207,14 +207,14 @@ impl KubeletClient {
             })?;
         let config = Arc::new(client_config(&pair, &self.options())?);
         let mut cache = self.tls.lock();
-        if cache.len() >= MAX_CLUSTERS && !cache.contains_key(cluster) {
-            if let Some(oldest) = cache
+        if cache.len() >= MAX_CLUSTERS
+            && !cache.contains_key(cluster)
+            && let Some(oldest) = cache
                 .iter()
                 .min_by_key(|(_, c)| c.issued)
                 .map(|(k, _)| k.clone())
-            {
-                cache.remove(&oldest);
-            }
+        {
+            cache.remove(&oldest);
         }
         cache.insert(
             cluster.to_string(),

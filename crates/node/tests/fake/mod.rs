@@ -61,7 +61,7 @@ impl Drop for Cluster {
 impl Cluster {
     pub async fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let store = storage::embedded::EmbeddedStore::open(&dir.path().join("store")).unwrap();
+        let store = storage::embedded::EmbeddedStore::open(dir.path().join("store")).unwrap();
         let server = apiserver::server::start(Arc::new(store)).await.unwrap();
         // kube-apiserver's `--kubelet-preferred-address-types=InternalIP,Hostname`: the fake
         // node's hostname does not resolve.

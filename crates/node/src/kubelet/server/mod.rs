@@ -10,7 +10,7 @@
 //! - [`routes`]: the paths and their methods; [`handlers`]: `/pods`, `/run`, `/healthz`,
 //!   `/stats/summary`, `/metrics/resource` ([`metrics`]), `/metrics`;
 //! - [`proxy`]: exec, attach and port-forward handed to the runtime's streaming server;
-//! - [`logs`]: `/containerLogs`.
+//! - [`logs`] serves `/containerLogs`.
 //!
 //! Bounded: at most [`Limits::max_connections`] connections (more wait to be accepted),
 //! request heads up to 1 MiB (Go's `MaxHeaderBytes`), no request body is ever buffered,
