@@ -8,6 +8,7 @@
 
 mod image;
 mod node_agent;
+mod real_node;
 mod up;
 
 use clap::{Parser, Subcommand};

@@ -67,6 +67,17 @@ pub struct NodeArgs {
     /// CRI: remove every pod sandbox on exit instead of leaving the pods running.
     #[arg(long)]
     pub remove_pods_on_exit: bool,
+    /// CRI: run no node network (Services, NetworkPolicy, the node's DNS server, routes),
+    /// leaving it to another add-on.
+    #[arg(long)]
+    pub no_network: bool,
+    /// CRI: the device routes to other nodes' pod subnets leave by (none: no routes).
+    #[arg(long)]
+    pub uplink: Option<String>,
+    /// CRI: the cluster DNS Service address, created as `kube-system/kube-dns` unless the
+    /// cluster has one (used when `--cluster-dns` is not given).
+    #[arg(long, default_value = crate::real_node::DEFAULT_CLUSTER_DNS)]
+    pub cluster_dns_service_ip: IpAddr,
     /// Virtual: how many nodes to run.
     #[arg(long, default_value_t = 1)]
     pub count: usize,
@@ -149,9 +160,11 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
             let client =
                 node::run::client_from_kubeconfig(&args.kubeconfig, args.context.as_deref())
                     .await?;
-            node::kubelet::run_until(client, config, shutdown_signal())
-                .await
-                .context("the node agent")?;
+            let network = (!args.no_network).then(|| crate::real_node::NetworkOptions {
+                uplink: args.uplink.clone(),
+                cluster_dns_ip: args.cluster_dns_service_ip,
+            });
+            crate::real_node::run(client, config, network, shutdown_signal()).await?;
         }
     }
     Ok(())

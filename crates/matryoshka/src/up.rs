@@ -55,6 +55,9 @@ pub struct UpArgs {
     /// The real node's data (its containerd, pods, logs); default `<data-dir>/node`.
     #[arg(long)]
     pub node_data_dir: Option<PathBuf>,
+    /// Run the real node without its network (Services, NetworkPolicy, cluster DNS).
+    #[arg(long)]
+    pub no_node_network: bool,
     /// Remove the real node's pods on exit instead of leaving them running for the next
     /// start to adopt (a machine being retired; tests).
     #[arg(long)]
@@ -331,8 +334,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             ca_pem: Some(ca.pair.cert_pem.clone()),
         });
         let stopped = stopped.clone();
+        let no_network = args.no_node_network;
         Some(tokio::spawn(async move {
-            if let Err(e) = node::kubelet::run_until(client, config, stopped.wait()).await {
+            let network = (!no_network).then(|| crate::real_node::NetworkOptions {
+                uplink: None,
+                cluster_dns_ip: crate::real_node::DEFAULT_CLUSTER_DNS
+                    .parse()
+                    .expect("a valid address"),
+            });
+            if let Err(e) = crate::real_node::run(client, config, network, stopped.wait()).await {
                 tracing::error!(error = %e, "the real node failed");
             }
         }))

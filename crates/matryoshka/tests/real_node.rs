@@ -24,12 +24,51 @@ static ONE_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// and stops its containerd) however the test ends.
 struct Platform {
     server: Option<Server>,
+    /// The node's address: on a dummy interface of this test's own, so that pods reach
+    /// the node (its DNS server, NodePorts) and traffic never leaves the machine.
+    address: NodeAddress,
     _one: std::sync::MutexGuard<'static, ()>,
+}
+
+/// A dummy interface with one address, removed on drop.
+struct NodeAddress {
+    device: String,
+    ip: String,
+}
+
+impl NodeAddress {
+    fn create() -> NodeAddress {
+        let n = std::process::id() % 250 + 1;
+        let device = format!("mtnode{n}");
+        let ip = format!("10.250.{n}.1");
+        let _ = Command::new("ip").args(["link", "del", &device]).status();
+        for args in [
+            vec!["link", "add", &device, "type", "dummy"],
+            vec!["addr", "add", &format!("{ip}/32"), "dev", &device],
+            vec!["link", "set", &device, "up"],
+        ] {
+            let ok = Command::new("ip")
+                .args(&args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ip {args:?}");
+        }
+        NodeAddress { device, ip }
+    }
+}
+
+impl Drop for NodeAddress {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.device])
+            .status();
+    }
 }
 
 impl Platform {
     fn start() -> Platform {
         let one = ONE_NODE.lock().unwrap_or_else(|e| e.into_inner());
+        let address = NodeAddress::create();
         let kubelet_port = free_port().to_string();
         let server = Server::start_with(
             Backend::Embedded,
@@ -37,7 +76,7 @@ impl Platform {
                 "--node",
                 "real",
                 "--node-ip",
-                "127.0.0.1",
+                &address.ip,
                 "--kubelet-port",
                 &kubelet_port,
                 "--remove-pods-on-exit",
@@ -45,6 +84,7 @@ impl Platform {
         );
         let p = Platform {
             server: Some(server),
+            address,
             _one: one,
         };
         for archive in [
@@ -83,8 +123,21 @@ impl Platform {
     }
 }
 
-impl Drop for Platform {
-    fn drop(&mut self) {
+impl Platform {
+    /// Stops the platform and asserts that its node left no rule in the kernel.
+    fn stop(mut self) {
+        self.terminate();
+        let out = Command::new("nft")
+            .args(["list", "tables"])
+            .output()
+            .expect("nft runs");
+        let tables = String::from_utf8_lossy(&out.stdout).into_owned();
+        for t in ["kube-proxy", "matryoshka-netpol", "matryoshka-podnet"] {
+            assert!(!tables.contains(t), "table {t} left behind:\n{tables}");
+        }
+    }
+
+    fn terminate(&mut self) {
         if let Some(mut s) = self.server.take() {
             let status = s.terminate();
             // What a node leaves by design once its pods are gone (as a kubelet and the
@@ -95,6 +148,12 @@ impl Drop for Platform {
                 panic!("matryoshka up exited with {status}:\n{}", s.log());
             }
         }
+    }
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        self.terminate();
     }
 }
 
@@ -337,6 +396,7 @@ spec:
 
     k.run(&["delete", "pod", "--all", "--wait=true", "--timeout=60s"])
         .ok();
+    platform.stop();
 }
 
 #[test]
@@ -446,4 +506,117 @@ spec:
         "--timeout=60s",
     ])
     .ok();
+    platform.stop();
+}
+
+/// `mtest tcp` from the client pod: an HTTP GET of `target`; `None` when it cannot connect.
+fn get_from_pod(k: &Kubectl, target: &str) -> Option<String> {
+    let r = k.run(&[
+        "exec",
+        "client",
+        "--",
+        "/mtest",
+        "tcp",
+        target,
+        "--timeout",
+        "2",
+        "--send",
+        "GET / HTTP/1.0\r\n\r\n",
+    ]);
+    (r.code == 0).then(|| r.stdout.clone())
+}
+
+/// Retries `get_from_pod` until `want` holds for its answer.
+fn until_answer(k: &Kubectl, target: &str, want: impl Fn(&Option<String>) -> bool) {
+    let deadline = Instant::now() + LONG;
+    loop {
+        let got = get_from_pod(k, target);
+        if want(&got) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{target} from the pod: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn answers(got: &Option<String>) -> bool {
+    got.as_deref()
+        .is_some_and(|o| o.contains(" 200 ") && o.contains("mtest web-"))
+}
+
+#[test]
+fn a_pod_reaches_a_service_by_its_dns_names_and_scaling_to_zero_makes_it_refuse() {
+    let platform = Platform::start();
+    let k = platform.kubectl("1.33");
+    node_ready(&k);
+    let dir = tempfile::tempdir().expect("tempdir");
+    apply(
+        &k,
+        dir.path(),
+        "web.yaml",
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["serve-http", "--port", "8080"]
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  containers:
+  - name: main
+    image: docker.io/matryoshka/mtest:1
+    args: ["sleep", "infinity"]
+"#,
+    );
+    k.run(&["rollout", "status", "deployment/web", "--timeout=120s"])
+        .ok();
+    wait_ready(&k, "client");
+    for name in ["web.default.svc.cluster.local:80", "web.default:80", "web:80"] {
+        until_answer(&k, name, answers);
+    }
+    // The NodePort answers on the node's address.
+    let port = k
+        .run(&["get", "svc", "web", "-o", "jsonpath={.spec.ports[0].nodePort}"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    until_answer(&k, &format!("{}:{port}", platform.address.ip), answers);
+    // No endpoints: the Service refuses; endpoints again: it answers.
+    k.run(&["scale", "deployment/web", "--replicas=0"]).ok();
+    until_answer(&k, "web.default:80", |got| got.is_none());
+    k.run(&["scale", "deployment/web", "--replicas=1"]).ok();
+    k.run(&["rollout", "status", "deployment/web", "--timeout=120s"])
+        .ok();
+    until_answer(&k, "web.default:80", answers);
+    k.run(&["delete", "deployment", "web", "--wait=true", "--timeout=60s"])
+        .ok();
+    k.run(&["delete", "pod", "client", "--wait=true", "--timeout=60s"])
+        .ok();
+    platform.stop();
 }

@@ -20,6 +20,7 @@ fn network(rt: &TestRuntime, subnet: &str) -> PodNetwork {
         subnet: subnet.parse().expect("cidr"),
         ipam_dir: rt.layout.cni_ipam_dir(),
         mtu: 0,
+        masquerade: true,
     }
 }
 

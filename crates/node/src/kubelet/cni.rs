@@ -33,6 +33,10 @@ pub struct PodNetwork {
     pub ipam_dir: PathBuf,
     /// The MTU of the pods' interfaces (0: the kernel's default).
     pub mtu: u32,
+    /// The bridge plugin masquerades traffic leaving the pod subnet (`ipMasq`); off when
+    /// the node network masquerades only what leaves the cluster, so that pods of other
+    /// nodes see a pod's own address.
+    pub masquerade: bool,
 }
 
 /// The configuration list of `net`.
@@ -42,7 +46,7 @@ pub fn conflist(net: &PodNetwork) -> serde_json::Value {
         "bridge": net.bridge,
         "isGateway": true,
         "isDefaultGateway": true,
-        "ipMasq": true,
+        "ipMasq": net.masquerade,
         "hairpinMode": true,
         "ipam": {
             "type": "host-local",
@@ -90,6 +94,7 @@ mod tests {
             subnet: "10.244.1.0/24".parse().expect("cidr"),
             ipam_dir: "/d/cni/networks".into(),
             mtu: 0,
+            masquerade: true,
         }
     }
 

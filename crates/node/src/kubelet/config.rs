@@ -101,6 +101,9 @@ pub struct KubeletConfig {
     pub node_cidr_mask: u8,
     /// The Linux bridge of the pod network.
     pub bridge: String,
+    /// Whether the CNI bridge masquerades pod traffic leaving the node's subnet (on for a
+    /// node alone; off when a node network masquerades only what leaves the cluster).
+    pub cni_masquerade: bool,
     /// The cgroup every pod cgroup is below (`--cgroup-root`; `/` puts them at `/kubepods`).
     pub cgroup_root: String,
     pub dns: ClusterDns,
@@ -139,6 +142,7 @@ impl KubeletConfig {
                 .expect("a valid network"),
             node_cidr_mask: 24,
             bridge: super::cni::DEFAULT_BRIDGE.to_string(),
+            cni_masquerade: true,
             cgroup_root: "/".to_string(),
             dns: ClusterDns::default(),
             sizing: SizingInput::default(),

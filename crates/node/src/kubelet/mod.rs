@@ -196,6 +196,7 @@ impl Kubelet {
                 subnet: cidr,
                 ipam_dir: layout.cni_ipam_dir(),
                 mtu: 0,
+                masquerade: config.cni_masquerade,
             };
             cni::write(&conf_dir, &net).map_err(|e| KubeletError::Io {
                 what: format!("writing the CNI configuration in {}", conf_dir.display()),
