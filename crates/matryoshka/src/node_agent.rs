@@ -5,7 +5,6 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use node::kubelet::{KubeletConfig, Teardown};
 
 /// How the node runs pods.

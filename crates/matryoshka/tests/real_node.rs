@@ -24,13 +24,13 @@ static ONE_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// and stops its containerd) however the test ends.
 struct Platform {
     server: Option<Server>,
-    /// The node's address: on a dummy interface of this test's own, so that pods reach
+    /// The node's address: on an interface of this test's own, so that pods reach
     /// the node (its DNS server, NodePorts) and traffic never leaves the machine.
     address: NodeAddress,
     _one: std::sync::MutexGuard<'static, ()>,
 }
 
-/// A dummy interface with one address, removed on drop.
+/// A veth pair (no `dummy` module here) with one address on one end, removed on drop.
 struct NodeAddress {
     device: String,
     ip: String,
@@ -40,12 +40,19 @@ impl NodeAddress {
     fn create() -> NodeAddress {
         let n = std::process::id() % 250 + 1;
         let device = format!("mtnode{n}");
+        let peer = format!("mtnode{n}p");
         let ip = format!("10.250.{n}.1");
-        let _ = Command::new("ip").args(["link", "del", &device]).status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &device])
+            .stderr(Stdio::null())
+            .status();
         for args in [
-            vec!["link", "add", &device, "type", "dummy"],
+            vec![
+                "link", "add", &device, "type", "veth", "peer", "name", &peer,
+            ],
             vec!["addr", "add", &format!("{ip}/32"), "dev", &device],
             vec!["link", "set", &device, "up"],
+            vec!["link", "set", &peer, "up"],
         ] {
             let ok = Command::new("ip")
                 .args(&args)
@@ -534,10 +541,7 @@ fn until_answer(k: &Kubectl, target: &str, want: impl Fn(&Option<String>) -> boo
         if want(&got) {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{target} from the pod: {got:?}"
-        );
+        assert!(Instant::now() < deadline, "{target} from the pod: {got:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -596,12 +600,22 @@ spec:
     k.run(&["rollout", "status", "deployment/web", "--timeout=120s"])
         .ok();
     wait_ready(&k, "client");
-    for name in ["web.default.svc.cluster.local:80", "web.default:80", "web:80"] {
+    for name in [
+        "web.default.svc.cluster.local:80",
+        "web.default:80",
+        "web:80",
+    ] {
         until_answer(&k, name, answers);
     }
     // The NodePort answers on the node's address.
     let port = k
-        .run(&["get", "svc", "web", "-o", "jsonpath={.spec.ports[0].nodePort}"])
+        .run(&[
+            "get",
+            "svc",
+            "web",
+            "-o",
+            "jsonpath={.spec.ports[0].nodePort}",
+        ])
         .ok()
         .stdout
         .trim()
@@ -614,9 +628,309 @@ spec:
     k.run(&["rollout", "status", "deployment/web", "--timeout=120s"])
         .ok();
     until_answer(&k, "web.default:80", answers);
-    k.run(&["delete", "deployment", "web", "--wait=true", "--timeout=60s"])
-        .ok();
+    k.run(&[
+        "delete",
+        "deployment",
+        "web",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
     k.run(&["delete", "pod", "client", "--wait=true", "--timeout=60s"])
         .ok();
+    platform.stop();
+}
+
+/// `kubectl exec <pod> -n <ns> -- /mtest <args>`.
+fn mtest(k: &Kubectl, ns: &str, pod: &str, args: &[&str]) -> Run {
+    let mut all = vec!["exec", "-n", ns, pod, "--", "/mtest"];
+    all.extend_from_slice(args);
+    k.run(&all)
+}
+
+/// Retries `mtest` in `pod` until `want` holds.
+fn until_mtest(
+    k: &Kubectl,
+    ns: &str,
+    pod: &str,
+    args: &[&str],
+    want: impl Fn(&Run) -> bool,
+) -> Run {
+    let deadline = Instant::now() + LONG;
+    loop {
+        let r = mtest(k, ns, pod, args);
+        if want(&r) {
+            return r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "mtest {args:?} in {ns}/{pod}: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+const GET: &str = "GET /hostname HTTP/1.0\r\n\r\n";
+
+#[test]
+fn dns_records_session_affinity_and_network_policies_work_on_the_real_node() {
+    let platform = Platform::start();
+    let k = platform.kubectl("1.33");
+    node_ready(&k);
+    let dir = tempfile::tempdir().expect("tempdir");
+    apply(
+        &k,
+        dir.path(),
+        "net.yaml",
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: np}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: other}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: np}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["serve-http", "--port", "8080"]
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {name: sticky, namespace: np}
+spec:
+  selector: {app: web}
+  sessionAffinity: ClientIP
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: np}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: np}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{name: http, port: 8080}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: np}
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["serve-http", "--port", "8080"]
+        ports: [{name: http, containerPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: alias, namespace: np}
+spec:
+  type: ExternalName
+  externalName: web.np.svc.cluster.local
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: np, labels: {role: client}}
+spec:
+  containers:
+  - name: main
+    image: docker.io/matryoshka/mtest:1
+    args: ["sleep", "infinity"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: other}
+spec:
+  containers:
+  - name: main
+    image: docker.io/matryoshka/mtest:1
+    args: ["sleep", "infinity"]
+"#,
+    );
+    k.run(&[
+        "-n",
+        "np",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=120s",
+    ])
+    .ok();
+    k.run(&[
+        "-n",
+        "np",
+        "rollout",
+        "status",
+        "statefulset/db",
+        "--timeout=120s",
+    ])
+    .ok();
+    for ns in ["np", "other"] {
+        k.run(&[
+            "wait",
+            "-n",
+            ns,
+            "--for=condition=Ready",
+            "pod/client",
+            "--timeout=120s",
+        ])
+        .ok();
+    }
+    let db_ip = k
+        .run(&[
+            "get",
+            "pod",
+            "-n",
+            "np",
+            "db-0",
+            "-o",
+            "jsonpath={.status.podIP}",
+        ])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+
+    // DNS: a headless StatefulSet's pod, SRV of a named port, ExternalName as CNAME.
+    until_mtest(
+        &k,
+        "np",
+        "client",
+        &["dns", "db-0.db.np.svc.cluster.local"],
+        |r| r.code == 0 && r.stdout.contains(&db_ip),
+    );
+    until_mtest(
+        &k,
+        "np",
+        "client",
+        &["dns", "_http._tcp.db.np.svc.cluster.local", "SRV"],
+        |r| {
+            r.code == 0
+                && r.stdout.contains("8080")
+                && r.stdout.contains("db-0.db.np.svc.cluster.local")
+        },
+    );
+    until_mtest(
+        &k,
+        "np",
+        "client",
+        &["dns", "alias.np.svc.cluster.local", "CNAME"],
+        |r| r.code == 0 && r.stdout.contains("web.np.svc.cluster.local"),
+    );
+
+    // sessionAffinity: ClientIP sticks to one backend.
+    let first = until_mtest(
+        &k,
+        "np",
+        "client",
+        &["tcp", "sticky:80", "--send", GET],
+        |r| r.code == 0 && r.stdout.contains(" 200 "),
+    );
+    let backend = first.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(backend.starts_with("web-"), "{}", first.stdout);
+    for _ in 0..8 {
+        let r = mtest(&k, "np", "client", &["tcp", "sticky:80", "--send", GET]);
+        assert_eq!(
+            r.stdout.lines().last().unwrap_or_default(),
+            backend,
+            "affinity: {}",
+            r.stdout
+        );
+    }
+
+    // NetworkPolicy: ingress deny, then allow only namespace `other`.
+    apply(
+        &k,
+        dir.path(),
+        "deny.yaml",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-ingress, namespace: np}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+"#,
+    );
+    let refused = |r: &Run| r.code != 0;
+    let answered = |r: &Run| r.code == 0 && r.stdout.contains(" 200 ");
+    let to_web = ["tcp", "web.np:80", "--timeout", "2", "--send", GET];
+    until_mtest(&k, "np", "client", &to_web, refused);
+    until_mtest(&k, "other", "client", &to_web, refused);
+    apply(
+        &k,
+        dir.path(),
+        "allow.yaml",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: from-other, namespace: np}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: other}}
+"#,
+    );
+    until_mtest(&k, "other", "client", &to_web, answered);
+    until_mtest(&k, "np", "client", &to_web, refused);
+
+    // Egress: the client may send nothing, yet DNS keeps working.
+    apply(
+        &k,
+        dir.path(),
+        "egress.yaml",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: client-egress, namespace: other}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+"#,
+    );
+    until_mtest(&k, "other", "client", &to_web, refused);
+    mtest(&k, "other", "client", &["dns", "web.np.svc.cluster.local"])
+        .ok()
+        .out("web.np.svc.cluster.local");
+
+    k.run(&[
+        "delete",
+        "namespace",
+        "np",
+        "other",
+        "--wait=true",
+        "--timeout=120s",
+    ])
+    .ok();
     platform.stop();
 }
