@@ -94,7 +94,15 @@ pub async fn ensure_service(client: &kube::Client, cluster_ip: IpAddr) -> Result
         .await
     {
         Ok(s) => Ok(s),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(api.get(NAME).await?),
+        // Another node created it first: a conflict on the name, or (when the address was
+        // reserved before the name was checked, as kube-apiserver also does) a 422 for the
+        // already allocated IP.
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
+            match api.get_opt(NAME).await? {
+                Some(s) => Ok(s),
+                None => Err(kube::Error::Api(e).into()),
+            }
+        }
         Err(e) => Err(e.into()),
     }
 }
