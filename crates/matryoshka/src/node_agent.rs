@@ -77,6 +77,14 @@ pub struct NodeArgs {
     /// cluster has one (used when `--cluster-dns` is not given).
     #[arg(long, default_value = crate::real_node::DEFAULT_CLUSTER_DNS)]
     pub cluster_dns_service_ip: IpAddr,
+    /// CRI: the cgroup every pod cgroup is below (`/` puts them at `/kubepods`).
+    #[arg(long, default_value = "/")]
+    pub cgroup_root: String,
+    /// CRI: a registry every registry is mirrored to (a Matryoshka platform serves one at
+    /// its API address, `https://host:port`), trusted with the kubeconfig's CA; none: images
+    /// come from wherever their names say.
+    #[arg(long)]
+    pub registry_mirror: Option<String>,
     /// Virtual: how many nodes to run.
     #[arg(long, default_value_t = 1)]
     pub count: usize,
@@ -122,6 +130,13 @@ pub fn kubelet_config(args: &NodeArgs) -> anyhow::Result<KubeletConfig> {
     c.dns.servers = args.cluster_dns.clone();
     c.dns.domain = args.cluster_domain.clone();
     c.kubelet_port = args.kubelet_port;
+    c.cgroup_root = args.cgroup_root.clone();
+    if let Some(endpoint) = &args.registry_mirror {
+        c.containerd.registry_mirror = Some(oci::hosts::Mirror {
+            endpoint: endpoint.clone(),
+            ca_pem: kubeconfig_ca(&args.kubeconfig, args.context.as_deref())?,
+        });
+    }
     if let Some(img) = &args.sandbox_image {
         c.containerd.sandbox_image = img.clone();
     }
@@ -133,6 +148,44 @@ pub fn kubelet_config(args: &NodeArgs) -> anyhow::Result<KubeletConfig> {
         c.teardown = Teardown::RemovePods;
     }
     Ok(c)
+}
+
+/// The CA bundle (PEM) of the kubeconfig's cluster (the current context's, or `context`'s).
+fn kubeconfig_ca(path: &std::path::Path, context: Option<&str>) -> anyhow::Result<Option<String>> {
+    use base64::Engine;
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let ctx_name = context
+        .map(str::to_string)
+        .or(kc.current_context.clone())
+        .unwrap_or_default();
+    let cluster_name = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == ctx_name)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone())
+        .unwrap_or_default();
+    let Some(cluster) = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.cluster.as_ref())
+    else {
+        return Ok(None);
+    };
+    if let Some(data) = &cluster.certificate_authority_data {
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| anyhow::anyhow!("the kubeconfig's certificate-authority-data: {e}"))?;
+        return Ok(Some(String::from_utf8_lossy(&pem).into_owned()));
+    }
+    if let Some(file) = &cluster.certificate_authority {
+        return Ok(Some(std::fs::read_to_string(file).map_err(|e| {
+            anyhow::anyhow!("reading the kubeconfig's certificate-authority {file}: {e}")
+        })?));
+    }
+    Ok(None)
 }
 
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
