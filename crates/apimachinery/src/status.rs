@@ -295,16 +295,98 @@ impl ApiError {
         self
     }
 
+    /// The `kind: Status` object as kube-apiserver writes it on the wire: its fields in the
+    /// Go struct's order (`kind`, `apiVersion`, `metadata`, `status`, `message`, `reason`,
+    /// `details`, `code`), empty ones omitted, and a trailing newline (Go's JSON encoder).
+    /// Clients and upstream's tests compare these bytes.
+    pub fn to_status_bytes(&self) -> Vec<u8> {
+        #[derive(serde::Serialize)]
+        struct Empty {}
+        #[derive(serde::Serialize)]
+        struct WireCause<'a> {
+            #[serde(skip_serializing_if = "str::is_empty")]
+            reason: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
+            message: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
+            field: &'a str,
+        }
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WireDetails<'a> {
+            #[serde(skip_serializing_if = "str::is_empty")]
+            name: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
+            group: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
+            kind: &'a str,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            causes: Vec<WireCause<'a>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            retry_after_seconds: Option<u32>,
+        }
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Wire<'a> {
+            kind: &'a str,
+            api_version: &'a str,
+            metadata: Empty,
+            status: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
+            message: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
+            reason: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            details: Option<WireDetails<'a>>,
+            code: u16,
+        }
+        let details = WireDetails {
+            name: self.name.as_deref().unwrap_or(""),
+            group: self.group.as_deref().unwrap_or(""),
+            kind: self.kind.as_deref().unwrap_or(""),
+            causes: self
+                .causes
+                .iter()
+                .map(|c| WireCause {
+                    reason: &c.reason,
+                    message: &c.message,
+                    field: &c.field,
+                })
+                .collect(),
+            retry_after_seconds: self.retry_after_seconds,
+        };
+        let has_details = !(details.name.is_empty()
+            && details.group.is_empty()
+            && details.kind.is_empty()
+            && details.causes.is_empty()
+            && details.retry_after_seconds.is_none());
+        let wire = Wire {
+            kind: "Status",
+            api_version: "v1",
+            metadata: Empty {},
+            status: "Failure",
+            message: &self.message,
+            reason: self.reason.as_str(),
+            details: has_details.then_some(details),
+            code: self.code,
+        };
+        // Serializing borrowed strings and integers into a Vec cannot fail.
+        let mut out = serde_json::to_vec(&wire).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+
     /// The `kind: Status` object.
     pub fn to_status(&self) -> Value {
         let mut details = serde_json::Map::new();
-        if let Some(n) = &self.name {
+        if let Some(n) = self.name.as_ref().filter(|n| !n.is_empty()) {
             details.insert("name".into(), json!(n));
         }
-        if let Some(g) = &self.group {
+        // Upstream omits an empty group (the core group).
+        if let Some(g) = self.group.as_ref().filter(|g| !g.is_empty()) {
             details.insert("group".into(), json!(g));
         }
-        if let Some(k) = &self.kind {
+        if let Some(k) = self.kind.as_ref().filter(|k| !k.is_empty()) {
             details.insert("kind".into(), json!(k));
         }
         if !self.causes.is_empty() {
@@ -358,6 +440,18 @@ pub fn success_status(name: &str, group: &str, kind: &str, uid: Option<&str>) ->
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn status_bytes_follow_upstreams_field_order_and_omit_the_core_group() {
+        let e = super::ApiError::not_found("configmaps", "", "cm");
+        let bytes = String::from_utf8(e.to_status_bytes()).unwrap();
+        assert_eq!(
+            bytes,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"cm\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"cm\",\"kind\":\"configmaps\"},\"code\":404}\n"
+        );
+        let as_value: serde_json::Value = serde_json::from_str(&bytes).unwrap();
+        assert_eq!(as_value, e.to_status());
+    }
+
     use super::*;
     use crate::field::{ErrorList, FieldError};
 

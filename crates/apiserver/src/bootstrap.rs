@@ -177,3 +177,80 @@ fn local_storage_class() -> Value {
         "volumeBindingMode": "WaitForFirstConsumer",
     })
 }
+
+/// Upstream's endpoint reconciler for the `default/kubernetes` Service: its Endpoints and
+/// EndpointSlice name the address and port where pods reach the API server (the advertise
+/// address), so in-cluster clients (`KUBERNETES_SERVICE_HOST`, `10.96.0.1:443`) get through
+/// the node's Service rules. Idempotent: an unchanged object is not written again.
+pub async fn reconcile_kubernetes_endpoints(
+    server: &ApiServer,
+    cluster: &str,
+    ip: std::net::IpAddr,
+    port: u16,
+) -> Result<(), ApiError> {
+    let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+    let ports = json!([{"name": "https", "port": port, "protocol": "TCP"}]);
+    let wanted = [
+        (
+            "",
+            "endpoints",
+            json!({
+                "apiVersion": "v1",
+                "kind": "Endpoints",
+                "metadata": {"name": "kubernetes", "namespace": "default",
+                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                "subsets": [{"addresses": [{"ip": ip.to_string()}], "ports": ports}],
+            }),
+        ),
+        (
+            "discovery.k8s.io",
+            "endpointslices",
+            json!({
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {"name": "kubernetes", "namespace": "default",
+                    "labels": {"kubernetes.io/service-name": "kubernetes"}},
+                "addressType": family,
+                "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
+                "ports": ports,
+            }),
+        ),
+    ];
+    for (group, plural, obj) in wanted {
+        let res = server
+            .catalog
+            .builtin(group, plural)
+            .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))?;
+        let at = Location {
+            cluster,
+            namespace: "default",
+            name: "kubernetes",
+        };
+        server
+            .store
+            .update_with(&res, &at, &WriteOptions::default(), |cur| {
+                let mut next = obj.clone();
+                if let Some(cur) = cur {
+                    // Keep what others added to the metadata (owner references, labels).
+                    let mut meta = apimachinery::meta::metadata(cur).clone();
+                    for (k, v) in apimachinery::meta::metadata(&obj) {
+                        if k == "labels" {
+                            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+                            if let (Some(have), Some(want)) =
+                                (labels.as_object_mut(), v.as_object())
+                            {
+                                have.extend(want.clone());
+                            }
+                        } else {
+                            meta.insert(k.clone(), v.clone());
+                        }
+                    }
+                    meta.remove("resourceVersion");
+                    next["metadata"] = Value::Object(meta);
+                }
+                Ok(next)
+            })
+            .await?;
+    }
+    Ok(())
+}

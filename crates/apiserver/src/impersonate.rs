@@ -27,14 +27,28 @@ pub fn apply(server: &ApiServer, ctx: &mut Ctx) -> Result<(), ApiError> {
         .iter()
         .filter_map(|(k, v)| {
             let key = k.as_str().strip_prefix("impersonate-extra-")?;
-            Some((percent_decode(key), v.to_str().ok()?.to_string()))
+            Some((
+                crate::route::percent_decode(key),
+                v.to_str().ok()?.to_string(),
+            ))
         })
         .collect();
     if user.is_empty() {
         if !groups.is_empty() || !uid.is_empty() || !extra.is_empty() {
-            return Err(ApiError::internal(
-                "requested [{Group  [] } {UID  []}] without impersonating a user".to_string(),
-            ));
+            // Upstream answers 500 here; it is the client's error, so 400, naming what was
+            // asked.
+            let mut asked: Vec<String> = Vec::new();
+            asked.extend(groups.iter().map(|g| format!("Impersonate-Group: {g}")));
+            asked.extend(uid.iter().map(|u| format!("Impersonate-Uid: {u}")));
+            asked.extend(
+                extra
+                    .iter()
+                    .map(|(k, v)| format!("Impersonate-Extra-{k}: {v}")),
+            );
+            return Err(ApiError::bad_request(format!(
+                "requested [{}] without impersonating a user (Impersonate-User)",
+                asked.join(", ")
+            )));
         }
         return Ok(());
     }
@@ -93,23 +107,4 @@ pub fn apply(server: &ApiServer, ctx: &mut Ctx) -> Result<(), ApiError> {
     }
     ctx.user = new;
     Ok(())
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

@@ -106,6 +106,14 @@ impl NodeLocation {
 }
 
 /// The location of a node's kubelet as upstream's `NodeConnectionInfoGetter` finds it.
+/// Whether a Node is one of Matryoshka's virtual nodes (`spec.providerID: virtual://<name>`):
+/// no kubelet listens at its addresses.
+pub fn is_virtual(node: &Value) -> bool {
+    node.pointer("/spec/providerID")
+        .and_then(Value::as_str)
+        .is_some_and(|p| p.starts_with("virtual://"))
+}
+
 pub fn node_location(node: &Value, options: &KubeletOptions) -> Result<NodeLocation, ApiError> {
     let addresses: Vec<(&str, &str)> = node
         .pointer("/status/addresses")
@@ -180,8 +188,24 @@ impl KubeletClient {
             .store
             .cache
             .get("", "nodes", cluster, "", node)
-            .ok_or_else(|| ApiError::not_found("nodes", "", node))?;
-        node_location(&obj.value(), &self.options())
+            .ok_or_else(|| ApiError::not_found("nodes", "", node))?
+            .value();
+        // A virtual node's addresses are made up: never dialled (they may name a real host).
+        if is_virtual(&obj) {
+            return Err(ApiError::bad_request(format!(
+                "node \"{node}\" is a virtual node: it runs no containers and serves no kubelet API"
+            )));
+        }
+        node_location(&obj, &self.options())
+    }
+
+    /// Whether `node` of `cluster` is a virtual node (see [`is_virtual`]).
+    pub fn is_virtual_node(&self, server: &ApiServer, cluster: &str, node: &str) -> bool {
+        server
+            .store
+            .cache
+            .get("", "nodes", cluster, "", node)
+            .is_some_and(|o| is_virtual(&o.value()))
     }
 
     /// The TLS client configuration for `cluster`'s kubelets.

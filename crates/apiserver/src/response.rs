@@ -48,7 +48,7 @@ pub fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Response<Bo
 /// A `Status` error response.
 pub fn error(e: &ApiError) -> Response<Body> {
     let status = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut r = json(status, &e.to_status());
+    let mut r = bytes(status, "application/json", e.to_status_bytes());
     if let Some(secs) = e.retry_after_seconds
         && (e.code == 429 || e.code == 503)
     {

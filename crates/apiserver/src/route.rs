@@ -121,10 +121,40 @@ pub fn route(path: &str) -> Routed {
     }
 }
 
+/// Decodes `%XX` escapes (as Go's `url.PathUnescape`); a `%` not followed by two hex digits
+/// stays as it is, and bytes that do not form UTF-8 become U+FFFD.
+pub fn percent_decode(s: &str) -> String {
+    if !s.contains('%') {
+        return s.to_string();
+    }
+    let bytes = s.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn route_in_cluster(path: &str) -> Route {
     if let Some(r) = proxy_route(path) {
         return r;
     }
+    // Go's net/http hands kube-apiserver the decoded path (`system%3Aaggregate-to-admin` is
+    // `system:aggregate-to-admin`; the Python client encodes `:` that way). A proxy's tail
+    // (above) is the backend's and stays as sent.
+    let decoded = percent_decode(path);
+    let path = decoded.as_str();
     // Empty segments (`//`) are not collapsed: upstream answers 404 for them too.
     let trimmed = path
         .strip_suffix('/')
@@ -182,6 +212,12 @@ fn proxy_route(path: &str) -> Option<Route> {
         [res, name, "proxy", tail @ ..] if *res != "namespaces" => ("", *res, *name, tail),
         _ => return None,
     };
+    let (namespace, resource, name) = (
+        percent_decode(namespace),
+        percent_decode(resource),
+        percent_decode(name),
+    );
+    let (namespace, resource, name) = (namespace.as_str(), resource.as_str(), name.as_str());
     let head = [group, version, namespace, resource, name];
     if head
         .iter()
@@ -245,6 +281,15 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_encoded_segments_are_decoded_as_go_does() {
+        let p = res("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aaggregate-to-admin");
+        assert_eq!(p.name.as_deref(), Some("system:aggregate-to-admin"));
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%zz%41"), "%zzA");
+        assert_eq!(percent_decode("%C3%A9%e9"), "é\u{fffd}");
+    }
 
     fn res(path: &str) -> ResourcePath {
         match route(path).route {

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use apimachinery::status::ApiError;
 use bytes::Bytes;
+use futures::FutureExt;
 use http::{Method, Request, Response, StatusCode, header};
 use registry::catalog::Catalog;
 use registry::store::Store;
@@ -182,9 +183,26 @@ impl ApiServer {
             warnings: Vec::new(),
         };
         let (verb, resource) = crate::metrics::labels(&ctx.method, &routed.route, &ctx.query);
-        let mut resp = match self.dispatch(&mut ctx, &routed, &caller).await {
-            Ok(r) => r,
-            Err(e) => response::error(&e),
+        // The recovery layer (upstream's WithPanicRecovery): a panic in a handler is a bug,
+        // logged with its request, and the client gets a 500 `Status` instead of a dropped
+        // connection. It is a backstop, not the error path.
+        let dispatched = std::panic::AssertUnwindSafe(self.dispatch(&mut ctx, &routed, &caller))
+            .catch_unwind()
+            .await;
+        let mut resp = match dispatched {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => response::error(&e),
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(method = %ctx.method, path = %parts.uri.path(), panic = %why, "a request handler panicked");
+                response::error(&ApiError::internal(
+                    "this request caused the API server to panic; its log has the details",
+                ))
+            }
         };
         for w in &ctx.warnings {
             let v = format!("299 - {}", serde_json::to_string(w).unwrap_or_default());

@@ -157,6 +157,10 @@ async fn a_deployment_rolls_out_rolls_a_new_image_within_surge_and_rolls_back() 
         .unwrap();
     let d = wait_complete(&deps, "web", 3).await;
     assert_eq!(revision(&d).as_deref(), Some("1"));
+    // The revision annotation is written with the status: no new generation (regression:
+    // generation 2 right after create, 4 after one template change).
+    assert_eq!(d.metadata.generation, Some(1));
+    assert_eq!(d.status.as_ref().unwrap().observed_generation, Some(1));
     let available = condition(&d, "Available").unwrap();
     assert_eq!(
         available,
@@ -234,6 +238,8 @@ async fn a_deployment_rolls_out_rolls_a_new_image_within_surge_and_rolls_back() 
         .unwrap();
     let d = wait_complete(&deps, "web", 3).await;
     assert_eq!(revision(&d).as_deref(), Some("2"));
+    assert_eq!(d.metadata.generation, Some(2));
+    assert_eq!(d.status.as_ref().unwrap().observed_generation, Some(2));
     let all = sets.list(&Default::default()).await.unwrap().items;
     let mine = owned_by(&all, &d);
     assert_eq!(mine.len(), 2);

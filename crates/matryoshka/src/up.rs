@@ -23,6 +23,11 @@ pub struct UpArgs {
     /// The HTTPS port.
     #[arg(long, default_value_t = 6443)]
     pub secure_port: u16,
+    /// Where pods reach the API server: the `default/kubernetes` Service's endpoints
+    /// (kube-apiserver's flag). Default: the bind address when it is routable, else, with a
+    /// real node, the node's address — where the server then listens too.
+    #[arg(long)]
+    pub advertise_address: Option<IpAddr>,
     /// etcd endpoints (comma-separated); the embedded store is used when empty.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
@@ -218,10 +223,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
     let _ = server.oci.set(Arc::new(registry));
 
+    let advertise = advertise_address(&args);
     let validity = Duration::from_secs(args.serving_cert_validity_seconds.max(3));
     let issue = {
         let ca = ca.clone();
-        let names = sans(args.bind_address);
+        let mut names = sans(args.bind_address);
+        names.extend(advertise.map(|a| a.to_string()));
+        names.dedup();
         move || ca.issue_server_for("kube-apiserver", &names, validity)
     };
     let serving = issue()?;
@@ -304,6 +312,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         "nodes: {}",
         nodes_plan.why
     );
+    // Taken from the real node only when it runs.
+    let advertise = advertise.filter(|_| nodes_plan.real || advertise_asked(&args));
+    // Pods reach the API server at the advertise address: when the bind address does not
+    // cover it, the server listens there too.
+    let advertise_listener = match advertise {
+        Some(a) if !args.bind_address.is_unspecified() && a != args.bind_address => {
+            let at = SocketAddr::new(a, args.secure_port);
+            Some(
+                tokio::net::TcpListener::bind(at)
+                    .await
+                    .with_context(|| format!("listening on the advertise address {at}"))?,
+            )
+        }
+        _ => None,
+    };
     let real_node = if nodes_plan.real {
         let client = clients()
             .cluster(runtime::client::ROOT)
@@ -359,6 +382,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         let client = clients()
             .cluster(runtime::client::ROOT)
             .map_err(|e| anyhow::anyhow!("a client for the virtual nodes: {e}"))?;
+        let stopped = stopped.clone();
         Some(tokio::spawn(async move {
             let run =
                 node::run_virtual_nodes(client, &group, node::Options::default(), stopped.wait());
@@ -369,7 +393,36 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    if let Some(l) = advertise_listener {
+        tokio::spawn(apiserver::serve::serve(
+            server.clone(),
+            l,
+            tls.clone(),
+            stopped.clone().wait(),
+        ));
+    }
+    let endpoints = advertise.map(|ip| {
+        let server = server.clone();
+        let port = args.secure_port;
+        tokio::spawn(async move {
+            // Upstream's reconciler repairs the endpoints every 10 s; unchanged ones are not
+            // written again.
+            loop {
+                let cluster = apiserver::route::ROOT_CLUSTER;
+                if let Err(e) =
+                    apiserver::bootstrap::reconcile_kubernetes_endpoints(&server, cluster, ip, port)
+                        .await
+                {
+                    tracing::warn!(error = %e, "reconciling the kubernetes Service's endpoints");
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        })
+    });
     apiserver::serve::serve(server, listener, tls, shutdown_signal()).await;
+    if let Some(e) = endpoints {
+        e.abort();
+    }
     stop.trigger();
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), scheduler).await;
@@ -384,6 +437,35 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     rotation.abort();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The advertise address (see [`UpArgs::advertise_address`]): the flag, else a routable bind
+/// address, else the real node's address when the root cluster may get a real node.
+fn advertise_address(args: &UpArgs) -> Option<IpAddr> {
+    if let Some(a) = args.advertise_address {
+        return Some(a);
+    }
+    let b = args.bind_address;
+    if !b.is_unspecified() && !b.is_loopback() {
+        return Some(b);
+    }
+    let no_real_node = matches!(args.node, Some(NodeMode::Virtual | NodeMode::None))
+        || (args.node.is_none() && args.virtual_nodes > 0);
+    if no_real_node {
+        return None;
+    }
+    Some(
+        args.node_ip
+            .unwrap_or_else(node::kubelet::machine::default_ip),
+    )
+    .filter(|a| !a.is_loopback())
+}
+
+/// Whether the advertise address was asked for (the flag, or a routable bind address) rather
+/// than taken from the real node.
+fn advertise_asked(args: &UpArgs) -> bool {
+    args.advertise_address.is_some()
+        || (!args.bind_address.is_unspecified() && !args.bind_address.is_loopback())
 }
 
 /// Re-issues the serving certificate when a third of its lifetime is left, without a restart.

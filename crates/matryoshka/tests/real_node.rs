@@ -600,6 +600,30 @@ spec:
     k.run(&["rollout", "status", "deployment/web", "--timeout=120s"])
         .ok();
     wait_ready(&k, "client");
+    // A pod calls the API server with its service-account token, through the `kubernetes`
+    // Service (its endpoints are the advertise address, here the node's).
+    k.run(&[
+        "create",
+        "rolebinding",
+        "default-view",
+        "--clusterrole=view",
+        "--serviceaccount=default:default",
+    ])
+    .ok();
+    let deadline = Instant::now() + LONG;
+    loop {
+        let r = k.run(&["exec", "client", "--", "/mtest", "api"]);
+        if r.code == 0 && r.stdout.contains("status: 200") && r.stdout.contains("\"client\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pod's API call: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     for name in [
         "web.default.svc.cluster.local:80",
         "web.default:80",

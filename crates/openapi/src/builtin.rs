@@ -85,6 +85,11 @@ mod tests {
             ports.list_type,
             ListType::Map(vec!["containerPort".into(), "protocol".into()])
         );
+        // Apply keys a port without `protocol` by the default (a 500 before this).
+        let protocol = field(POD, "spec.containers.ports.protocol");
+        assert_eq!(protocol.default, Some(serde_json::json!("TCP")));
+        let svc = field(("", "v1", "Service"), "spec.ports.protocol");
+        assert_eq!(svc.default, Some(serde_json::json!("TCP")));
     }
 
     #[test]

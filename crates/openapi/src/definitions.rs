@@ -15,7 +15,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use crate::kinds::{EVERY_GROUP_VERSION, KINDS, SUPPORT, served_group_versions, served_resources};
-use crate::tables::{ATOMIC_STRUCTS, BY_DEFINITION, FIELD_MAP_TYPES};
+use crate::tables::{ATOMIC_STRUCTS, BY_DEFINITION, FIELD_DEFAULTS, FIELD_MAP_TYPES};
 
 /// Where OpenAPI v3 documents keep their schemas.
 pub(crate) const REF_PREFIX: &str = "#/components/schemas/";
@@ -249,6 +249,11 @@ fn annotate(schemas: &mut Map<String, Value>) {
     for (definition, field, map_type) in FIELD_MAP_TYPES {
         if let Some(prop) = property_mut(schemas, definition, field) {
             prop.insert("x-kubernetes-map-type".into(), (*map_type).into());
+        }
+    }
+    for (definition, field, default) in FIELD_DEFAULTS {
+        if let Some(prop) = property_mut(schemas, definition, field) {
+            prop.insert("default".into(), (*default).into());
         }
     }
     for definition in ATOMIC_STRUCTS {

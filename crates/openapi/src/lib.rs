@@ -6,6 +6,7 @@
 //! - [`compile_structural`]: the structural schema of a custom resource from its CRD's
 //!   `openAPIV3Schema`.
 //! - [`unknown_fields`] and [`prune`]: strict field validation and CRD pruning.
+//! - [`type_mismatch`]: JSON types of a built-in object against its kind, as Go's decoder.
 //! - [`DocumentSet`]: the OpenAPI v3 documents served at `/openapi/v3`, built-in ones shared by
 //!   every logical cluster ([`builtin_documents`]) and custom resource ones
 //!   ([`custom_resource_document`]) added per cluster.
@@ -23,6 +24,7 @@ mod paths;
 mod set;
 mod structural;
 mod tables;
+mod types;
 mod unknown;
 
 pub use builtin::builtin_schema;
@@ -32,4 +34,5 @@ pub use document::{
 pub use kinds::CUSTOM_RESOURCE_DEFINITIONS;
 pub use set::{DocumentSet, builtin_documents};
 pub use structural::compile_structural;
+pub use types::{TypeMismatch, type_mismatch};
 pub use unknown::{prune, unknown_fields};

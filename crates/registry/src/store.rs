@@ -645,8 +645,10 @@ impl Store {
             };
             let mut new = f(Some(&old))?;
             self.normalize(res, loc, &mut new, true)?;
+            // Upstream parses the sent resourceVersion and treats 0 like none: an
+            // unconditional update (`metadata.resourceVersion: "0"` is not a conflict).
             let sent_rv = meta::resource_version(&new).to_string();
-            if !sent_rv.is_empty() && sent_rv != old_rev.to_string() {
+            if !sent_rv.is_empty() && sent_rv != "0" && sent_rv != old_rev.to_string() {
                 return Err(ApiError::modified(&res.plural, &res.group, loc.name));
             }
             let mut new = self.prepare_update(res, &old, new, opts)?;
@@ -740,6 +742,10 @@ impl Store {
             // The status endpoint changes only the status (and who manages it).
             let status = new.get_mut("status").map(Value::take);
             let managed = meta::metadata(&new).get("managedFields").cloned();
+            let annotations = res
+                .strategy
+                .status_updates_annotations()
+                .then(|| meta::metadata(&new).get("annotations").cloned());
             // The old object but its status (which is replaced, so not copied).
             let mut merged = match old.as_object() {
                 Some(m) => Value::Object(
@@ -755,6 +761,13 @@ impl Store {
             }
             if let Some(mf) = managed {
                 meta::set(&mut merged, "managedFields", mf);
+            }
+            match annotations {
+                Some(Some(a)) => meta::set(&mut merged, "annotations", a),
+                Some(None) => {
+                    meta::remove(&mut merged, "annotations");
+                }
+                None => {}
             }
             new = merged;
         } else if res.has_status() {

@@ -28,6 +28,13 @@ pub trait Strategy: Send + Sync + 'static {
     /// Carries server-owned fields over on update.
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
 
+    /// Whether an update through `/status` takes the request's `metadata.annotations`
+    /// (upstream's Deployment status strategy resets only spec and labels: the controller
+    /// records the revision annotation with the status, without a new generation).
+    fn status_updates_annotations(&self) -> bool {
+        false
+    }
+
     /// Validates a new object; every error with its path.
     fn validate(&self, _obj: &Value) -> ErrorList {
         ErrorList::new()

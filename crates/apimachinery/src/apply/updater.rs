@@ -307,8 +307,10 @@ impl Ctx<'_> {
         me: &ManagerId,
         force: bool,
     ) -> Result<(Value, Managers), ApplyError> {
+        // The applied configuration is the client's: a configuration that does not fit the
+        // schema is its error (400), where upstream answers 500.
         let set = to_field_set(self.schema, config, false).map_err(|e| {
-            ApplyError::Invalid(format!("failed to create typed patch object: {e}"))
+            ApplyError::BadRequest(format!("failed to create typed patch object: {e}"))
         })?;
         to_field_set(self.schema, live, true)
             .map_err(|e| ApplyError::Invalid(format!("failed to create typed live object: {e}")))?;

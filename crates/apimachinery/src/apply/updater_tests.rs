@@ -504,11 +504,12 @@ fn apply_rejects_list_items_without_keys() {
     let mut c = cfg(1, json!({}));
     c["spec"]["template"]["spec"]["containers"] = json!([{"image": "x"}]);
     let err = apply_as(None, &c, "m", false).unwrap_err();
-    assert!(matches!(err, ApplyError::Invalid(_)));
+    assert!(matches!(err, ApplyError::BadRequest(_)));
     assert!(
         err.to_string().contains("omits key field \"name\""),
         "{err}"
     );
+    assert_eq!(err.to_api_error().code, 400);
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! Admission that needs more than the object itself: DefaultStorageClass (claims without a
-//! class get the cluster's default), LimitRanger (defaults and bounds from the namespace's
+//! Admission that needs more than the object itself: ServiceAccount (a pod's account and its
+//! token volume, `service_account`), NamespaceLifecycle's immortal namespaces,
+//! DefaultStorageClass (claims without a class get the cluster's default), LimitRanger (defaults and bounds from the namespace's
 //! LimitRanges), ResourceQuota (charging creates to the namespace's quotas) and the
 //! disruption-budget check of evictions.
 //!
@@ -11,6 +12,7 @@
 mod eviction;
 mod limits;
 mod quota;
+pub mod service_account;
 mod validators;
 
 use apimachinery::meta;
@@ -59,6 +61,25 @@ fn namespace_objects(
         .iter()
         .map(|o| o.to_value())
         .collect()
+}
+
+/// The namespaces NamespaceLifecycle admission never lets go of (upstream's immortal
+/// namespaces: kube-apiserver and its controllers rely on them existing).
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// Admits a delete of `loc`: NamespaceLifecycle refuses (403) to delete an immortal namespace,
+/// with upstream's message.
+pub fn admit_delete(res: &ResourceDef, loc: &Location<'_>) -> Result<(), ApiError> {
+    if res.group.is_empty() && res.plural == "namespaces" && IMMORTAL_NAMESPACES.contains(&loc.name)
+    {
+        return Err(ApiError::forbidden(
+            &res.plural,
+            &res.group,
+            loc.name,
+            "this namespace may not be deleted",
+        ));
+    }
+    Ok(())
 }
 
 /// Admits a create of `obj` into `loc`: may add LimitRange defaults to it, refuses it (403)

@@ -2,7 +2,8 @@
 //! container, then the kubelet's `/containerLogs` streamed back as `text/plain`.
 //!
 //! A pod not bound to a node has no logs yet: an empty 200, as upstream's `LogLocation`
-//! answers with no location. A kubelet refusal becomes a `Status` as upstream's response
+//! answers with no location. A pod on a virtual node gets one line saying there are none
+//! (virtual nodes' addresses are never dialled). A kubelet refusal becomes a `Status` as upstream's response
 //! checker makes it: a 400 keeps the kubelet's text (`container "c" in pod "p" is waiting to
 //! start: ContainerCreating`), a 500 is an InternalError with it, anything else the generic
 //! message of its code.
@@ -39,6 +40,15 @@ pub async fn log(
     else {
         return Ok(response::bytes(StatusCode::OK, "text/plain", Vec::new()));
     };
+    if server.kubelet.is_virtual_node(server, &ctx.cluster, node) {
+        return Ok(response::text(
+            StatusCode::OK,
+            format!(
+                "pod {} runs on virtual node {node}: virtual nodes run no containers, so there are no logs\n",
+                loc.name
+            ),
+        ));
+    }
     let location = server.kubelet.location(server, &ctx.cluster, node)?;
     let mut path = format!("/containerLogs/{}/{}/{container}", loc.namespace, loc.name);
     let query = opts.kubelet_query();

@@ -73,6 +73,12 @@ pub async fn resource(
             &res.plural,
         ));
     }
+    // The verb is checked against the resource before anything runs: a refused request
+    // changes nothing (`DELETE /api/v1/namespaces` is a 405, not a deletion of every
+    // namespace). Subresources dispatch on (subresource, verb) pairs below.
+    if p.subresource.is_none() && !res.allows(verb) {
+        return Err(ApiError::method_not_allowed(verb, &res.plural));
+    }
     if verb == "create" && crate::reviews::is_review(&res) {
         return crate::reviews::answer(server, ctx, &res, &p.namespace);
     }
@@ -80,15 +86,11 @@ pub async fn resource(
         ctx.warnings.push(w.clone());
     }
     let name = p.name.clone().unwrap_or_default();
+    let cluster = ctx.cluster.clone();
     let loc = Location {
-        cluster: &ctx.cluster.clone(),
+        cluster: &cluster,
         namespace: &p.namespace,
         name: &name,
-    };
-    let loc = Location {
-        cluster: loc.cluster,
-        namespace: loc.namespace,
-        name: loc.name,
     };
     match (verb, p.subresource.as_deref()) {
         ("get", None) => read::get(server, ctx, &res, &loc).await,
@@ -111,13 +113,6 @@ pub async fn resource(
             &res.plural,
         )),
     }
-    .and_then(|r| {
-        if res.allows(verb) || p.subresource.is_some() {
-            Ok(r)
-        } else {
-            Err(ApiError::method_not_allowed(verb, &res.plural))
-        }
-    })
 }
 
 /// The selector predicate of a list or watch (`labelSelector`, `fieldSelector`), refusing

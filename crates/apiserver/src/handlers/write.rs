@@ -86,16 +86,7 @@ pub fn check_fields(
         return Ok(());
     }
     match v {
-        FieldValidation::Strict => {
-            let msgs: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
-            Err(ApiError::bad_request(format!(
-                "strict decoding error: {}",
-                msgs.join(", ")
-            )))
-        }
+        FieldValidation::Strict => Err(strict_error(&unknown)),
         _ => {
             for f in unknown {
                 ctx.warnings.push(format!("unknown field \"{f}\""));
@@ -103,6 +94,15 @@ pub fn check_fields(
             Ok(())
         }
     }
+}
+
+/// The 400 of `fieldValidation=Strict`, naming every unknown field.
+fn strict_error(unknown: &[String]) -> ApiError {
+    let msgs: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", ")))
 }
 
 /// Escalation prevention for writes of RBAC objects.
@@ -136,6 +136,7 @@ pub async fn create(
 ) -> Result<Response<Body>, ApiError> {
     let w = write_params(ctx, None)?;
     let mut obj = codec::decode_object(ctx)?;
+    crate::fields::check_types(res, &obj)?;
     check_fields(ctx, res, &obj, w.validation)?;
     crate::fields::prune(res, &mut obj);
     if res.group.is_empty() && res.plural == "secrets" {
@@ -143,6 +144,9 @@ pub async fn create(
             apimachinery::meta::set(&mut obj, "namespace", loc.namespace);
         }
         crate::tokens::fill_legacy_token(server, &ctx.cluster, &mut obj)?;
+    }
+    if res.group.is_empty() && res.plural == "pods" && !loc.namespace.is_empty() {
+        crate::admission::service_account::admit_pod(server, &ctx.cluster, loc.namespace, &mut obj);
     }
     rbac_guard(server, ctx, res, loc.namespace, &obj, None)?;
     crate::admission::validate(server, ctx, res, loc, None, &obj, None, w.opts.dry_run)?;
@@ -163,6 +167,7 @@ pub async fn update(
 ) -> Result<Response<Body>, ApiError> {
     let w = write_params(ctx, subresource)?;
     let mut obj = codec::decode_object(ctx)?;
+    crate::fields::check_types(res, &obj)?;
     check_fields(ctx, res, &obj, w.validation)?;
     crate::fields::prune(res, &mut obj);
     // A replace without resourceVersion is allowed for most resources, not for all (CRDs and
@@ -260,10 +265,23 @@ pub async fn patch(
         check_fields(ctx, res, &body, w.validation)?;
     }
     let manager = w.manager.clone();
+    // Unknown fields of the patched object (not of the patch: a merge patch may name any
+    // path), found before anything is written: Strict refuses the patch unstored, Warn
+    // warns once it is written. The object is then pruned like an update's.
+    let mut unknown = Vec::new();
     let (stored, created) = server
         .store
         .update_with(res, loc, &w.opts, |cur| {
-            let new = patching::apply(res, kind, cur, &body, &manager, subresource, force, loc)?;
+            let mut new =
+                patching::apply(res, kind, cur, &body, &manager, subresource, force, loc)?;
+            crate::fields::check_types(res, &new)?;
+            if ty != BodyType::ApplyPatch && w.validation != FieldValidation::Ignore {
+                unknown = crate::fields::unknown(res, &new);
+                if w.validation == FieldValidation::Strict && !unknown.is_empty() {
+                    return Err(strict_error(&unknown));
+                }
+            }
+            crate::fields::prune(res, &mut new);
             rbac_guard(server, ctx, res, loc.namespace, &new, cur)?;
             crate::admission::validate(
                 server,
@@ -278,8 +296,8 @@ pub async fn patch(
             Ok(new)
         })
         .await?;
-    if ty != BodyType::ApplyPatch {
-        check_fields(ctx, res, &stored, w.validation)?;
+    for f in unknown {
+        ctx.warnings.push(format!("unknown field \"{f}\""));
     }
     render::object(
         ctx,
@@ -364,6 +382,7 @@ pub async fn delete(
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
     let opts = delete_options(ctx)?;
+    crate::admission::admit_delete(res, loc)?;
     let result = server.store.delete(res, loc, &opts).await?;
     let obj = match result {
         Deleted::Gone(o) | Deleted::Pending(o) => o,
@@ -398,6 +417,7 @@ pub async fn delete_collection(
             namespace: &ns,
             name: &name,
         };
+        crate::admission::admit_delete(res, &loc)?;
         match server.store.delete(res, &loc, &opts).await {
             Ok(Deleted::Gone(v) | Deleted::Pending(v)) => {
                 let rev = meta::resource_version(&v).parse().unwrap_or(0);

@@ -387,6 +387,45 @@ impl ServiceAllocator {
     }
 }
 
+/// Refuses a Service whose `spec` or `spec.ports[*]` the allocator writes into is not an
+/// object, before anything is reserved, as upstream's decoder does (400, its message).
+/// Regression: `"spec": "str"` panicked the allocator after it had reserved an address.
+fn check_shape(svc: &Value) -> Result<(), ApiError> {
+    fn json_type(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+    let refuse = |v: &Value, field: &str, go_type: &str| {
+        ApiError::bad_request(format!(
+            "Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal {} into Go struct field {field} of type {go_type}",
+            json_type(v)
+        ))
+    };
+    let Some(spec) = svc.get("spec") else {
+        return Ok(());
+    };
+    match spec {
+        Value::Null | Value::Object(_) => {}
+        v => return Err(refuse(v, "Service.spec", "v1.ServiceSpec")),
+    }
+    match spec.get("ports") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(ports)) => {
+            if let Some(p) = ports.iter().find(|p| !p.is_object()) {
+                return Err(refuse(p, "ServiceSpec.spec.ports", "v1.ServicePort"));
+            }
+        }
+        Some(v) => return Err(refuse(v, "ServiceSpec.spec.ports", "[]v1.ServicePort")),
+    }
+    Ok(())
+}
+
 #[async_trait::async_trait]
 impl WriteHook for ServiceAllocator {
     async fn before_write(
@@ -397,6 +436,7 @@ impl WriteHook for ServiceAllocator {
         new: &mut Value,
         dry_run: bool,
     ) -> Result<Reservation, ApiError> {
+        check_shape(new)?;
         let mut t = Txn {
             store,
             cluster,

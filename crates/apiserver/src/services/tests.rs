@@ -332,3 +332,33 @@ async fn dual_stack_is_refused_on_this_single_stack_cluster() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_service_of_the_wrong_shape_is_refused_before_anything_is_reserved() {
+    let f = fixture(ServiceAllocator::default(), &["a"]).await;
+    let spec_str = json!({"metadata": {"name": "s", "namespace": "default"}, "spec": "str"});
+    let err = f.create("a", spec_str).await.unwrap_err();
+    assert_eq!(
+        err,
+        "Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal string into Go struct field Service.spec of type v1.ServiceSpec"
+    );
+    let port_str = svc("p", json!({"type": "NodePort", "ports": ["80"]}));
+    let err = f.create("a", port_str).await.unwrap_err();
+    assert!(
+        err.ends_with("cannot unmarshal string into Go struct field ServiceSpec.spec.ports of type v1.ServicePort"),
+        "{err}"
+    );
+    let all = f
+        .store
+        .storage
+        .list(b"", storage::ListOptions::default())
+        .await
+        .unwrap();
+    let reserved: Vec<String> = all
+        .items
+        .iter()
+        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+        .filter(|k| k.contains("ipaddresses") || k.contains("servicenodeports"))
+        .collect();
+    assert!(reserved.is_empty(), "{reserved:?}");
+}

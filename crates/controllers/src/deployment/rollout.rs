@@ -136,7 +136,9 @@ impl Sync {
         }
     }
 
-    /// Records `revision` on the Deployment (a metadata change, so not through `/status`).
+    /// Records `revision` on the Deployment through `/status`, as upstream's controller does:
+    /// the status strategy takes the annotation without a new generation, so a fresh
+    /// Deployment stays at generation 1 through its first rollout.
     async fn set_deployment_revision(&mut self, revision: &str) -> Result<()> {
         let current = self
             .d
@@ -150,7 +152,7 @@ impl Sync {
         let patch = json!({"metadata": {"annotations": {util::REVISION: revision}}});
         let updated = self
             .deployments
-            .patch(
+            .patch_status(
                 &name(&self.d.metadata),
                 &PatchParams::default(),
                 &Patch::Merge(&patch),

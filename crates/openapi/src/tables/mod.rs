@@ -46,6 +46,14 @@ const fn f(
     }
 }
 
+/// Field `default`s upstream publishes that server-side apply needs: list-map keys a manifest
+/// may omit (a container port without `protocol` is keyed by `TCP`, as kube-apiserver's
+/// schema says).
+pub(crate) static FIELD_DEFAULTS: &[(&str, &str, &str)] = &[
+    ("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"),
+    ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"),
+];
+
 /// Field-level `x-kubernetes-map-type` (maps and struct-typed fields).
 #[rustfmt::skip]
 pub(crate) static FIELD_MAP_TYPES: &[(&str, &str, &str)] = &[

@@ -52,6 +52,10 @@ impl Strategy for DeploymentStrategy {
         }
     }
 
+    fn status_updates_annotations(&self) -> bool {
+        true
+    }
+
     fn validate(&self, obj: &Value) -> ErrorList {
         validate_spec(obj)
     }

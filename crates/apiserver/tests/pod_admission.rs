@@ -1,0 +1,120 @@
+//! ServiceAccount admission on pod creates: the `default` account and the projected
+//! `kube-api-access-*` volume in-cluster clients read, unless automounting is off.
+//! Regression: pods got no token volume, so a pod could not call the API server.
+
+use std::sync::Arc;
+
+use apiserver::auth::{UserExt, UserInfo};
+use apiserver::server::{ApiServer, Caller};
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+async fn post(server: &Arc<ApiServer>, uri: &str, body: Value) -> (u16, Value) {
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(Bytes::from(body.to_string()))
+        .unwrap();
+    let resp = server
+        .handle(req, Caller::Internal(UserInfo::system()))
+        .await;
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+fn pod(name: &str, spec_extra: Value) -> Value {
+    let mut spec = json!({
+        "initContainers": [{"name": "init", "image": "busybox"}],
+        "containers": [
+            {"name": "a", "image": "busybox"},
+            {"name": "b", "image": "busybox", "volumeMounts": [
+                {"name": "mine", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+            ]}
+        ],
+        "volumes": [{"name": "mine", "emptyDir": {}}],
+    });
+    if let (Some(s), Some(extra)) = (spec.as_object_mut(), spec_extra.as_object()) {
+        s.extend(extra.clone());
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+}
+
+fn token_volume(p: &Value) -> Option<&Value> {
+    p["spec"]["volumes"].as_array()?.iter().find(|v| {
+        v["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("kube-api-access-"))
+    })
+}
+
+#[tokio::test]
+async fn a_pod_gets_the_default_account_and_its_token_volume_unless_automount_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = storage::embedded::EmbeddedStore::open(dir.path()).unwrap();
+    let server = apiserver::server::start(Arc::new(store)).await.unwrap();
+    let pods = "/api/v1/namespaces/default/pods";
+
+    let (code, p) = post(&server, pods, pod("plain", json!({}))).await;
+    assert_eq!(code, 201, "{p}");
+    assert_eq!(p["spec"]["serviceAccountName"], "default");
+    let v = token_volume(&p).expect("a kube-api-access volume");
+    let name = v["name"].as_str().unwrap();
+    assert_eq!(name.len(), "kube-api-access-".len() + 5, "{name}");
+    assert_eq!(
+        v["projected"]["sources"],
+        json!([
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+        ])
+    );
+    let mount = json!({"name": name, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+    assert_eq!(
+        p["spec"]["initContainers"][0]["volumeMounts"],
+        json!([mount])
+    );
+    assert_eq!(p["spec"]["containers"][0]["volumeMounts"], json!([mount]));
+    // A container that mounts something there already keeps its own.
+    assert_eq!(
+        p["spec"]["containers"][1]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        p["spec"]["containers"][1]["volumeMounts"][0]["name"],
+        "mine"
+    );
+
+    let (code, p) = post(
+        &server,
+        pods,
+        pod("off", json!({"automountServiceAccountToken": false})),
+    )
+    .await;
+    assert_eq!(code, 201, "{p}");
+    assert!(token_volume(&p).is_none(), "{p}");
+
+    let (code, sa) = post(
+        &server,
+        "/api/v1/namespaces/default/serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "quiet"}, "automountServiceAccountToken": false}),
+    )
+    .await;
+    assert_eq!(code, 201, "{sa}");
+    server.store.wait_for_cache().await;
+    let (code, p) = post(
+        &server,
+        pods,
+        pod("quiet", json!({"serviceAccountName": "quiet"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{p}");
+    assert_eq!(p["spec"]["serviceAccountName"], "quiet");
+    assert!(token_volume(&p).is_none(), "{p}");
+}
