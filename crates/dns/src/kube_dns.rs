@@ -84,27 +84,36 @@ pub fn service(cluster_ip: IpAddr) -> Service {
 
 /// Creates the `kube-dns` Service unless the cluster has one; returns the Service in place
 /// (an existing one is left as it is: its cluster IP cannot change).
+///
+/// Nodes starting together race to create it. The loser gets a conflict on the name, or
+/// (the address is reserved before the name is checked, as kube-apiserver also does) a 422
+/// for the already allocated IP while the winner's Service is not stored yet: it reads the
+/// Service again, a few times over two seconds, before it tries once more.
 pub async fn ensure_service(client: &kube::Client, cluster_ip: IpAddr) -> Result<Service> {
     let api: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
-    if let Some(s) = api.get_opt(NAME).await? {
-        return Ok(s);
-    }
-    match api
-        .create(&PostParams::default(), &service(cluster_ip))
-        .await
-    {
-        Ok(s) => Ok(s),
-        // Another node created it first: a conflict on the name, or (when the address was
-        // reserved before the name was checked, as kube-apiserver also does) a 422 for the
-        // already allocated IP.
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
-            match api.get_opt(NAME).await? {
-                Some(s) => Ok(s),
-                None => Err(kube::Error::Api(e).into()),
-            }
+    let mut last = None;
+    for _ in 0..3 {
+        if let Some(s) = api.get_opt(NAME).await? {
+            return Ok(s);
         }
-        Err(e) => Err(e.into()),
+        match api
+            .create(&PostParams::default(), &service(cluster_ip))
+            .await
+        {
+            Ok(s) => return Ok(s),
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
+                for _ in 0..20 {
+                    if let Some(s) = api.get_opt(NAME).await? {
+                        return Ok(s);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                last = Some(e);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
+    Err(kube::Error::Api(last.expect("set by the loop's only way round")).into())
 }
 
 /// The name of a node's slice.

@@ -77,6 +77,10 @@ pub struct NodeArgs {
     /// cluster has one (used when `--cluster-dns` is not given).
     #[arg(long, default_value = crate::real_node::DEFAULT_CLUSTER_DNS)]
     pub cluster_dns_service_ip: IpAddr,
+    /// CRI: where the node's cluster DNS forwards names outside the cluster: `resolv-conf`
+    /// (this machine's `/etc/resolv.conf`), `none`, or `IP[:PORT],...`.
+    #[arg(long, default_value = "resolv-conf", value_parser = crate::real_node::parse_dns_upstream)]
+    pub cluster_dns_upstream: dns::Upstream,
     /// CRI: the cgroup every pod cgroup is below (`/` puts them at `/kubepods`).
     #[arg(long, default_value = "/")]
     pub cgroup_root: String,
@@ -215,6 +219,7 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
             let network = (!args.no_network).then(|| crate::real_node::NetworkOptions {
                 uplink: args.uplink.clone(),
                 cluster_dns_ip: args.cluster_dns_service_ip,
+                dns_upstream: args.cluster_dns_upstream.clone(),
             });
             crate::real_node::run(client, config, network, shutdown_signal()).await?;
         }

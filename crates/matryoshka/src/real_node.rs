@@ -19,6 +19,31 @@ pub struct NetworkOptions {
     /// The cluster DNS address (`kube-system/kube-dns`'s ClusterIP) pods are pointed at;
     /// the Service is created with it unless the cluster has one.
     pub cluster_dns_ip: IpAddr,
+    /// Where the node's cluster DNS forwards names outside the cluster domain.
+    pub dns_upstream: dns::Upstream,
+}
+
+/// Parses `--cluster-dns-upstream`: `resolv-conf` (the node's `/etc/resolv.conf`, as
+/// CoreDNS's `forward . /etc/resolv.conf`), `none` (names outside the cluster are refused),
+/// or a comma-separated list of `IP[:PORT]`.
+pub fn parse_dns_upstream(s: &str) -> Result<dns::Upstream, String> {
+    match s {
+        "resolv-conf" => Ok(dns::Upstream::ResolvConf("/etc/resolv.conf".into())),
+        "none" => Ok(dns::Upstream::Disabled),
+        list => list
+            .split(',')
+            .map(|a| {
+                let a = a.trim();
+                a.parse::<std::net::SocketAddr>()
+                    .or_else(|_| {
+                        a.parse::<IpAddr>()
+                            .map(|ip| std::net::SocketAddr::new(ip, 53))
+                    })
+                    .map_err(|_| format!("not resolv-conf, none or IP[:PORT]: {a:?}"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(dns::Upstream::Servers),
+    }
 }
 
 /// The upstream convention for the cluster DNS address (kubeadm's `10.96.0.10`).
@@ -64,6 +89,9 @@ pub async fn run(
             let mut nc = NodeNetworkConfig::new(&node_name, cluster_cidr);
             nc.node_ip = Some(node_ip);
             nc.uplink = n.uplink;
+            if let Some(dc) = nc.dns.as_mut() {
+                dc.upstream = n.dns_upstream;
+            }
             match NodeNetwork::start(client.clone(), nc).await {
                 Ok(net) => Some(net),
                 Err(e) => {

@@ -63,6 +63,10 @@ pub struct UpArgs {
     /// Run the real node without its network (Services, NetworkPolicy, cluster DNS).
     #[arg(long)]
     pub no_node_network: bool,
+    /// Where the real node's cluster DNS forwards names outside the cluster: `resolv-conf`
+    /// (this machine's `/etc/resolv.conf`), `none`, or `IP[:PORT],...`.
+    #[arg(long, default_value = "resolv-conf", value_parser = crate::real_node::parse_dns_upstream)]
+    pub cluster_dns_upstream: dns::Upstream,
     /// Remove the real node's pods on exit instead of leaving them running for the next
     /// start to adopt (a machine being retired; tests).
     #[arg(long)]
@@ -358,12 +362,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         });
         let stopped = stopped.clone();
         let no_network = args.no_node_network;
+        let dns_upstream = args.cluster_dns_upstream.clone();
         Some(tokio::spawn(async move {
             let network = (!no_network).then(|| crate::real_node::NetworkOptions {
                 uplink: None,
                 cluster_dns_ip: crate::real_node::DEFAULT_CLUSTER_DNS
                     .parse()
                     .expect("a valid address"),
+                dns_upstream,
             });
             if let Err(e) = crate::real_node::run(client, config, network, stopped.wait()).await {
                 tracing::error!(error = %e, "the real node failed");

@@ -87,6 +87,9 @@ impl Platform {
                 "--kubelet-port",
                 &kubelet_port,
                 "--remove-pods-on-exit",
+                // Names outside the cluster are refused, never forwarded off the machine.
+                "--cluster-dns-upstream",
+                "none",
             ],
         );
         let p = Platform {

@@ -1,5 +1,5 @@
 //! Two real nodes on one machine, as separate hosts are: each `matryoshka node` runs in a
-//! network namespace of its own (a machine on a bridge the test makes, `podnet::Fabric`),
+//! network namespace of its own (entered with `nsenter --net`) (a machine on a bridge the test makes, `podnet::Fabric`),
 //! with its own containerd, pod subnet and address, joining `matryoshka up` through its
 //! kubeconfig and pulling images from the platform's registry. A pod on one node reaches a
 //! Service by its DNS names when the Service's pods are on the other; NodePorts answer on
@@ -30,8 +30,11 @@ impl NodeProcess {
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).expect("log");
         let registry = format!("https://{}:{}", gateway(machine), server.port);
-        let child = Command::new("ip")
-            .args(["netns", "exec", machine.netns().name()])
+        // Only the network namespace is entered: `ip netns exec` also mounts a fresh /sys,
+        // which hides the cgroup hierarchies runc needs.
+        let child = Command::new("nsenter")
+            .arg(format!("--net={}", machine.netns().path().display()))
+            .arg("--")
             .arg(env!("CARGO_BIN_EXE_matryoshka"))
             .args(["node", "--runtime", "cri", "--kubeconfig"])
             .arg(server.kubeconfig())
@@ -44,6 +47,8 @@ impl NodeProcess {
             .args(["--cgroup-root", &format!("/{name}")])
             .args(["--registry-mirror", &registry])
             .arg("--remove-pods-on-exit")
+            // Names outside the cluster are refused, never forwarded off the machine.
+            .args(["--cluster-dns-upstream", "none"])
             .env("MATRYOSHKA_LOG", "info")
             .stdout(Stdio::null())
             .stderr(out.try_clone().expect("log"))
@@ -278,15 +283,33 @@ spec:
 "#,
     );
     k.run(&["apply", "-f", path.to_str().expect("utf-8")]).ok();
-    k.run(&["rollout", "status", "deployment/web", "--timeout=120s"])
-        .ok();
-    k.run(&[
-        "wait",
-        "--for=condition=Ready",
-        "pod/client",
-        "--timeout=120s",
-    ])
-    .ok();
+    let node_logs = |nodes: &[NodeProcess]| {
+        nodes
+            .iter()
+            .map(|n| std::fs::read_to_string(&n.log).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    for args in [
+        &["rollout", "status", "deployment/web", "--timeout=50s"][..],
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/client",
+            "--timeout=50s",
+        ][..],
+    ] {
+        let r = k.run(args);
+        if r.code != 0 {
+            let pods = k.run(&["get", "pods", "-o", "wide"]).stdout;
+            let events = k.run(&["get", "events"]).stdout;
+            panic!(
+                "{args:?}: {}\n{pods}\n{events}\n{}",
+                r.stderr,
+                node_logs(&nodes)
+            );
+        }
+    }
     // The backends are on node-b, the client on node-a.
     k.run(&[
         "get",

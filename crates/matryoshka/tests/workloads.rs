@@ -51,6 +51,22 @@ fn deployments_roll_scale_and_go(k: &Kubectl) {
     let pods = pods_of(k, "apps", "app=web");
     assert_eq!(pods.len(), 3, "{pods:?}");
     assert!(pods.iter().all(|p| p[2] == "Running"), "{pods:?}");
+    // Rollout tooling compares these: the first rollout is generation 1 (the controller's
+    // revision annotation goes through /status), one template change makes it 2.
+    let generations = |k: &Kubectl| {
+        k.run(&[
+            "get",
+            "deployment",
+            "web",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.metadata.generation}/{.status.observedGeneration}",
+        ])
+        .ok()
+        .stdout
+    };
+    assert_eq!(generations(k), "1/1");
 
     k.run(&[
         "set",
@@ -74,6 +90,7 @@ fn deployments_roll_scale_and_go(k: &Kubectl) {
     ])
     .ok()
     .out("nginx:1.27");
+    assert_eq!(generations(k), "2/2");
     k.run(&["rollout", "undo", "deployment/web", "-n", "apps"])
         .ok();
     k.run(&["rollout", "status", "deployment/web", "-n", "apps", WAIT])

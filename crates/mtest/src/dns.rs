@@ -325,14 +325,22 @@ pub fn lookup_one(conf: &ResolvConf, name: &str, t: u16) -> Result<Option<Vec<Re
     Err(last)
 }
 
-/// Resolves `name` through the search list; the first candidate with answers wins.
+/// Resolves `name` through the search list; the first candidate with answers wins. As glibc,
+/// a server failure on one candidate does not end the search; it is the answer only when no
+/// candidate has records.
 pub fn lookup(conf: &ResolvConf, name: &str, t: u16) -> Result<Option<Vec<Record>>, String> {
+    let mut failure = None;
     for candidate in conf.candidates(name) {
-        if let Some(records) = lookup_one(conf, &candidate, t)? {
-            return Ok(Some(records));
+        match lookup_one(conf, &candidate, t) {
+            Ok(Some(records)) => return Ok(Some(records)),
+            Ok(None) => {}
+            Err(e) => failure = Some(e),
         }
     }
-    Ok(None)
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
 }
 
 pub fn system_conf() -> ResolvConf {
@@ -350,7 +358,12 @@ pub fn resolve_host(host: &str) -> Result<Vec<IpAddr>, String> {
     let conf = system_conf();
     let mut ips = Vec::new();
     for t in [1, 28] {
-        for r in lookup(&conf, host, t)?.unwrap_or_default() {
+        // As getaddrinfo: a failed AAAA lookup does not undo the A answers.
+        let found = match lookup(&conf, host, t) {
+            Err(_) if !ips.is_empty() => None,
+            other => other?,
+        };
+        for r in found.unwrap_or_default() {
             if r.rtype == t
                 && let Ok(ip) = r.data.parse()
             {
