@@ -17,6 +17,20 @@ use serde_json::Value;
 /// A shared schema node.
 pub type SchemaRef = Arc<Schema>;
 
+/// A JSON value's type as Go's `encoding/json` names it in errors (`cannot unmarshal string
+/// into ...`).
+pub fn json_type_name(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// The JSON type of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Type {

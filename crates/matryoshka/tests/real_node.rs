@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Backend, Kubectl, Run, Server, free_port, manifest};
+use support::{Backend, Kubectl, Run, Server, free_port, manifest, remove_cgroup_root};
 
 const LONG: Duration = Duration::from_secs(120);
 
@@ -164,28 +164,6 @@ impl Platform {
 impl Drop for Platform {
     fn drop(&mut self) {
         self.terminate();
-    }
-}
-
-/// Removes the (empty) cgroup tree `name` in every cgroup v1 hierarchy, deepest first.
-fn remove_cgroup_root(name: &str) {
-    fn remove(dir: &Path) {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    remove(&e.path());
-                }
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-    if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
-        for h in hierarchies.flatten() {
-            let root = h.path().join(name);
-            if root.is_dir() {
-                remove(&root);
-            }
-        }
     }
 }
 

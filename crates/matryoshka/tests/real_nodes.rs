@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nodenet::podnet::{Fabric, FabricConfig, Machine};
-use support::{Backend, Kubectl, Run, Server, manifest, watchdog};
+use support::{Backend, Kubectl, Run, Server, manifest, remove_cgroup_root, watchdog};
 
 const LONG: Duration = Duration::from_secs(120);
 
@@ -95,28 +95,6 @@ fn gateway(machine: &Machine) -> String {
     // The fabric's gateway is the first address of the machines' subnet.
     let a = u32::from(machine.address());
     std::net::Ipv4Addr::from((a & 0xffff_ff00) | 1).to_string()
-}
-
-/// Removes the (empty) cgroup tree `name` in every cgroup v1 hierarchy, deepest first.
-fn remove_cgroup_root(name: &str) {
-    fn remove(dir: &Path) {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    remove(&e.path());
-                }
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-    if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
-        for h in hierarchies.flatten() {
-            let root = h.path().join(name);
-            if root.is_dir() {
-                remove(&root);
-            }
-        }
-    }
 }
 
 fn import(server: &Server, archive: &Path) {

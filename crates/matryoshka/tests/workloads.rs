@@ -65,6 +65,7 @@ fn deployments_roll_scale_and_go(k: &Kubectl) {
         ])
         .ok()
         .stdout
+        .clone()
     };
     assert_eq!(generations(k), "1/1");
 

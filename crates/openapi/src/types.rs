@@ -90,12 +90,8 @@ fn go_type(schema: &Schema) -> String {
 
 fn found(value: &Value) -> String {
     match value {
-        Value::Null => "null".into(),
-        Value::Bool(_) => "bool".into(),
         Value::Number(n) => format!("number {n}"),
-        Value::String(_) => "string".into(),
-        Value::Array(_) => "array".into(),
-        Value::Object(_) => "object".into(),
+        v => apimachinery::schema::json_type_name(v).into(),
     }
 }
 

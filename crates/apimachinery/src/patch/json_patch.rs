@@ -36,7 +36,7 @@ fn decode(patch: &Value) -> Result<Vec<&Map<String, Value>>, PatchError> {
     let Some(items) = patch.as_array() else {
         return Err(PatchError::BadRequest(format!(
             "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
-            go_type_name(patch)
+            crate::schema::json_type_name(patch)
         )));
     };
     items
@@ -45,22 +45,11 @@ fn decode(patch: &Value) -> Result<Vec<&Map<String, Value>>, PatchError> {
             op.as_object().ok_or_else(|| {
                 PatchError::BadRequest(format!(
                     "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
-                    go_type_name(op)
+                    crate::schema::json_type_name(op)
                 ))
             })
         })
         .collect()
-}
-
-fn go_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 fn str_field<'a>(op: &'a Map<String, Value>, name: &str) -> Option<&'a str> {

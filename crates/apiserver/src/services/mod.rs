@@ -391,20 +391,10 @@ impl ServiceAllocator {
 /// object, before anything is reserved, as upstream's decoder does (400, its message).
 /// Regression: `"spec": "str"` panicked the allocator after it had reserved an address.
 fn check_shape(svc: &Value) -> Result<(), ApiError> {
-    fn json_type(v: &Value) -> &'static str {
-        match v {
-            Value::Null => "null",
-            Value::Bool(_) => "bool",
-            Value::Number(_) => "number",
-            Value::String(_) => "string",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
-        }
-    }
     let refuse = |v: &Value, field: &str, go_type: &str| {
         ApiError::bad_request(format!(
             "Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal {} into Go struct field {field} of type {go_type}",
-            json_type(v)
+            apimachinery::schema::json_type_name(v)
         ))
     };
     let Some(spec) = svc.get("spec") else {

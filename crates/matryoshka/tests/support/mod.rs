@@ -363,6 +363,28 @@ fn wait_with_timeout(child: Child, timeout: Duration, what: &str) -> Output {
     }
 }
 
+/// Removes the (empty) cgroup tree a real node leaves by design (as a kubelet does): `name` in every cgroup v1 hierarchy, deepest first.
+pub fn remove_cgroup_root(name: &str) {
+    fn remove(dir: &Path) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove(&e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
+        for h in hierarchies.flatten() {
+            let root = h.path().join(name);
+            if root.is_dir() {
+                remove(&root);
+            }
+        }
+    }
+}
+
 /// Writes a manifest into a temporary file and returns its path.
 pub fn manifest(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     let p = dir.join(name);
