@@ -44,6 +44,18 @@ impl Env {
             ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
                 .cluster("root")
                 .expect("root client");
+        // What the root-CA publisher of the controllers (not run here) gives every namespace:
+        // pods' token volumes read `ca.crt` from it.
+        let ca = serde_json::json!({
+            "metadata": {"name": "kube-root-ca.crt"},
+            "data": {"ca.crt": server.config.root_ca.cert_pem.clone()},
+        });
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(ca).expect("a ConfigMap");
+        Api::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("kube-root-ca.crt");
         Env {
             server,
             client,
