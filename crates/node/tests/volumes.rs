@@ -128,6 +128,16 @@ where
         + serde::Serialize,
     K::DynamicType: Default,
 {
+    let mut obj = obj;
+    // Each test looks at the volumes it names: no automatic token volume beside them.
+    if K::kind(&K::DynamicType::default()) == "Pod"
+        && let Some(spec) = obj
+            .get_mut("spec")
+            .and_then(serde_json::Value::as_object_mut)
+    {
+        spec.entry("automountServiceAccountToken")
+            .or_insert(serde_json::Value::Bool(false));
+    }
     let obj: K = serde_json::from_value(obj).expect("object");
     Api::<K>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &obj)

@@ -363,7 +363,8 @@ fn wait_with_timeout(child: Child, timeout: Duration, what: &str) -> Output {
     }
 }
 
-/// Removes the (empty) cgroup tree a real node leaves by design (as a kubelet does): `name` in every cgroup v1 hierarchy, deepest first.
+/// Removes the (empty) cgroup tree `name` a real node leaves by design (as a kubelet does),
+/// in every cgroup v1 hierarchy, deepest first.
 pub fn remove_cgroup_root(name: &str) {
     fn remove(dir: &Path) {
         if let Ok(entries) = std::fs::read_dir(dir) {
