@@ -33,8 +33,17 @@ pub async fn token_request(
         codec::decode_object(ctx)?
     };
     let cache = &server.store.cache;
-    let sa = cache
-        .get("", "serviceaccounts", &ctx.cluster, namespace, sa_name)
+    // A miss may be an object just written (a kubelet asks for a pod's token right after
+    // the pod was created): the cache is given the time to catch up with storage first.
+    let lookup = async |plural: &str, ns: &str, name: &str| {
+        if let Some(o) = cache.get("", plural, &ctx.cluster, ns, name) {
+            return Some(o);
+        }
+        server.store.wait_for_cache().await;
+        cache.get("", plural, &ctx.cluster, ns, name)
+    };
+    let sa = lookup("serviceaccounts", namespace, sa_name)
+        .await
         .ok_or_else(|| ApiError::not_found("serviceaccounts", "", sa_name))?;
     let trust = server
         .authn
@@ -85,7 +94,7 @@ pub async fn token_request(
         };
         if !plural.is_empty() {
             let ns = if kind == "Node" { "" } else { namespace };
-            match cache.get("", plural, &ctx.cluster, ns, name) {
+            match lookup(plural, ns, name).await {
                 None => return Err(ApiError::not_found(plural, "", name)),
                 Some(o) => {
                     let want = bound.get("uid").and_then(Value::as_str).unwrap_or("");
