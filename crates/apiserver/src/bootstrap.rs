@@ -25,6 +25,18 @@ fn ensure_owned<'a>(
     Box::pin(async move { ensure(server, cluster, group, plural, &namespace, obj).await })
 }
 
+/// A built-in resource every cluster serves (its absence is a bug: a 500).
+fn served(
+    server: &ApiServer,
+    group: &str,
+    plural: &str,
+) -> Result<std::sync::Arc<registry::ResourceDef>, ApiError> {
+    server
+        .catalog
+        .builtin(group, plural)
+        .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))
+}
+
 async fn ensure(
     server: &ApiServer,
     cluster: &str,
@@ -33,10 +45,7 @@ async fn ensure(
     namespace: &str,
     obj: Value,
 ) -> Result<(), ApiError> {
-    let res = server
-        .catalog
-        .builtin(group, plural)
-        .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))?;
+    let res = served(server, group, plural)?;
     let loc = Location {
         cluster,
         namespace,
@@ -108,10 +117,7 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
     // service that exists already holds it: creating it again would be refused as
     // "already allocated" before "already exists", so it is looked up first.
     writes.push(Box::pin(async move {
-        let services = server
-            .catalog
-            .builtin("", "services")
-            .ok_or_else(|| ApiError::internal("services are not served"))?;
+        let services = served(server, "", "services")?;
         let at = Location {
             cluster,
             namespace: "default",
@@ -217,10 +223,7 @@ pub async fn reconcile_kubernetes_endpoints(
         ),
     ];
     for (group, plural, obj) in wanted {
-        let res = server
-            .catalog
-            .builtin(group, plural)
-            .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))?;
+        let res = served(server, group, plural)?;
         let at = Location {
             cluster,
             namespace: "default",

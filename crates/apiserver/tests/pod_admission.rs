@@ -2,28 +2,17 @@
 //! `kube-api-access-*` volume in-cluster clients read, unless automounting is off.
 //! Regression: pods got no token volume, so a pod could not call the API server.
 
+mod support;
+
 use std::sync::Arc;
 
-use apiserver::auth::{UserExt, UserInfo};
-use apiserver::server::{ApiServer, Caller};
-use bytes::Bytes;
-use http::{Method, Request};
-use http_body_util::BodyExt;
+use apiserver::server::ApiServer;
+use http::Method;
 use serde_json::{Value, json};
 
 async fn post(server: &Arc<ApiServer>, uri: &str, body: Value) -> (u16, Value) {
-    let req = Request::builder()
-        .method(Method::POST)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(Bytes::from(body.to_string()))
-        .unwrap();
-    let resp = server
-        .handle(req, Caller::Internal(UserInfo::system()))
-        .await;
-    let code = resp.status().as_u16();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    let json = [("content-type", "application/json")];
+    support::call_with(server, Method::POST, uri, &json, &body.to_string()).await
 }
 
 fn pod(name: &str, spec_extra: Value) -> Value {
@@ -53,9 +42,7 @@ fn token_volume(p: &Value) -> Option<&Value> {
 
 #[tokio::test]
 async fn a_pod_gets_the_default_account_and_its_token_volume_unless_automount_is_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = storage::embedded::EmbeddedStore::open(dir.path()).unwrap();
-    let server = apiserver::server::start(Arc::new(store)).await.unwrap();
+    let (_dir, server) = support::server().await;
     let pods = "/api/v1/namespaces/default/pods";
 
     let (code, p) = post(&server, pods, pod("plain", json!({}))).await;

@@ -4,38 +4,13 @@
 //! (upstream's NamespaceLifecycle admission keeps `default`, `kube-system` and
 //! `kube-public`); impersonation headers without a user were a 500 naming nothing.
 
+mod support;
+
 use std::sync::Arc;
 
-use apiserver::auth::{UserExt, UserInfo};
-use apiserver::server::{ApiServer, Caller};
-use bytes::Bytes;
-use http::{Method, Request};
-use http_body_util::BodyExt;
-use serde_json::Value;
-
-async fn call(server: &Arc<ApiServer>, method: Method, uri: &str) -> (u16, Value) {
-    call_with(server, method, uri, &[], "").await
-}
-
-async fn call_with(
-    server: &Arc<ApiServer>,
-    method: Method,
-    uri: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req.body(Bytes::from(body.to_string())).unwrap();
-    let resp = server
-        .handle(req, Caller::Internal(UserInfo::system()))
-        .await;
-    let code = resp.status().as_u16();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
-}
+use apiserver::server::ApiServer;
+use http::Method;
+use support::{call, call_with, server};
 
 async fn namespace_names(server: &Arc<ApiServer>) -> Vec<String> {
     let (code, list) = call(server, Method::GET, "/api/v1/namespaces").await;
@@ -48,13 +23,6 @@ async fn namespace_names(server: &Arc<ApiServer>) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-async fn server() -> (tempfile::TempDir, Arc<ApiServer>) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = storage::embedded::EmbeddedStore::open(dir.path()).unwrap();
-    let server = apiserver::server::start(Arc::new(store)).await.unwrap();
-    (dir, server)
 }
 
 #[tokio::test]
