@@ -34,6 +34,33 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The reason a `Status` names (what another server or a webhook sent); a reason this
+    /// list does not hold becomes [`Reason::Unknown`].
+    pub fn from_name(name: &str) -> Reason {
+        const ALL: [Reason; 17] = [
+            Reason::BadRequest,
+            Reason::Unauthorized,
+            Reason::Forbidden,
+            Reason::NotFound,
+            Reason::MethodNotAllowed,
+            Reason::NotAcceptable,
+            Reason::AlreadyExists,
+            Reason::Conflict,
+            Reason::Gone,
+            Reason::Expired,
+            Reason::RequestEntityTooLarge,
+            Reason::UnsupportedMediaType,
+            Reason::Invalid,
+            Reason::TooManyRequests,
+            Reason::InternalError,
+            Reason::ServiceUnavailable,
+            Reason::Timeout,
+        ];
+        ALL.into_iter()
+            .find(|r| r.as_str() == name)
+            .unwrap_or(Reason::Unknown)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::BadRequest => "BadRequest",

@@ -53,6 +53,7 @@ async fn write_status(
     let opts = WriteOptions {
         dry_run: false,
         subresource: Some("status".into()),
+        ..Default::default()
     };
     let result = server
         .store

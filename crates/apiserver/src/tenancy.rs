@@ -239,6 +239,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let opts = WriteOptions {
         dry_run: false,
         subresource: Some("status".into()),
+        ..Default::default()
     };
     server
         .store

@@ -42,6 +42,29 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `Some("status")` for writes through the status subresource.
     pub subresource: Option<String>,
+    /// Admission to run inside the write, on every attempt.
+    pub admission: Option<Admission>,
+}
+
+/// Admission a write runs inside the store (upstream hands its REST storage the admission
+/// functions of the request): `mutate` on the object the caller computed, before the strategy
+/// prepares it; `validate` once it is prepared and valid, just before it is written. Both see
+/// the stored object of that attempt as `old` (`None` on create), and run again when a
+/// conflict makes the store retry from a fresh read.
+#[async_trait::async_trait]
+pub trait Admit: Send + Sync {
+    async fn mutate(&self, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError>;
+    async fn validate(&self, new: &Value, old: Option<&Value>) -> Result<(), ApiError>;
+}
+
+/// A shared [`Admit`] in [`WriteOptions`].
+#[derive(Clone)]
+pub struct Admission(pub Arc<dyn Admit>);
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission")
+    }
 }
 
 /// `DeleteOptions` as the store uses them.
@@ -529,6 +552,10 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         self.normalize(res, loc, &mut obj, false)?;
+        if let Some(a) = &opts.admission {
+            a.0.mutate(&mut obj, None).await?;
+            self.normalize(res, loc, &mut obj, false)?;
+        }
         let generate = meta::name(&obj).is_empty() && !meta::generate_name(&obj).is_empty();
         {
             let m = meta::metadata_mut(&mut obj);
@@ -575,6 +602,12 @@ impl Store {
                 .hook_before(res, loc.cluster, None, &mut obj, opts.dry_run)
                 .await?;
             if let Err(e) = self.validate(res, &obj, None) {
+                self.hook_abort(res, loc.cluster, reserved).await;
+                return Err(e);
+            }
+            if let Some(a) = &opts.admission
+                && let Err(e) = a.0.validate(&obj, None).await
+            {
                 self.hook_abort(res, loc.cluster, reserved).await;
                 return Err(e);
             }
@@ -644,6 +677,9 @@ impl Store {
                 }
             };
             let mut new = f(Some(&old))?;
+            if let Some(a) = &opts.admission {
+                a.0.mutate(&mut new, Some(&old)).await?;
+            }
             self.normalize(res, loc, &mut new, true)?;
             // Upstream parses the sent resourceVersion and treats 0 like none: an
             // unconditional update (`metadata.resourceVersion: "0"` is not a conflict).
@@ -659,6 +695,12 @@ impl Store {
                     .await?
             };
             if let Err(e) = self.validate(res, &new, Some(&old)) {
+                self.hook_abort(res, loc.cluster, reserved).await;
+                return Err(e);
+            }
+            if let Some(a) = &opts.admission
+                && let Err(e) = a.0.validate(&new, Some(&old)).await
+            {
                 self.hook_abort(res, loc.cluster, reserved).await;
                 return Err(e);
             }

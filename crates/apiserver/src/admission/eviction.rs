@@ -114,6 +114,7 @@ pub async fn check_eviction(
     let opts = WriteOptions {
         dry_run,
         subresource: Some("status".into()),
+        ..Default::default()
     };
     let pod_name = loc.name.to_string();
     server

@@ -9,20 +9,24 @@
 //! create), then LimitRanger's bounds and the quota charge (validating). Updates are not
 //! charged (upstream charges only pod resizes and claim expansions there).
 
+pub mod cel;
 mod eviction;
 mod limits;
 mod quota;
 pub mod service_account;
 mod validators;
+pub mod webhook;
 
 use apimachinery::meta;
 use apimachinery::status::ApiError;
+use parking_lot::Mutex;
 use registry::ResourceDef;
 use registry::cache::Filter;
 use registry::store::{Location, WriteOptions};
 use serde_json::Value;
 
-use crate::server::ApiServer;
+use crate::server::{ApiServer, Ctx};
+use webhook::Attributes;
 
 pub use eviction::check_eviction;
 pub use validators::{Objects, Operation, Request, Validator, Validators, validate};
@@ -82,9 +86,62 @@ pub fn admit_delete(res: &ResourceDef, loc: &Location<'_>) -> Result<(), ApiErro
     Ok(())
 }
 
+/// Whether admission outside the server applies to writes in `cluster` (webhook
+/// configurations exist there), the test before a write pays for anything more.
+pub fn any_external(server: &ApiServer, cluster: &str) -> bool {
+    webhook::any(server, cluster)
+}
+
+/// The validating stage outside the server, in upstream's plugin order: validating webhooks
+/// (in parallel).
+pub async fn validate_external(
+    server: &ApiServer,
+    attrs: &Attributes,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    warnings: &Mutex<Vec<String>>,
+) -> Result<(), ApiError> {
+    webhook::validate(server, attrs, obj, old, warnings).await
+}
+
+/// Admission of a delete of `loc` by webhooks: mutating ones are told (their patches have no
+/// object to apply to), validating ones may refuse; both see the object as `oldObject`.
+pub async fn admit_delete_external(
+    server: &ApiServer,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    if !any_external(server, &ctx.cluster) {
+        return Ok(());
+    }
+    let current = server.store.get(res, loc).await?;
+    let attrs = Attributes::new(
+        &ctx.cluster,
+        &ctx.user,
+        res,
+        None,
+        webhook::Operation::Delete,
+        loc.namespace,
+        loc.name,
+        dry_run,
+    );
+    let warnings = Mutex::new(Vec::new());
+    let result = async {
+        webhook::mutate(server, &attrs, None, Some(&current), &warnings).await?;
+        validate_external(server, &attrs, None, Some(&current), &warnings).await
+    }
+    .await;
+    ctx.warnings.extend(warnings.into_inner());
+    result
+}
+
 /// Admits a create of `obj` into `loc`: may add LimitRange defaults to it, refuses it (403)
-/// when it breaks a LimitRange or exceeds a ResourceQuota, and charges it to the quotas
-/// (unless `dry_run`).
+/// when it breaks a LimitRange, lets validating webhooks judge the prepared object, refuses
+/// it when it exceeds a ResourceQuota, and charges it to the quotas (unless `dry_run`) — the
+/// quota last, as upstream orders its plugins, so a refused create is never charged.
+#[allow(clippy::too_many_arguments)]
 pub async fn admit_create(
     server: &ApiServer,
     cluster: &str,
@@ -92,22 +149,28 @@ pub async fn admit_create(
     loc: &Location<'_>,
     obj: &mut Value,
     dry_run: bool,
+    attrs: &Attributes,
+    warnings: &Mutex<Vec<String>>,
 ) -> Result<(), ApiError> {
-    if !res.namespaced || loc.namespace.is_empty() {
-        return Ok(());
-    }
+    let namespaced = res.namespaced && !loc.namespace.is_empty();
     let core = res.group.is_empty();
-    if core && res.plural == "persistentvolumeclaims" {
+    if namespaced && core && res.plural == "persistentvolumeclaims" {
         default_storage_class(server, cluster, obj);
     }
-    let ranged = core && matches!(res.plural.as_str(), "pods" | "persistentvolumeclaims");
+    let ranged =
+        namespaced && core && matches!(res.plural.as_str(), "pods" | "persistentvolumeclaims");
     let ranges = if ranged {
         namespace_objects(server, cluster, loc.namespace, "limitranges")
     } else {
         Vec::new()
     };
-    let quotas = namespace_objects(server, cluster, loc.namespace, "resourcequotas");
-    if ranges.is_empty() && quotas.is_empty() {
+    let quotas = if namespaced {
+        namespace_objects(server, cluster, loc.namespace, "resourcequotas")
+    } else {
+        Vec::new()
+    };
+    let external = webhook::any_validating(server, cluster);
+    if ranges.is_empty() && quotas.is_empty() && !external {
         return Ok(());
     }
     let name = display_name(obj);
@@ -125,12 +188,18 @@ pub async fn admit_create(
             &WriteOptions {
                 dry_run: true,
                 subresource: None,
+                ..Default::default()
             },
         )
         .await?;
     let forbidden = |why: &str| ApiError::forbidden(&res.plural, &res.group, &name, why);
     if !ranges.is_empty() {
         limits::check(&ranges, &res.plural, &validated).map_err(|e| forbidden(&e))?;
+    }
+    if external {
+        let mut attrs = attrs.clone();
+        attrs.name = meta::name(&validated).to_string();
+        validate_external(server, &attrs, Some(&validated), None, warnings).await?;
     }
     if !quotas.is_empty() {
         quota::charge(

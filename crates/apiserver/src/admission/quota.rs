@@ -111,6 +111,7 @@ pub async fn charge(
     let opts = WriteOptions {
         dry_run: false,
         subresource: Some("status".into()),
+        ..Default::default()
     };
     for qname in interesting {
         let loc = Location {

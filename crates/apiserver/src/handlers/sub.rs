@@ -252,6 +252,7 @@ async fn binding(
     let opts = WriteOptions {
         dry_run: super::dry_run(ctx)?,
         subresource: None,
+        ..Default::default()
     };
     let res_c = res.clone();
     server
@@ -338,6 +339,7 @@ async fn finalize(
     let opts = WriteOptions {
         dry_run: super::dry_run(ctx)?,
         subresource: Some("finalize".into()),
+        ..Default::default()
     };
     let res_c = res.clone();
     let (stored, _) = server

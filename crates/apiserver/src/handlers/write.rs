@@ -5,11 +5,13 @@ use std::sync::Arc;
 use apimachinery::meta;
 use apimachinery::status::ApiError;
 use http::{Response, StatusCode};
+use parking_lot::Mutex;
 use registry::ResourceDef;
 use registry::store::{DeleteOptions, Deleted, ListRequest, Location, WriteOptions};
 use serde_json::{Value, json};
 
 use super::render;
+use crate::admission::webhook::{self, Attributes, Operation, StoreAdmission};
 use crate::codec;
 use crate::negotiate::{self, BodyType};
 use crate::patching;
@@ -58,6 +60,7 @@ pub fn write_params(ctx: &Ctx, subresource: Option<&str>) -> Result<Write, ApiEr
         opts: WriteOptions {
             dry_run,
             subresource: subresource.map(String::from),
+            ..Default::default()
         },
         manager,
         validation,
@@ -128,6 +131,61 @@ fn rbac_guard(
     )
 }
 
+/// Sets up admission outside the server (webhooks) inside the store's update of `loc`, when
+/// the cluster has any; the returned handle holds their warnings.
+fn store_admission(
+    server: &Arc<ApiServer>,
+    ctx: &Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+    subresource: Option<&str>,
+    w: &mut Write,
+) -> Option<Arc<StoreAdmission>> {
+    if !crate::admission::any_external(server, &ctx.cluster) {
+        return None;
+    }
+    let mut attrs = Attributes::new(
+        &ctx.cluster,
+        &ctx.user,
+        res,
+        subresource,
+        Operation::Update,
+        loc.namespace,
+        loc.name,
+        w.opts.dry_run,
+    );
+    attrs.field_manager = w.manager.clone();
+    let adm = Arc::new(StoreAdmission {
+        server: server.clone(),
+        attrs,
+        warnings: Mutex::new(Vec::new()),
+    });
+    w.opts.admission = Some(registry::store::Admission(adm.clone()));
+    Some(adm)
+}
+
+/// Admission configuration takes effect when its write returns: the write waits for the
+/// watch cache (which admission reads) to hold it. Other writes return at once.
+async fn settle(server: &ApiServer, res: &ResourceDef, written: &Value) {
+    if res.group != "admissionregistration.k8s.io" {
+        return;
+    }
+    if let Ok(rev) = meta::resource_version(written).parse::<i64>() {
+        server
+            .store
+            .cache
+            .wait_for(rev, registry::store::RESOURCE_VERSION_WAIT)
+            .await;
+    }
+}
+
+/// Moves the warnings of webhooks run by the store to the response.
+fn take_warnings(ctx: &mut Ctx, adm: Option<Arc<StoreAdmission>>) {
+    if let Some(a) = adm {
+        ctx.warnings.extend(std::mem::take(&mut *a.warnings.lock()));
+    }
+}
+
 pub async fn create(
     server: &Arc<ApiServer>,
     ctx: &mut Ctx,
@@ -149,11 +207,42 @@ pub async fn create(
         crate::admission::service_account::admit_pod(server, &ctx.cluster, loc.namespace, &mut obj);
     }
     rbac_guard(server, ctx, res, loc.namespace, &obj, None)?;
-    crate::admission::validate(server, ctx, res, loc, None, &obj, None, w.opts.dry_run)?;
-    crate::admission::admit_create(server, &ctx.cluster, res, loc, &mut obj, w.opts.dry_run)
-        .await?;
+    let mut attrs = Attributes::new(
+        &ctx.cluster,
+        &ctx.user,
+        res,
+        None,
+        Operation::Create,
+        loc.namespace,
+        meta::name(&obj),
+        w.opts.dry_run,
+    );
+    attrs.field_manager = w.manager.clone();
+    let warnings = Mutex::new(Vec::new());
+    let admitted = async {
+        if crate::admission::any_external(server, &ctx.cluster) {
+            webhook::mutate(server, &attrs, Some(&mut obj), None, &warnings).await?;
+            crate::fields::check_types(res, &obj)?;
+        }
+        crate::admission::validate(server, ctx, res, loc, None, &obj, None, w.opts.dry_run)?;
+        crate::admission::admit_create(
+            server,
+            &ctx.cluster,
+            res,
+            loc,
+            &mut obj,
+            w.opts.dry_run,
+            &attrs,
+            &warnings,
+        )
+        .await
+    }
+    .await;
+    ctx.warnings.extend(warnings.into_inner());
+    admitted?;
     patching::track_update(res, None, &mut obj, &w.manager, None);
     let created = server.store.create(res, loc, obj, &w.opts).await?;
+    settle(server, res, &created).await;
     ctx.warnings.extend(res.strategy.warnings(&created));
     render::object(ctx, res, StatusCode::CREATED, &created)
 }
@@ -165,7 +254,8 @@ pub async fn update(
     loc: &Location<'_>,
     subresource: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    let w = write_params(ctx, subresource)?;
+    let mut w = write_params(ctx, subresource)?;
+    let adm = store_admission(server, ctx, res, loc, subresource, &mut w);
     let mut obj = codec::decode_object(ctx)?;
     crate::fields::check_types(res, &obj)?;
     check_fields(ctx, res, &obj, w.validation)?;
@@ -188,7 +278,7 @@ pub async fn update(
         ));
     }
     let manager = w.manager.clone();
-    let (stored, created) = server
+    let result = server
         .store
         .update_with(res, loc, &w.opts, |cur| {
             let mut new = obj.clone();
@@ -211,7 +301,10 @@ pub async fn update(
                 }
             }
         })
-        .await?;
+        .await;
+    take_warnings(ctx, adm);
+    let (stored, created) = result?;
+    settle(server, res, &stored).await;
     render::object(
         ctx,
         res,
@@ -232,7 +325,7 @@ pub async fn patch(
     subresource: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let ty = negotiate::body_type(ctx.header("content-type"));
-    let w = write_params(ctx, subresource)?;
+    let mut w = write_params(ctx, subresource)?;
     let kind = patching::patch_kind(res, ty, ctx.header("content-type").unwrap_or(""))?;
     if ctx.body.is_empty() {
         return Err(ApiError::bad_request("the body of the request was empty"));
@@ -269,7 +362,8 @@ pub async fn patch(
     // path), found before anything is written: Strict refuses the patch unstored, Warn
     // warns once it is written. The object is then pruned like an update's.
     let mut unknown = Vec::new();
-    let (stored, created) = server
+    let adm = store_admission(server, ctx, res, loc, subresource, &mut w);
+    let result = server
         .store
         .update_with(res, loc, &w.opts, |cur| {
             let mut new =
@@ -295,7 +389,10 @@ pub async fn patch(
             )?;
             Ok(new)
         })
-        .await?;
+        .await;
+    take_warnings(ctx, adm);
+    let (stored, created) = result?;
+    settle(server, res, &stored).await;
     for f in unknown {
         ctx.warnings.push(format!("unknown field \"{f}\""));
     }
@@ -383,10 +480,12 @@ pub async fn delete(
 ) -> Result<Response<Body>, ApiError> {
     let opts = delete_options(ctx)?;
     crate::admission::admit_delete(res, loc)?;
+    crate::admission::admit_delete_external(server, ctx, res, loc, opts.dry_run).await?;
     let result = server.store.delete(res, loc, &opts).await?;
     let obj = match result {
         Deleted::Gone(o) | Deleted::Pending(o) => o,
     };
+    settle(server, res, &obj).await;
     render::object(ctx, res, StatusCode::OK, &obj)
 }
 
@@ -409,15 +508,20 @@ pub async fn delete_collection(
         )
         .await?;
     let mut deleted = Vec::new();
+    let cluster_name = ctx.cluster.clone();
     for o in &listed.items {
         let name = o.name().to_string();
         let ns = o.namespace().to_string();
         let loc = Location {
-            cluster: &ctx.cluster,
+            cluster: &cluster_name,
             namespace: &ns,
             name: &name,
         };
         crate::admission::admit_delete(res, &loc)?;
+        match crate::admission::admit_delete_external(server, ctx, res, &loc, opts.dry_run).await {
+            Err(e) if e.code == 404 => continue,
+            other => other?,
+        }
         match server.store.delete(res, &loc, &opts).await {
             Ok(Deleted::Gone(v) | Deleted::Pending(v)) => {
                 let rev = meta::resource_version(&v).parse().unwrap_or(0);

@@ -2,6 +2,8 @@
 //! handled as the system identity (status code and decoded body).
 #![allow(dead_code)]
 
+pub mod webhook;
+
 use std::sync::Arc;
 
 use apiserver::auth::{UserExt, UserInfo};

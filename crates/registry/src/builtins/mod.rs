@@ -6,6 +6,7 @@
 //! field checks and upstream's rendering of values in messages. Resources without special
 //! rules use the default strategy.
 
+mod admissionregistration;
 mod autoscaling;
 mod certificates;
 mod cronjob;
@@ -38,6 +39,10 @@ use std::sync::Arc;
 
 use apimachinery::builtin;
 
+pub use admissionregistration::{
+    ValidatingAdmissionPolicyBindingStrategy, ValidatingAdmissionPolicyStrategy,
+    WebhookConfigurationStrategy, WebhookKind,
+};
 pub use autoscaling::HorizontalPodAutoscalerStrategy;
 pub use certificates::CertificateSigningRequestStrategy;
 pub use cronjob::CronJobStrategy;
@@ -102,6 +107,18 @@ pub fn strategy(r: &builtin::Resource) -> Arc<dyn Strategy> {
         ("scheduling.k8s.io", "priorityclasses") => Arc::new(PriorityClassStrategy),
         ("storage.k8s.io", "storageclasses") => Arc::new(StorageClassStrategy),
         ("coordination.k8s.io", "leases") => Arc::new(LeaseStrategy),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            Arc::new(WebhookConfigurationStrategy(WebhookKind::Validating))
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            Arc::new(WebhookConfigurationStrategy(WebhookKind::Mutating))
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            Arc::new(ValidatingAdmissionPolicyStrategy)
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            Arc::new(ValidatingAdmissionPolicyBindingStrategy)
+        }
         ("certificates.k8s.io", "certificatesigningrequests") => {
             Arc::new(CertificateSigningRequestStrategy)
         }
