@@ -105,3 +105,33 @@ async fn a_pod_gets_the_default_account_and_its_token_volume_unless_automount_is
     assert_eq!(p["spec"]["serviceAccountName"], "quiet");
     assert!(token_volume(&p).is_none(), "{p}");
 }
+
+/// Regression: binding a pod bumped its generation to 2; upstream's binding leaves it at 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_a_pod_to_a_node_leaves_its_generation() {
+    let (_dir, server) = support::server().await;
+    let (code, created) = post(
+        &server,
+        "/api/v1/namespaces/default/pods",
+        pod("bound", json!({})),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    let (code, body) = post(
+        &server,
+        "/api/v1/namespaces/default/pods/bound/binding",
+        json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bound"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (_, got) = support::call(
+        &server,
+        Method::GET,
+        "/api/v1/namespaces/default/pods/bound",
+    )
+    .await;
+    assert_eq!(got["spec"]["nodeName"], "node-1");
+    assert_eq!(got["metadata"]["generation"], 1);
+}

@@ -866,7 +866,10 @@ impl Store {
             res.strategy.prepare_for_update(&mut new, old);
             res.strategy.default(&mut new);
         }
-        if generation_changed(&new, old, res.has_status()) {
+        // A pod's binding sets `spec.nodeName` outside the strategy and leaves the generation
+        // (upstream's `assignPod` writes the pod directly).
+        let binding = opts.subresource.as_deref() == Some("binding");
+        if !binding && generation_changed(&new, old, res.has_status()) {
             let g = meta::generation(old).max(1) + 1;
             meta::set(&mut new, "generation", g);
         }

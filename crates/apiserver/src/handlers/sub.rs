@@ -251,7 +251,7 @@ async fn binding(
     }
     let opts = WriteOptions {
         dry_run: super::dry_run(ctx)?,
-        subresource: None,
+        subresource: Some("binding".into()),
         ..Default::default()
     };
     let res_c = res.clone();
