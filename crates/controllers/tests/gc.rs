@@ -181,3 +181,126 @@ async fn dangling_owners_are_collected_and_owners_never_cross_clusters() {
     .await;
     h.stop().await;
 }
+
+/// A namespaced CRD `widgets.example.com` created in `cluster` now (after the collector
+/// started), waited for until served.
+async fn widgets(h: &Harness, cluster: &str) -> Api<kube::api::DynamicObject> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(h.client(cluster));
+    let crd = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let ar = kube::discovery::ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(h.client(cluster), "default", &ar);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while api.list(&Default::default()).await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "widgets never served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    api
+}
+
+/// Creates a widget and a config map it owns; returns the config map's name.
+async fn owned_by_widget(
+    widgets: &Api<kube::api::DynamicObject>,
+    cms: &Api<ConfigMap>,
+    name: &str,
+    block: bool,
+) -> String {
+    let w: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}
+    }))
+    .unwrap();
+    let w = widgets.create(&PostParams::default(), &w).await.unwrap();
+    let child = format!("{name}-child");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": child, "ownerReferences": [
+            {"apiVersion": "example.com/v1", "kind": "Widget", "name": name, "uid": w.metadata.uid,
+             "blockOwnerDeletion": block}
+        ]}}))
+        .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    child
+}
+
+/// Regression: the collector discovered resources once at start, so children of custom
+/// resources whose CRD came later were never collected and foreground or orphan deletion of
+/// such an owner hung with its finalizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_of_a_kind_defined_after_start_are_followed_in_every_deletion_mode() {
+    let h = Harness::start(&[CLUSTER]).await;
+    let cms: Api<ConfigMap> = h.api(CLUSTER, "default");
+    // A dependent naming an owner of a kind nobody serves yet stays...
+    let early: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "early", "ownerReferences": [
+        {"apiVersion": "example.com/v1", "kind": "Widget", "name": "ghost", "uid": "6d7c3f3e-0000-4000-8000-000000000001"}
+    ]}}))
+    .unwrap();
+    cms.create(&PostParams::default(), &early).await.unwrap();
+    let widgets = widgets(&h, CLUSTER).await;
+    // ...until the kind is served and its owner is found missing.
+    wait_for(
+        &cms,
+        "early",
+        "the dependent of a missing widget to be collected",
+        |c| c.is_none(),
+    )
+    .await;
+
+    let child = owned_by_widget(&widgets, &cms, "bg", false).await;
+    widgets
+        .delete("bg", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_for(&cms, &child, "the widget's child to be collected", |c| {
+        c.is_none()
+    })
+    .await;
+
+    let child = owned_by_widget(&widgets, &cms, "fg", true).await;
+    widgets
+        .delete("fg", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    wait_for(&widgets, "fg", "the foreground deletion to finish", |w| {
+        w.is_none()
+    })
+    .await;
+    assert!(
+        cms.get_opt(&child).await.unwrap().is_none(),
+        "the child went first"
+    );
+
+    let child = owned_by_widget(&widgets, &cms, "orph", false).await;
+    widgets
+        .delete("orph", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    wait_for(&widgets, "orph", "the orphan deletion to finish", |w| {
+        w.is_none()
+    })
+    .await;
+    let kept = cms.get(&child).await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+    h.stop().await;
+}

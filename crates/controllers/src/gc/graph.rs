@@ -61,6 +61,11 @@ pub struct Graph {
     dependents: HashMap<Uid, HashSet<String>>,
 }
 
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → core).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
 fn delete_work(id: &Uid) -> Work {
     Work::AttemptToDelete(id.0.clone(), id.1.clone())
 }
@@ -181,6 +186,46 @@ impl Graph {
             work.push(Work::AttemptToOrphan(id.0.clone(), id.1.clone()));
         }
         self.nodes.insert(id, node);
+        work.sort();
+        work.dedup();
+        work
+    }
+
+    /// Work for the dependents in `cluster` of owners of `group`/`kind`: that kind just became
+    /// known (a CRD was established), so owners that could not be looked up can be now.
+    pub fn dependents_of_kind(&self, cluster: &str, group: &str, kind: &str) -> Vec<Work> {
+        let mut work: Vec<Work> = self
+            .nodes
+            .iter()
+            .filter(|((c, _), n)| {
+                c == cluster
+                    && n.owners
+                        .iter()
+                        .any(|r| r.kind == kind && group_of(&r.api_version) == group)
+            })
+            .map(|(id, _)| delete_work(id))
+            .collect();
+        work.sort();
+        work
+    }
+
+    /// Forgets every object of `group`/`kind` in `cluster` (its resource is no longer served
+    /// there); the work their removal causes.
+    pub fn remove_kind(&mut self, cluster: &str, group: &str, kind: &str) -> Vec<Work> {
+        let gone: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|((c, _), n)| {
+                c == cluster
+                    && n.identity.kind == kind
+                    && group_of(&n.identity.api_version) == group
+            })
+            .map(|((_, uid), _)| uid.clone())
+            .collect();
+        let mut work: Vec<Work> = gone
+            .iter()
+            .flat_map(|uid| self.remove(cluster, uid))
+            .collect();
         work.sort();
         work.dedup();
         work
@@ -307,5 +352,30 @@ mod tests {
         g.upsert(node("x", &[], false), &[]);
         assert!(g.get("c", "x").is_some());
         assert!(g.get("other", "x").is_none());
+    }
+
+    #[test]
+    fn a_kind_becoming_known_requeues_its_dependents_and_a_kind_going_away_forgets_its_objects() {
+        let mut g = Graph::default();
+        let mut owner = node("widget", &[], false);
+        owner.identity.api_version = "example.com/v1".into();
+        owner.identity.kind = "Widget".into();
+        g.upsert(owner, &[]);
+        let mut child = node("child", &[("widget", false)], false);
+        child.owners[0].api_version = "example.com/v1".into();
+        child.owners[0].kind = "Widget".into();
+        g.upsert(child, &[]);
+        g.upsert(node("other", &[("x", false)], false), &[]);
+        assert_eq!(
+            g.dependents_of_kind("c", "example.com", "Widget"),
+            vec![Work::AttemptToDelete("c".into(), "child".into())]
+        );
+        assert!(
+            g.dependents_of_kind("elsewhere", "example.com", "Widget")
+                .is_empty()
+        );
+        let work = g.remove_kind("c", "example.com", "Widget");
+        assert!(g.get("c", "widget").is_none());
+        assert!(work.contains(&Work::AttemptToDelete("c".into(), "child".into())));
     }
 }

@@ -1,9 +1,12 @@
 //! The garbage collector (upstream `pkg/controller/garbagecollector`): deletes objects whose
 //! owners are gone, and carries out foreground and orphan deletion.
 //!
-//! Every deletable resource the server serves (found once through the root cluster's discovery;
-//! built-in resources are the same in every cluster) is watched metadata-only across all
-//! clusters — one watch per resource, never per cluster — and fed into the [`graph`]. Work from
+//! Every deletable resource the server serves is watched metadata-only across all clusters —
+//! one watch per resource, never per cluster — and fed into the [`graph`]: the built-in ones
+//! (found through the root cluster's discovery; they are the same in every cluster) from the
+//! start, and custom resources while some cluster's CRD serves them (a watch on every
+//! cluster's CRDs starts and stops them, and an owner kind becoming known sends its
+//! dependents back to be looked at). Work from
 //! the graph is then carried out against the object's own cluster:
 //! - background: a dependent none of whose owners exists any more (or ever existed: a dangling
 //!   uid) is deleted, with its own finalizers deciding how its dependents go;
@@ -15,10 +18,11 @@
 
 pub mod graph;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
 
 use futures::TryStreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PropagationPolicy};
@@ -30,7 +34,7 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use self::graph::{FOREGROUND, Graph, Identity, Node, ORPHAN, Work};
+use self::graph::{FOREGROUND, Graph, Identity, Node, ORPHAN, Work, group_of};
 use runtime::client::{ClusterClients, ROOT};
 use runtime::error::{Error, Result};
 use runtime::informer::{Change, Informer};
@@ -42,11 +46,6 @@ type Meta = PartialObjectMeta<DynamicObject>;
 /// Resources never watched: events churn and own nothing (upstream's default ignore list).
 const IGNORED: &[(&str, &str)] = &[("", "events"), ("events.k8s.io", "events")];
 
-/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → core).
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
-}
-
 /// How an owner reference resolves.
 #[derive(Debug, PartialEq, Eq)]
 enum OwnerState {
@@ -56,6 +55,12 @@ enum OwnerState {
     Waiting,
 }
 
+/// A watched resource: its informer and, once started, the task running it.
+struct Watched {
+    informer: Arc<Informer<Meta>>,
+    task: Option<JoinHandle<()>>,
+}
+
 /// The garbage collector.
 pub struct GarbageCollector {
     clients: ClusterClients,
@@ -63,12 +68,71 @@ pub struct GarbageCollector {
     /// (group, kind) → resource and whether it is namespaced.
     mapper: RwLock<HashMap<(String, String), (ApiResource, bool)>>,
     queue: Arc<Queue<Work>>,
-    informers: Vec<Arc<Informer<Meta>>>,
+    /// Watched resources by (group, plural).
+    watched: Mutex<HashMap<(String, String), Watched>>,
+    /// Resources watched from the start (built-ins and the root cluster's discovery), which
+    /// a CRD going away never stops.
+    initial: HashSet<(String, String)>,
+    /// Custom resources by (group, plural): the clusters whose CRDs serve them.
+    custom: Mutex<HashMap<(String, String), HashSet<String>>>,
+    /// Every cluster's CustomResourceDefinitions: custom resources are watched while a CRD
+    /// serves them, as upstream's collector follows discovery.
+    crds: Arc<Informer<CustomResourceDefinition>>,
+    shutdown: Mutex<Option<Shutdown>>,
+}
+
+/// A metadata-only informer of one resource across all clusters, feeding the graph.
+fn informer(
+    all: &kube::Client,
+    ar: &ApiResource,
+    graph: &Arc<Mutex<Graph>>,
+    queue: &Arc<Queue<Work>>,
+) -> Arc<Informer<Meta>> {
+    let meta_api: Api<Meta> = Api::all_with(all.clone(), ar);
+    let stream = watcher::watcher(meta_api, watcher::Config::default())
+        .default_backoff()
+        .map_ok(|ev| ev.modify(|m: &mut Meta| m.metadata.managed_fields = None));
+    let inf = Informer::from_stream(format!("gc:{}.{}", ar.plural, ar.group), stream);
+    let (g, q, ar2) = (graph.clone(), queue.clone(), ar.clone());
+    inf.on_change(move |c| observe(&g, &q, &ar2, c));
+    inf
+}
+
+/// What an established CRD serves: its resource (at the storage version) and scope.
+fn crd_resource(crd: &CustomResourceDefinition) -> Option<(ApiResource, bool)> {
+    let established = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+    if !established || crd.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let spec = &crd.spec;
+    let version = spec
+        .versions
+        .iter()
+        .find(|v| v.storage && v.served)
+        .or_else(|| spec.versions.iter().find(|v| v.served))?;
+    let api_version = format!("{}/{}", spec.group, version.name);
+    Some((
+        ApiResource {
+            group: spec.group.clone(),
+            version: version.name.clone(),
+            api_version,
+            kind: spec.names.kind.clone(),
+            plural: spec.names.plural.clone(),
+        },
+        spec.scope == "Namespaced",
+    ))
 }
 
 impl GarbageCollector {
     /// Discovers the deletable resources and prepares one cross-cluster metadata informer for
-    /// each (started by [`GarbageCollector::start`]).
+    /// each, and an informer of every cluster's CRDs (started by [`GarbageCollector::start`]).
     pub async fn new(clients: ClusterClients) -> Result<Arc<Self>> {
         let root = clients.cluster(ROOT)?;
         let discovery = match Discovery::new(root.clone()).run_aggregated().await {
@@ -79,7 +143,7 @@ impl GarbageCollector {
         let graph = Arc::new(Mutex::new(Graph::default()));
         let queue: Arc<Queue<Work>> = Queue::new();
         let mut mapper = HashMap::new();
-        let mut informers = Vec::new();
+        let mut watched = HashMap::new();
         for group in discovery.groups() {
             for (ar, caps) in group.recommended_resources() {
                 let namespaced = caps.scope == Scope::Namespaced;
@@ -94,27 +158,31 @@ impl GarbageCollector {
                     continue;
                 }
                 let api: Api<DynamicObject> = Api::all_with(all.clone(), &ar);
-                // Custom resources of one cluster are not served across clusters: skip them.
                 if let Err(e) = api.list_metadata(&ListParams::default().limit(1)).await {
                     tracing::debug!(resource = %ar.plural, error = %e, "not watched by the garbage collector");
                     continue;
                 }
-                let meta_api: Api<Meta> = Api::all_with(all.clone(), &ar);
-                let stream = watcher::watcher(meta_api, watcher::Config::default())
-                    .default_backoff()
-                    .map_ok(|ev| ev.modify(|m: &mut Meta| m.metadata.managed_fields = None));
-                let inf = Informer::from_stream(format!("gc:{}.{}", ar.plural, ar.group), stream);
-                let (g, q, ar2) = (graph.clone(), queue.clone(), ar.clone());
-                inf.on_change(move |c| observe(&g, &q, &ar2, c));
-                informers.push(inf);
+                let informer = informer(&all, &ar, &graph, &queue);
+                watched.insert(
+                    (ar.group.clone(), ar.plural.clone()),
+                    Watched {
+                        informer,
+                        task: None,
+                    },
+                );
             }
         }
+        let crds = Informer::new(&clients, watcher::Config::default())?;
         Ok(Arc::new(GarbageCollector {
             clients,
             graph,
             mapper: RwLock::new(mapper),
             queue,
-            informers,
+            initial: watched.keys().cloned().collect(),
+            watched: Mutex::new(watched),
+            custom: Mutex::new(HashMap::new()),
+            crds,
+            shutdown: Mutex::new(None),
         }))
     }
 
@@ -124,7 +192,7 @@ impl GarbageCollector {
 
     /// How many resources are watched (one watch each, whatever the number of clusters).
     pub fn watched_resources(&self) -> usize {
-        self.informers.len()
+        self.watched.lock().len()
     }
 
     /// How many objects the graph holds.
@@ -132,18 +200,131 @@ impl GarbageCollector {
         self.graph.lock().len()
     }
 
-    /// Starts the informers.
-    pub fn start(&self, shutdown: &Shutdown) -> Vec<JoinHandle<()>> {
-        self.informers
-            .iter()
-            .map(|i| tokio::spawn(i.clone().run(shutdown.clone().wait())))
-            .collect()
+    /// Starts the informers, then follows CRDs as they come and go.
+    pub fn start(self: &Arc<Self>, shutdown: &Shutdown) -> Vec<JoinHandle<()>> {
+        *self.shutdown.lock() = Some(shutdown.clone());
+        for w in self.watched.lock().values_mut() {
+            w.task = Some(tokio::spawn(
+                w.informer.clone().run(shutdown.clone().wait()),
+            ));
+        }
+        let me: Weak<Self> = Arc::downgrade(self);
+        self.crds.on_change(move |c| {
+            if let Some(gc) = me.upgrade() {
+                gc.on_crd(c);
+            }
+        });
+        vec![tokio::spawn(self.crds.clone().run(shutdown.clone().wait()))]
     }
 
-    /// Waits until every informer has listed once (the graph is complete).
+    /// Waits until the informers started with the collector have listed once (custom
+    /// resources found later join the graph as their own lists arrive).
     pub async fn wait_synced(&self) {
-        for i in &self.informers {
+        self.crds.wait_synced().await;
+        let informers: Vec<Arc<Informer<Meta>>> = self
+            .watched
+            .lock()
+            .iter()
+            .filter(|(k, _)| self.initial.contains(*k))
+            .map(|(_, w)| w.informer.clone())
+            .collect();
+        for i in informers {
             i.wait_synced().await;
+        }
+    }
+
+    /// A CRD was added, changed or deleted in some cluster.
+    fn on_crd(&self, change: &Change<'_, CustomResourceDefinition>) {
+        let cluster = change.key().cluster.clone();
+        let crd = change.object();
+        let served = match change {
+            Change::Deleted(..) => None,
+            _ => crd_resource(crd),
+        };
+        match served {
+            Some((ar, namespaced)) => self.watch_custom(&cluster, ar, namespaced),
+            None => self.forget_custom(
+                &cluster,
+                &crd.spec.group,
+                &crd.spec.names.plural,
+                &crd.spec.names.kind,
+            ),
+        }
+    }
+
+    /// Watches a custom resource `cluster` now serves, and looks again at the dependents
+    /// whose owners are of its kind.
+    fn watch_custom(&self, cluster: &str, ar: ApiResource, namespaced: bool) {
+        let key = (ar.group.clone(), ar.plural.clone());
+        let new_here = self
+            .custom
+            .lock()
+            .entry(key.clone())
+            .or_default()
+            .insert(cluster.to_string());
+        if !new_here {
+            return;
+        }
+        self.mapper
+            .write()
+            .entry((ar.group.clone(), ar.kind.clone()))
+            .or_insert((ar.clone(), namespaced));
+        {
+            let mut watched = self.watched.lock();
+            if !watched.contains_key(&key) {
+                let Ok(all) = self.clients.all_clusters() else {
+                    return;
+                };
+                let informer = informer(&all, &ar, &self.graph, &self.queue);
+                let task = self
+                    .shutdown
+                    .lock()
+                    .clone()
+                    .map(|s| tokio::spawn(informer.clone().run(s.wait())));
+                tracing::debug!(resource = %ar.plural, group = %ar.group, "garbage collector watches a custom resource");
+                watched.insert(key, Watched { informer, task });
+            }
+        }
+        let work = self
+            .graph
+            .lock()
+            .dependents_of_kind(cluster, &ar.group, &ar.kind);
+        for w in work {
+            self.queue.add(w);
+        }
+    }
+
+    /// `cluster` no longer serves a custom resource: its objects leave the graph there (their
+    /// dependents look again), and the watch stops when no cluster serves it.
+    fn forget_custom(&self, cluster: &str, group: &str, plural: &str, kind: &str) {
+        let key = (group.to_string(), plural.to_string());
+        let last = {
+            let mut custom = self.custom.lock();
+            let Some(set) = custom.get_mut(&key) else {
+                return;
+            };
+            if !set.remove(cluster) {
+                return;
+            }
+            let last = set.is_empty();
+            if last {
+                custom.remove(&key);
+            }
+            last
+        };
+        let work = self.graph.lock().remove_kind(cluster, group, kind);
+        for w in work {
+            self.queue.add(w);
+        }
+        if last && !self.initial.contains(&key) {
+            self.mapper
+                .write()
+                .remove(&(group.to_string(), kind.to_string()));
+            if let Some(w) = self.watched.lock().remove(&key)
+                && let Some(t) = w.task
+            {
+                t.abort();
+            }
         }
     }
 
