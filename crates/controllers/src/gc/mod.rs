@@ -269,21 +269,18 @@ impl GarbageCollector {
             .write()
             .entry((ar.group.clone(), ar.kind.clone()))
             .or_insert((ar.clone(), namespaced));
-        {
-            let mut watched = self.watched.lock();
-            if !watched.contains_key(&key) {
-                let Ok(all) = self.clients.all_clusters() else {
-                    return;
-                };
-                let informer = informer(&all, &ar, &self.graph, &self.queue);
-                let task = self
-                    .shutdown
-                    .lock()
-                    .clone()
-                    .map(|s| tokio::spawn(informer.clone().run(s.wait())));
-                tracing::debug!(resource = %ar.plural, group = %ar.group, "garbage collector watches a custom resource");
-                watched.insert(key, Watched { informer, task });
-            }
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.watched.lock().entry(key) {
+            let Ok(all) = self.clients.all_clusters() else {
+                return;
+            };
+            let informer = informer(&all, &ar, &self.graph, &self.queue);
+            let task = self
+                .shutdown
+                .lock()
+                .clone()
+                .map(|s| tokio::spawn(informer.clone().run(s.wait())));
+            tracing::debug!(resource = %ar.plural, group = %ar.group, "garbage collector watches a custom resource");
+            slot.insert(Watched { informer, task });
         }
         let work = self
             .graph
