@@ -10,8 +10,10 @@
 //! charged (upstream charges only pod resizes and claim expansions there).
 
 pub mod cel;
+mod compiled;
 mod eviction;
 mod limits;
+pub mod policy;
 mod quota;
 pub mod service_account;
 mod validators;
@@ -89,11 +91,11 @@ pub fn admit_delete(res: &ResourceDef, loc: &Location<'_>) -> Result<(), ApiErro
 /// Whether admission outside the server applies to writes in `cluster` (webhook
 /// configurations exist there), the test before a write pays for anything more.
 pub fn any_external(server: &ApiServer, cluster: &str) -> bool {
-    webhook::any(server, cluster)
+    webhook::any(server, cluster) || policy::any(server, cluster)
 }
 
-/// The validating stage outside the server, in upstream's plugin order: validating webhooks
-/// (in parallel).
+/// The validating stage outside the server, in upstream's plugin order:
+/// ValidatingAdmissionPolicies, then validating webhooks (in parallel).
 pub async fn validate_external(
     server: &ApiServer,
     attrs: &Attributes,
@@ -101,6 +103,7 @@ pub async fn validate_external(
     old: Option<&Value>,
     warnings: &Mutex<Vec<String>>,
 ) -> Result<(), ApiError> {
+    policy::validate(server, attrs, obj, old, warnings)?;
     webhook::validate(server, attrs, obj, old, warnings).await
 }
 
@@ -169,7 +172,7 @@ pub async fn admit_create(
     } else {
         Vec::new()
     };
-    let external = webhook::any_validating(server, cluster);
+    let external = webhook::any_validating(server, cluster) || policy::any(server, cluster);
     if ranges.is_empty() && quotas.is_empty() && !external {
         return Ok(());
     }

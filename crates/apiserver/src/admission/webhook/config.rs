@@ -3,11 +3,8 @@
 //! `webhook/predicates`: rules, namespace and object selectors).
 //!
 //! Parsing a configuration (selectors, match-condition programs) is done once per
-//! resourceVersion and kept in a small process-wide table keyed by the object's uid, so a
-//! write pays for a list of the cluster's configurations and the rule checks, not for
-//! compiling CEL again.
+//! resourceVersion ([`Compiled`]).
 
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -15,10 +12,10 @@ use apimachinery::field::Path;
 use apimachinery::labels::{Selector, label_selector_from_json};
 use apimachinery::meta;
 use cel::Program;
-use parking_lot::Mutex;
 use registry::cache::Filter;
 use serde_json::Value;
 
+use crate::admission::compiled::Compiled;
 use crate::server::ApiServer;
 
 /// Where a webhook is reached.
@@ -93,7 +90,8 @@ impl Kind {
     }
 }
 
-fn strings(v: &Value, key: &str) -> Vec<String> {
+/// The strings of an array field (others skipped).
+pub(crate) fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
         .and_then(Value::as_array)
         .map(|a| {
@@ -105,13 +103,28 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn selector(v: Option<&Value>) -> Selector {
+/// A label selector field; absent or null selects everything.
+pub(crate) fn selector(v: Option<&Value>) -> Selector {
     match v {
         None | Some(Value::Null) => Selector::everything(),
         // A selector that does not parse matches nothing (validation refuses it on write).
         Some(s) => {
             label_selector_from_json(s, &Path::default()).unwrap_or_else(|_| Selector::nothing())
         }
+    }
+}
+
+/// One `RuleWithOperations` (scope `*` when absent).
+pub(crate) fn rule(r: &Value) -> Rule {
+    Rule {
+        operations: strings(r, "operations"),
+        groups: strings(r, "apiGroups"),
+        versions: strings(r, "apiVersions"),
+        resources: strings(r, "resources"),
+        scope: match r.get("scope").and_then(Value::as_str) {
+            None | Some("") => "*".to_string(),
+            Some(s) => s.to_string(),
+        },
     }
 }
 
@@ -162,21 +175,7 @@ pub fn parse(config: &Value, kind: Kind) -> Vec<Webhook> {
             let rules = h
                 .get("rules")
                 .and_then(Value::as_array)
-                .map(|rs| {
-                    rs.iter()
-                        .map(|r| Rule {
-                            operations: strings(r, "operations"),
-                            groups: strings(r, "apiGroups"),
-                            versions: strings(r, "apiVersions"),
-                            resources: strings(r, "resources"),
-                            scope: r
-                                .get("scope")
-                                .and_then(Value::as_str)
-                                .unwrap_or("*")
-                                .to_string(),
-                        })
-                        .collect()
-                })
+                .map(|rs| rs.iter().map(rule).collect())
                 .unwrap_or_default();
             let match_conditions = h
                 .get("matchConditions")
@@ -216,12 +215,7 @@ pub fn parse(config: &Value, kind: Kind) -> Vec<Webhook> {
         .collect()
 }
 
-/// Parsed configurations by uid, with the resourceVersion they were parsed at.
-type Parsed = HashMap<String, (String, Arc<Vec<Webhook>>)>;
-
-static PARSED: LazyLock<Mutex<Parsed>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-/// Beyond this many parsed configurations the table starts over (deleted ones leave entries).
-const MAX_PARSED: usize = 4096;
+static PARSED: LazyLock<Compiled<Vec<Webhook>>> = LazyLock::new(Compiled::default);
 
 /// The webhooks of `kind` in `cluster`, configurations in name order (upstream sorts them so),
 /// each configuration's webhooks in their order.
@@ -238,30 +232,14 @@ pub fn webhooks(server: &ApiServer, cluster: &str, kind: Kind) -> Vec<Arc<Vec<We
     if configs.is_empty() {
         return Vec::new();
     }
-    let mut out: Vec<(String, Arc<Vec<Webhook>>)> = Vec::with_capacity(configs.len());
-    for c in configs.iter() {
-        let value = c.value();
-        let uid = meta::uid(&value).to_string();
-        let rv = meta::resource_version(&value).to_string();
-        let cached = PARSED
-            .lock()
-            .get(&uid)
-            .filter(|(at, _)| *at == rv)
-            .map(|(_, hooks)| hooks.clone());
-        let hooks = match cached {
-            Some(h) => h,
-            None => {
-                let h = Arc::new(parse(&value, kind));
-                let mut table = PARSED.lock();
-                if table.len() >= MAX_PARSED {
-                    table.clear();
-                }
-                table.insert(uid, (rv, h.clone()));
-                h
-            }
-        };
-        out.push((meta::name(&value).to_string(), hooks));
-    }
+    let mut out: Vec<(String, Arc<Vec<Webhook>>)> = configs
+        .iter()
+        .map(|c| {
+            let value = c.value();
+            let hooks = PARSED.get(&value, |v| parse(v, kind));
+            (meta::name(&value).to_string(), hooks)
+        })
+        .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out.into_iter().map(|(_, h)| h).collect()
 }

@@ -25,6 +25,7 @@ pub mod config;
 
 use std::sync::Arc;
 
+use apimachinery::labels::Selector;
 use apimachinery::meta;
 use apimachinery::status::{ApiError, Reason};
 use apimachinery::user::UserInfo;
@@ -113,7 +114,7 @@ impl Attributes {
         }
     }
 
-    fn rule_request<'a>(&'a self, version: &'a str) -> config::Request<'a> {
+    pub(crate) fn rule_request<'a>(&'a self, version: &'a str) -> config::Request<'a> {
         config::Request {
             operation: self.operation.as_str(),
             group: &self.group,
@@ -147,19 +148,20 @@ fn labels_of(obj: Option<&Value>) -> Option<&Value> {
     obj.and_then(|o| o.pointer("/metadata/labels"))
 }
 
-/// The version of the resource `hook` is interested in for this request, if it is:
-/// the request's own, or with `matchPolicy: Equivalent` another version the cluster serves.
-fn matched_version(
+/// The version of the resource a rule set matches for this request: the request's own, or
+/// with `equivalent` (`matchPolicy: Equivalent`) another version the cluster serves.
+pub(crate) fn matched_version(
     server: &ApiServer,
-    hook: &Webhook,
+    rules: &[config::Rule],
+    equivalent: bool,
     attrs: &Attributes,
     equivalents: &mut Option<Vec<String>>,
 ) -> Option<String> {
     let exact = attrs.rule_request(&attrs.version);
-    if hook.rules.iter().any(|r| config::rule_matches(r, &exact)) {
+    if rules.iter().any(|r| config::rule_matches(r, &exact)) {
         return Some(attrs.version.clone());
     }
-    if !hook.equivalent {
+    if !equivalent {
         return None;
     }
     let versions = equivalents.get_or_insert_with(|| {
@@ -177,51 +179,62 @@ fn matched_version(
         .iter()
         .find(|v| {
             let req = attrs.rule_request(v);
-            hook.rules.iter().any(|r| config::rule_matches(r, &req))
+            rules.iter().any(|r| config::rule_matches(r, &req))
         })
         .cloned()
 }
 
-/// Whether the namespace selector admits the request (upstream: a namespace is matched by its
+/// Whether a namespace selector admits the request (upstream: a namespace is matched by its
 /// own labels, other cluster-scoped objects always match).
-fn namespace_matches(
+pub(crate) fn namespace_matches(
     server: &ApiServer,
-    hook: &Webhook,
+    selector: &Selector,
     attrs: &Attributes,
     obj: Option<&Value>,
     old: Option<&Value>,
 ) -> bool {
-    if hook.namespace_selector.is_empty() {
+    if selector.is_empty() {
         return true;
     }
     if attrs.group.is_empty() && attrs.resource == "namespaces" {
         let labels = labels_of(obj).or(labels_of(old));
-        return hook.namespace_selector.matches_json(labels);
+        return selector.matches_json(labels);
     }
     if !attrs.namespaced {
         return true;
     }
-    let ns = server
+    selector.matches_json(labels_of(namespace_object(server, attrs).as_deref()))
+}
+
+/// The namespace of a namespaced request, from the cache.
+pub(crate) fn namespace_object(server: &ApiServer, attrs: &Attributes) -> Option<Arc<Value>> {
+    if !attrs.namespaced || attrs.namespace.is_empty() {
+        return None;
+    }
+    server
         .store
         .cache
         .get("", "namespaces", &attrs.cluster, "", &attrs.namespace)
-        .map(|n| n.value());
-    hook.namespace_selector
-        .matches_json(labels_of(ns.as_deref()))
+        .map(|n| n.value())
 }
 
-fn object_matches(hook: &Webhook, obj: Option<&Value>, old: Option<&Value>) -> bool {
-    if hook.object_selector.is_empty() {
+/// Whether an object selector admits the new or the old object.
+pub(crate) fn object_matches(
+    selector: &Selector,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+) -> bool {
+    if selector.is_empty() {
         return true;
     }
     [obj, old]
         .into_iter()
         .flatten()
-        .any(|o| hook.object_selector.matches_json(labels_of(Some(o))))
+        .any(|o| selector.matches_json(labels_of(Some(o))))
 }
 
 /// The `request` of the review (and of `matchConditions`).
-fn review_request(
+pub(crate) fn review_request(
     attrs: &Attributes,
     version: &str,
     uid: &str,
@@ -288,7 +301,7 @@ fn user_info(u: &UserInfo) -> Value {
 
 /// Converts an object between versions of its resource for a webhook that matched another
 /// version (custom resources with `None` conversion differ only in `apiVersion`).
-fn in_version(obj: Option<&Value>, group: &str, version: &str) -> Option<Value> {
+pub(crate) fn in_version(obj: Option<&Value>, group: &str, version: &str) -> Option<Value> {
     obj.map(|o| {
         let mut o = o.clone();
         if group.is_empty() {
@@ -465,9 +478,10 @@ fn interested(
     old: Option<&Value>,
     equivalents: &mut Option<Vec<String>>,
 ) -> Option<String> {
-    let v = matched_version(server, hook, attrs, equivalents)?;
-    (namespace_matches(server, hook, attrs, obj, old) && object_matches(hook, obj, old))
-        .then_some(v)
+    let v = matched_version(server, &hook.rules, hook.equivalent, attrs, equivalents)?;
+    (namespace_matches(server, &hook.namespace_selector, attrs, obj, old)
+        && object_matches(&hook.object_selector, obj, old))
+    .then_some(v)
 }
 
 /// Calls one mutating webhook over `obj` and applies its patch; returns whether it changed
