@@ -186,7 +186,7 @@ async fn finish_deletion(server: &ApiServer, cluster: &str, crd: &Value) -> Resu
 
 /// Brings one cluster's CRDs, served resources and OpenAPI documents up to date. Returns
 /// whether work remains (custom resources still being deleted).
-pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<bool, ApiError> {
+pub async fn reconcile(server: &Arc<ApiServer>, cluster: &str) -> Result<bool, ApiError> {
     let crds = crds_of(server, cluster);
     let mut pending = false;
     let mut wrote = false;
@@ -223,7 +223,10 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<bool, ApiErr
         })
         .cloned()
         .collect();
-    let defs: Vec<registry::ResourceDef> = serving.iter().flat_map(crd::resource_defs).collect();
+    let defs: Vec<registry::ResourceDef> = serving
+        .iter()
+        .flat_map(|c| crate::conversion::resource_defs(server, cluster, c))
+        .collect();
     server.catalog.replace_custom(cluster, defs);
     let docs: Vec<Value> = serving
         .iter()

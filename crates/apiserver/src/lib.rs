@@ -12,6 +12,7 @@ pub mod bootstrap;
 pub mod clusters;
 pub mod codec;
 pub mod connect;
+pub mod conversion;
 pub mod crds;
 pub mod discovery;
 pub mod distribution;

@@ -51,7 +51,7 @@ pub use convert::convert;
 pub use crd_defaults::default_crd;
 pub use crd_strategy::{CrdStrategy, crd_warnings, should_serve};
 pub use documents::openapi_documents;
-pub use serve::{resource_defs, served_versions, structural_schema};
+pub use serve::{resource_defs, served_versions, structural_schema, webhook_conversion};
 pub use status::{
     CLEANUP_FINALIZER, ESTABLISHED, NAMES_ACCEPTED, TERMINATING, established_status,
     established_status_at, is_established, mark_terminating, names_in_group,

@@ -119,6 +119,13 @@ pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
     served_versions(crd).into_iter().map(|(d, _)| d).collect()
 }
 
+/// Whether the CRD converts between its versions with a webhook (`spec.conversion.strategy`).
+pub fn webhook_conversion(crd: &Value) -> bool {
+    crd.pointer("/spec/conversion/strategy")
+        .and_then(Value::as_str)
+        == Some("Webhook")
+}
+
 /// [`resource_defs`] with each definition's strategy as its concrete type (the same `Arc`),
 /// for callers that convert and default objects on their way out ([`CustomStrategy::read`]).
 pub fn served_versions(crd: &Value) -> Vec<(ResourceDef, Arc<CustomStrategy>)> {
@@ -160,14 +167,18 @@ pub fn served_versions(crd: &Value) -> Vec<(ResourceDef, Arc<CustomStrategy>)> {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            let strategy = Arc::new(CustomStrategy::new(
+            let mut strategy = CustomStrategy::new(
                 group,
                 version,
                 if storage.is_empty() { version } else { storage },
                 schema,
                 scale.clone(),
                 &selectable,
-            ));
+            );
+            if webhook_conversion(crd) {
+                strategy = strategy.converted_outside();
+            }
+            let strategy = Arc::new(strategy);
             let deprecation_warning = is_true(v, "deprecated").then(|| {
                 v.get("deprecationWarning")
                     .and_then(Value::as_str)
@@ -206,6 +217,7 @@ pub fn served_versions(crd: &Value) -> Vec<(ResourceDef, Arc<CustomStrategy>)> {
                 scale,
                 deprecation_warning,
                 root_only: false,
+                converter: None,
             };
             Some((def, strategy))
         })

@@ -66,6 +66,9 @@ pub struct CustomStrategy {
     /// `(field name, path steps)` of the selectable fields.
     selectable: Vec<(&'static str, Vec<String>)>,
     field_names: Vec<&'static str>,
+    /// Versions are converted outside (a conversion webhook through the resource's
+    /// `Converter`): writes keep the request's `apiVersion` for it to see.
+    converted_outside: bool,
 }
 
 impl std::fmt::Debug for CustomStrategy {
@@ -108,7 +111,14 @@ impl CustomStrategy {
             structural: schema.map(crate::serve::structural_schema),
             scale,
             selectable,
+            converted_outside: false,
         }
+    }
+
+    /// This strategy for a CRD whose versions a webhook converts.
+    pub fn converted_outside(mut self) -> Self {
+        self.converted_outside = true;
+        self
     }
 
     /// The compiled schema.
@@ -226,11 +236,15 @@ impl Strategy for CustomStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_api_version(obj, &self.group, &self.storage_version);
+        if !self.converted_outside {
+            set_api_version(obj, &self.group, &self.storage_version);
+        }
     }
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
-        set_api_version(new, &self.group, &self.storage_version);
+        if !self.converted_outside {
+            set_api_version(new, &self.group, &self.storage_version);
+        }
     }
 
     fn validate(&self, obj: &Value) -> ErrorList {

@@ -15,5 +15,5 @@ pub mod store;
 pub mod strategy;
 pub mod validation;
 
-pub use resource::{Printer, ResourceDef, ScalePaths, SubresourceDef};
+pub use resource::{Converter, Printer, ResourceDef, ScalePaths, SubresourceDef};
 pub use strategy::{DefaultStrategy, NameRule, Strategy};

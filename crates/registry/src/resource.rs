@@ -7,7 +7,10 @@
 use std::sync::Arc;
 
 use apimachinery::builtin;
+use apimachinery::meta;
 use apimachinery::schema::SchemaRef;
+use apimachinery::status::ApiError;
+use serde_json::Value;
 
 use crate::strategy::{DefaultStrategy, Strategy};
 
@@ -38,6 +41,18 @@ pub struct ScalePaths {
     pub label_selector: Option<String>,
 }
 
+/// Converts the objects of a custom resource between its versions outside the store (a
+/// CRD's conversion webhook). With one, the store writes objects converted to the storage
+/// version and hands the objects it reads back converted to the version a request addressed.
+#[async_trait::async_trait]
+pub trait Converter: Send + Sync {
+    /// The `group/version` objects are stored at.
+    fn storage_api_version(&self) -> &str;
+    /// `objects` converted to `api_version`: as many, in the same order.
+    async fn convert(&self, objects: Vec<Value>, api_version: &str)
+    -> Result<Vec<Value>, ApiError>;
+}
+
 /// One served resource.
 #[derive(Clone)]
 pub struct ResourceDef {
@@ -63,6 +78,8 @@ pub struct ResourceDef {
     pub deprecation_warning: Option<String>,
     /// Served in the root cluster only (the platform's own APIs, such as LogicalCluster).
     pub root_only: bool,
+    /// Custom resources with webhook conversion: the converter.
+    pub converter: Option<Arc<dyn Converter>>,
 }
 
 impl std::fmt::Debug for ResourceDef {
@@ -111,12 +128,37 @@ impl ResourceDef {
             scale: None,
             deprecation_warning: None,
             root_only: false,
+            converter: None,
         }
     }
 
     /// A built-in resource with the default strategy (tests, resources without special rules).
     pub fn builtin_default(r: &builtin::Resource) -> Self {
         Self::builtin(r, Arc::new(DefaultStrategy), None)
+    }
+
+    /// `objects` as this version serves them: those of another version converted (only a
+    /// resource with a [`Converter`] has objects of other versions).
+    pub async fn to_served(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError> {
+        let Some(c) = &self.converter else {
+            return Ok(objects);
+        };
+        let want = self.api_version();
+        convert_where(c.as_ref(), objects, &want).await
+    }
+
+    /// `obj` as it is stored: converted to the storage version when a [`Converter`] says it
+    /// is at another (`None`: store it as it is).
+    pub async fn to_storage(&self, obj: &Value) -> Result<Option<Value>, ApiError> {
+        let Some(c) = &self.converter else {
+            return Ok(None);
+        };
+        let storage = c.storage_api_version().to_string();
+        if meta::api_version(obj) == storage {
+            return Ok(None);
+        }
+        let mut out = c.convert(vec![obj.clone()], &storage).await?;
+        Ok(out.pop())
     }
 
     pub fn api_version(&self) -> String {
@@ -144,4 +186,31 @@ impl ResourceDef {
     pub fn qualified(&self) -> String {
         apimachinery::status::qualified_resource(&self.plural, &self.group)
     }
+}
+
+/// Converts the objects not at `api_version`, in one call, keeping the order.
+async fn convert_where(
+    c: &dyn Converter,
+    mut objects: Vec<Value>,
+    api_version: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let at: Vec<usize> = (0..objects.len())
+        .filter(|i| meta::api_version(&objects[*i]) != api_version)
+        .collect();
+    if at.is_empty() {
+        return Ok(objects);
+    }
+    let send = at.iter().map(|i| objects[*i].clone()).collect();
+    let converted = c.convert(send, api_version).await?;
+    if converted.len() != at.len() {
+        return Err(ApiError::internal(format!(
+            "conversion returned {} objects for {}",
+            converted.len(),
+            at.len()
+        )));
+    }
+    for (i, v) in at.into_iter().zip(converted) {
+        objects[i] = v;
+    }
+    Ok(objects)
 }

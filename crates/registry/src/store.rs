@@ -622,7 +622,14 @@ impl Store {
                     ..*loc
                 },
             );
-            let written = match encode(&obj) {
+            let stored = match res.to_storage(&obj).await {
+                Ok(s) => s,
+                Err(e) => {
+                    self.hook_abort(res, loc.cluster, reserved).await;
+                    return Err(e);
+                }
+            };
+            let written = match encode(stored.as_ref().unwrap_or(&obj)) {
                 Ok(b) => {
                     let written = self.storage.create(k.as_bytes(), b).await;
                     if let Ok(kv) = &written {
@@ -676,6 +683,11 @@ impl Store {
                     other => return other.map(|o| (o, true)),
                 }
             };
+            // A resource converted outside the store sees the old object in its own version.
+            let old = match res.to_served(vec![old]).await?.pop() {
+                Some(o) => o,
+                None => return Err(ApiError::internal("conversion lost the object")),
+            };
             let mut new = f(Some(&old))?;
             if let Some(a) = &opts.admission {
                 a.0.mutate(&mut new, Some(&old)).await?;
@@ -720,7 +732,14 @@ impl Store {
                     .await
                     .map(|kv| (with_rv(new.clone(), kv.mod_revision), kv.mod_revision))
             } else {
-                match encode(&new) {
+                let stored = match res.to_storage(&new).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.hook_abort(res, loc.cluster, reserved).await;
+                        return Err(e);
+                    }
+                };
+                match encode(stored.as_ref().unwrap_or(&new)) {
                     Ok(b) => self
                         .storage
                         .update(k.as_bytes(), b, old_rev)

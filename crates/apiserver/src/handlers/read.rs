@@ -35,9 +35,14 @@ pub async fn get(
             loc.name,
         )
     {
-        return render::cached_object(ctx, res, StatusCode::OK, &o);
+        if res.converter.is_none() {
+            return render::cached_object(ctx, res, StatusCode::OK, &o);
+        }
+        let obj = render::served_object(res, o.to_value()).await?;
+        return render::object(ctx, res, StatusCode::OK, &obj);
     }
     let obj = server.store.get(res, loc).await?;
+    let obj = render::served_object(res, obj).await?;
     render::object(ctx, res, StatusCode::OK, &obj)
 }
 
@@ -90,7 +95,8 @@ pub async fn list(
     };
     let out = server.store.list(res, &req).await?;
     let md = render::list_metadata(out.revision, out.continue_token.as_deref(), out.remaining);
-    render::list(ctx, res, &out.items, md)
+    let items = render::served_objects(res, out.items).await?;
+    render::list(ctx, res, &items, md)
 }
 
 /// Upstream's default watch timeout is random between 30 and 60 minutes.
@@ -223,6 +229,18 @@ pub async fn watch(
                 () = tx.closed() => None,
             };
             let Some(item) = item else { break };
+            let item = match item {
+                WatchItem::Event(ty, obj) if res.converter.is_some() => {
+                    match render::served_objects(&res, vec![obj]).await {
+                        Ok(mut v) => match v.pop() {
+                            Some(o) => WatchItem::Event(ty, o),
+                            None => continue,
+                        },
+                        Err(e) => WatchItem::Error(e),
+                    }
+                }
+                other => other,
+            };
             let (line, end) = match item {
                 WatchItem::Event(ty, obj) => {
                     let line = match out {

@@ -74,6 +74,34 @@ fn to_yaml(v: &Value) -> Result<String, String> {
     serde_saphyr::to_string(v).map_err(|e| e.to_string())
 }
 
+/// Objects read from the store as `res` serves them: converted to its version when its
+/// versions are converted outside the store (a conversion webhook), else as they are.
+pub async fn served_objects(
+    res: &ResourceDef,
+    items: Vec<Arc<CachedObject>>,
+) -> Result<Vec<Arc<CachedObject>>, ApiError> {
+    if res.converter.is_none() {
+        return Ok(items);
+    }
+    let values: Vec<Value> = items.iter().map(|o| o.to_value()).collect();
+    let converted = res.to_served(values).await?;
+    Ok(items
+        .iter()
+        .zip(converted)
+        .filter_map(|(o, v)| {
+            CachedObject::new(v, o.rev, o.cluster.clone(), &*res.strategy, false).map(Arc::new)
+        })
+        .collect())
+}
+
+/// One object read from the store as `res` serves it (see [`served_objects`]).
+pub async fn served_object(res: &ResourceDef, obj: Value) -> Result<Value, ApiError> {
+    res.to_served(vec![obj])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal("conversion lost the object"))
+}
+
 /// An object as its resource serves it (the strategy's read hook applied to a copy).
 pub fn prepare(res: &ResourceDef, obj: &Value) -> Value {
     let mut v = obj.clone();

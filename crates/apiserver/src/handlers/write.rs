@@ -486,6 +486,7 @@ pub async fn delete(
         Deleted::Gone(o) | Deleted::Pending(o) => o,
     };
     settle(server, res, &obj).await;
+    let obj = render::served_object(res, obj).await?;
     render::object(ctx, res, StatusCode::OK, &obj)
 }
 
@@ -536,5 +537,6 @@ pub async fn delete_collection(
         }
     }
     let rev = server.store.cache.revision();
+    let deleted = render::served_objects(res, deleted).await?;
     render::list(ctx, res, &deleted, render::list_metadata(rev, None, None))
 }

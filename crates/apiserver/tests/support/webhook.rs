@@ -121,7 +121,7 @@ pub async fn start_on(
                         response["uid"] = request["uid"].clone();
                         let out = json!({
                             "apiVersion": review["apiVersion"],
-                            "kind": "AdmissionReview",
+                            "kind": review["kind"],
                             "response": response,
                         });
                         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(out.to_string()))))

@@ -1,4 +1,4 @@
-//! Calling one webhook: where it is (a URL, or a Service of the same cluster resolved through
+//! Calling one webhook (admission or conversion): where it is (a URL, or a Service of the same cluster resolved through
 //! its endpoints), TLS verified against `caBundle` (else the system's roots) with the server
 //! name upstream uses (`<service>.<namespace>.svc` for a service), one POST of the review
 //! under the webhook's timeout, and a bounded response.
@@ -15,7 +15,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio::net::TcpStream;
 
-use super::config::{Target, Webhook};
+use super::config::Target;
 use crate::server::ApiServer;
 
 /// The largest response a webhook may send (upstream reads at most 3 MiB as well).
@@ -39,11 +39,11 @@ struct Endpoint {
 fn endpoint(
     server: &ApiServer,
     cluster: &str,
-    hook: &Webhook,
+    target: &Target,
     timeout: Duration,
 ) -> Result<Endpoint, CallError> {
     let query = format!("timeout={}s", timeout.as_secs());
-    match &hook.target {
+    match target {
         Target::Url(url) => {
             let uri: Uri = url
                 .parse()
@@ -186,19 +186,21 @@ fn dial_text(addr: &str, e: &std::io::Error) -> String {
     format!("dial tcp {addr}: {what}")
 }
 
-/// POSTs `review` to `hook` and returns the response's JSON, all within `timeout`.
+/// POSTs `review` to `target` (verified with `ca_bundle`) and returns the response's JSON,
+/// all within `timeout`.
 pub async fn call(
     server: &ApiServer,
     cluster: &str,
-    hook: &Webhook,
+    target: &Target,
+    ca_bundle: Option<&[u8]>,
     review: &Value,
     timeout: Duration,
 ) -> Result<Value, CallError> {
-    let ep = endpoint(server, cluster, hook, timeout)?;
+    let ep = endpoint(server, cluster, target, timeout)?;
     let url = ep.url.clone();
     let post = |why: String| CallError(format!("Post \"{url}\": {why}"));
     let work = async {
-        let tls = tls_config(hook.ca_bundle.as_deref())?;
+        let tls = tls_config(ca_bundle)?;
         let addr = if ep.host.contains(':') {
             format!("[{}]:{}", ep.host, ep.port)
         } else {

@@ -128,6 +128,35 @@ pub(crate) fn rule(r: &Value) -> Rule {
     }
 }
 
+/// A `clientConfig` (of an admission webhook or a CRD's conversion webhook): where to call
+/// and the decoded `caBundle`.
+pub(crate) fn client_config(cc: &Value) -> (Target, Option<Vec<u8>>) {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let target = match (cc.get("url").and_then(Value::as_str), cc.get("service")) {
+        (Some(u), _) => Target::Url(u.to_string()),
+        (None, Some(svc)) => Target::Service {
+            namespace: text(svc, "namespace"),
+            name: text(svc, "name"),
+            path: text(svc, "path"),
+            port: svc
+                .get("port")
+                .and_then(Value::as_u64)
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(443),
+        },
+        (None, None) => Target::Url(String::new()),
+    };
+    let ca_bundle = cc
+        .get("caBundle")
+        .and_then(Value::as_str)
+        .filter(|b| !b.is_empty())
+        .and_then(|b| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.decode(b).ok()
+        });
+    (target, ca_bundle)
+}
+
 /// Parses the webhooks of one configuration.
 pub fn parse(config: &Value, kind: Kind) -> Vec<Webhook> {
     let configuration = meta::name(config).to_string();
@@ -138,33 +167,7 @@ pub fn parse(config: &Value, kind: Kind) -> Vec<Webhook> {
         .iter()
         .map(|h| {
             let s = |k: &str| h.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            let cc = h.get("clientConfig").cloned().unwrap_or(Value::Null);
-            let target = match (cc.get("url").and_then(Value::as_str), cc.get("service")) {
-                (Some(u), _) => Target::Url(u.to_string()),
-                (None, Some(svc)) => Target::Service {
-                    namespace: svc
-                        .get("namespace")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .into(),
-                    name: svc.get("name").and_then(Value::as_str).unwrap_or("").into(),
-                    path: svc.get("path").and_then(Value::as_str).unwrap_or("").into(),
-                    port: svc
-                        .get("port")
-                        .and_then(Value::as_u64)
-                        .and_then(|p| u16::try_from(p).ok())
-                        .unwrap_or(443),
-                },
-                (None, None) => Target::Url(String::new()),
-            };
-            let ca_bundle = cc
-                .get("caBundle")
-                .and_then(Value::as_str)
-                .filter(|b| !b.is_empty())
-                .and_then(|b| {
-                    use base64::Engine;
-                    base64::engine::general_purpose::STANDARD.decode(b).ok()
-                });
+            let (target, ca_bundle) = client_config(h.get("clientConfig").unwrap_or(&Value::Null));
             let review_version = strings(h, "admissionReviewVersions")
                 .iter()
                 .find_map(|v| match v.as_str() {

@@ -419,7 +419,16 @@ async fn call_one(
         "kind": "AdmissionReview",
         "request": request,
     });
-    let answer = match client::call(server, &attrs.cluster, hook, &review, hook.timeout).await {
+    let answer = match client::call(
+        server,
+        &attrs.cluster,
+        &hook.target,
+        hook.ca_bundle.as_deref(),
+        &review,
+        hook.timeout,
+    )
+    .await
+    {
         Ok(a) => a,
         Err(e) => return fail(format!("failed to call webhook: {}", e.0)),
     };
