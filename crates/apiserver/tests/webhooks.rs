@@ -611,3 +611,25 @@ async fn one_clusters_webhooks_never_see_another_clusters_objects() {
         .collect();
     assert_eq!(names, [json!("bad-a")]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_a_webhook_reuse_their_connections() {
+    let (_dir, server) = support::server().await;
+    let hs = hooks().await;
+    validating(
+        &server,
+        "v",
+        json!([on_cm_create("v.example.com", url(&hs, "/validate"))]),
+    )
+    .await;
+    for i in 0..20 {
+        let (code, _) = post(&server, CMS, &config_map(&format!("cm-{i}"), json!({}))).await;
+        assert_eq!(code, 201);
+    }
+    assert_eq!(hs.requests("/validate").len(), 20);
+    let opened = hs.connections.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        opened <= 2,
+        "20 sequential calls opened {opened} connections"
+    );
+}

@@ -27,6 +27,8 @@ pub struct HookServer {
     pub ca_bundle: String,
     /// Every `request` it was sent, with its path.
     pub seen: Arc<Mutex<Vec<(String, Value)>>>,
+    /// How many TLS connections it accepted.
+    pub connections: Arc<std::sync::atomic::AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -96,6 +98,8 @@ pub async fn start_on(
     let port = listener.local_addr().unwrap().port();
     let seen: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
     let seen2 = seen.clone();
+    let connections: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+    let counted = connections.clone();
     let task = tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
@@ -104,10 +108,12 @@ pub async fn start_on(
             let acceptor = acceptor.clone();
             let answer = answer.clone();
             let seen = seen2.clone();
+            let counted = counted.clone();
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let answer = answer.clone();
                     let seen = seen.clone();
@@ -137,6 +143,7 @@ pub async fn start_on(
         port,
         ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.pair.cert_pem.as_bytes()),
         seen,
+        connections,
         task,
     }
 }

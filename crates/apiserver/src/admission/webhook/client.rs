@@ -3,13 +3,15 @@
 //! name upstream uses (`<service>.<namespace>.svc` for a service), one POST of the review
 //! under the webhook's timeout, and a bounded response.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
@@ -176,6 +178,69 @@ fn tls_config(ca_bundle: Option<&[u8]>) -> Result<Arc<rustls::ClientConfig>, Cal
     Ok(Arc::new(config))
 }
 
+/// A connection to a webhook, ready for another request once idle.
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+/// (host, port, TLS server name, hash of the CA bundle): what a kept connection is good for.
+type PoolKey = (String, u16, String, u64);
+
+/// Idle connections kept between calls (upstream's HTTP transport keeps them too: a TLS
+/// handshake per call would cost more than the call).
+static IDLE: LazyLock<Mutex<HashMap<PoolKey, Vec<Sender>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// TLS configurations by CA bundle hash (0: the system's roots).
+static TLS: LazyLock<Mutex<HashMap<u64, Arc<rustls::ClientConfig>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// Idle connections kept per destination.
+const MAX_IDLE_PER_KEY: usize = 16;
+/// Destinations (and CA bundles) remembered before the tables start over.
+const MAX_KEYS: usize = 512;
+
+fn hash_of(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish() | 1
+}
+
+fn take_idle(key: &PoolKey) -> Option<Sender> {
+    let mut idle = IDLE.lock();
+    let list = idle.get_mut(key)?;
+    while let Some(s) = list.pop() {
+        if !s.is_closed() {
+            return Some(s);
+        }
+    }
+    None
+}
+
+fn put_idle(key: PoolKey, sender: Sender) {
+    if sender.is_closed() {
+        return;
+    }
+    let mut idle = IDLE.lock();
+    if idle.len() >= MAX_KEYS && !idle.contains_key(&key) {
+        idle.clear();
+    }
+    let list = idle.entry(key).or_default();
+    if list.len() < MAX_IDLE_PER_KEY {
+        list.push(sender);
+    }
+}
+
+fn cached_tls(ca_bundle: Option<&[u8]>) -> Result<Arc<rustls::ClientConfig>, CallError> {
+    let key = ca_bundle.map(hash_of).unwrap_or(0);
+    if let Some(c) = TLS.lock().get(&key) {
+        return Ok(c.clone());
+    }
+    let c = tls_config(ca_bundle)?;
+    let mut table = TLS.lock();
+    if table.len() >= MAX_KEYS {
+        table.clear();
+    }
+    table.insert(key, c.clone());
+    Ok(c)
+}
+
 /// Upstream-like text of a dial error (`dial tcp 127.0.0.1:1: connect: connection refused`).
 fn dial_text(addr: &str, e: &std::io::Error) -> String {
     let what = match e.kind() {
@@ -199,51 +264,75 @@ pub async fn call(
     let ep = endpoint(server, cluster, target, timeout)?;
     let url = ep.url.clone();
     let post = |why: String| CallError(format!("Post \"{url}\": {why}"));
+    let key: PoolKey = (
+        ep.host.clone(),
+        ep.port,
+        ep.server_name.clone(),
+        ca_bundle.map(hash_of).unwrap_or(0),
+    );
     let work = async {
-        let tls = tls_config(ca_bundle)?;
-        let addr = if ep.host.contains(':') {
-            format!("[{}]:{}", ep.host, ep.port)
-        } else {
-            format!("{}:{}", ep.host, ep.port)
+        let connect = || async {
+            let tls = cached_tls(ca_bundle)?;
+            let addr = if ep.host.contains(':') {
+                format!("[{}]:{}", ep.host, ep.port)
+            } else {
+                format!("{}:{}", ep.host, ep.port)
+            };
+            let tcp = TcpStream::connect((ep.host.as_str(), ep.port))
+                .await
+                .map_err(|e| post(dial_text(&addr, &e)))?;
+            let _ = tcp.set_nodelay(true);
+            let name = ServerName::try_from(ep.server_name.clone())
+                .map_err(|e| post(format!("tls: {e}")))?;
+            let io = tokio_rustls::TlsConnector::from(tls)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| post(format!("tls: {e}")))?;
+            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+                .await
+                .map_err(|e| post(e.to_string()))?;
+            // Runs until the connection closes (its sender dropped, or the peer gone).
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok::<Sender, CallError>(sender)
         };
-        let tcp = TcpStream::connect((ep.host.as_str(), ep.port))
-            .await
-            .map_err(|e| post(dial_text(&addr, &e)))?;
-        let _ = tcp.set_nodelay(true);
-        let name =
-            ServerName::try_from(ep.server_name.clone()).map_err(|e| post(format!("tls: {e}")))?;
-        let io = tokio_rustls::TlsConnector::from(tls)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| post(format!("tls: {e}")))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-            .await
-            .map_err(|e| post(e.to_string()))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let body = serde_json::to_vec(review).map_err(|e| post(e.to_string()))?;
-        let req = Request::post(ep.path.as_str())
-            .header(
-                http::header::HOST,
-                format!("{}:{}", ep.server_name, ep.port),
-            )
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json, */*")
-            .header(http::header::USER_AGENT, "kube-apiserver-admission")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| post(e.to_string()))?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| post(e.to_string()))?;
+        let body = Bytes::from(serde_json::to_vec(review).map_err(|e| post(e.to_string()))?);
+        let request = || {
+            Request::post(ep.path.as_str())
+                .header(
+                    http::header::HOST,
+                    format!("{}:{}", ep.server_name, ep.port),
+                )
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(http::header::ACCEPT, "application/json, */*")
+                .header(http::header::USER_AGENT, "kube-apiserver-admission")
+                .body(Full::new(body.clone()))
+                .map_err(|e| post(e.to_string()))
+        };
+        let (mut sender, reused) = match take_idle(&key) {
+            Some(s) => (s, true),
+            None => (connect().await?, false),
+        };
+        let resp = match sender.send_request(request()?).await {
+            Ok(r) => r,
+            // A kept connection the peer closed meanwhile: once more on a new one.
+            Err(_) if reused => {
+                sender = connect().await?;
+                sender
+                    .send_request(request()?)
+                    .await
+                    .map_err(|e| post(e.to_string()))?
+            }
+            Err(e) => return Err(post(e.to_string())),
+        };
         let status = resp.status();
         let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
             .collect()
             .await
             .map_err(|e| post(e.to_string()))?
             .to_bytes();
-        driver.abort();
+        put_idle(key.clone(), sender);
         if !status.is_success() {
             return Err(CallError(format!(
                 "the server responded with the status code {} but did not return more information",
