@@ -1,8 +1,9 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
 
+mod admission_bench;
 mod api_bench;
 mod clusters_bench;
 mod crds_bench;
@@ -32,6 +33,7 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
+        Some("admission") => rt.block_on(admission_bench::run(quick)),
         Some("crds") => rt.block_on(crds_bench::run(quick)),
         Some("dns") => rt.block_on(dns_bench::run(quick)),
         Some("proxy") => rt.block_on(proxy_bench::run(quick)),
@@ -94,7 +96,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
+                "usage: bench <storage|api|admission|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
             );
             std::process::exit(2);
         }

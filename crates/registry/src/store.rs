@@ -53,7 +53,8 @@ pub struct WriteOptions {
 /// conflict makes the store retry from a fresh read.
 #[async_trait::async_trait]
 pub trait Admit: Send + Sync {
-    async fn mutate(&self, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError>;
+    /// Returns whether it changed `new`.
+    async fn mutate(&self, new: &mut Value, old: Option<&Value>) -> Result<bool, ApiError>;
     async fn validate(&self, new: &Value, old: Option<&Value>) -> Result<(), ApiError>;
 }
 
@@ -552,8 +553,9 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         self.normalize(res, loc, &mut obj, false)?;
-        if let Some(a) = &opts.admission {
-            a.0.mutate(&mut obj, None).await?;
+        if let Some(a) = &opts.admission
+            && a.0.mutate(&mut obj, None).await?
+        {
             self.normalize(res, loc, &mut obj, false)?;
         }
         let generate = meta::name(&obj).is_empty() && !meta::generate_name(&obj).is_empty();

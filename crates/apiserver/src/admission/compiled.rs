@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apimachinery::meta;
 use parking_lot::Mutex;
+use registry::cache::CachedObject;
 use serde_json::Value;
 
 /// Beyond this many entries the table starts over (deleted objects leave entries behind).
@@ -15,7 +15,7 @@ const MAX_ENTRIES: usize = 4096;
 
 /// Compiled forms by uid, with the resourceVersion each was compiled at.
 pub struct Compiled<T> {
-    table: Mutex<HashMap<String, (String, Arc<T>)>>,
+    table: Mutex<HashMap<String, (i64, Arc<T>)>>,
 }
 
 impl<T> Default for Compiled<T> {
@@ -27,21 +27,21 @@ impl<T> Default for Compiled<T> {
 }
 
 impl<T> Compiled<T> {
-    /// The compiled form of `obj`, built by `build` unless this version was built before.
-    pub fn get(&self, obj: &Value, build: impl FnOnce(&Value) -> T) -> Arc<T> {
-        let uid = meta::uid(obj);
-        let rv = meta::resource_version(obj);
+    /// The compiled form of a cached object, built by `build` (from the decoded object)
+    /// unless this version was built before: a hit decodes nothing.
+    pub fn get(&self, obj: &CachedObject, build: impl FnOnce(&Value) -> T) -> Arc<T> {
+        let uid = obj.uid();
         if let Some((at, c)) = self.table.lock().get(uid)
-            && at == rv
+            && *at == obj.rev
         {
             return c.clone();
         }
-        let c = Arc::new(build(obj));
+        let c = Arc::new(build(&obj.value()));
         let mut table = self.table.lock();
         if table.len() >= MAX_ENTRIES {
             table.clear();
         }
-        table.insert(uid.to_string(), (rv.to_string(), c.clone()));
+        table.insert(uid.to_string(), (obj.rev, c.clone()));
         c
     }
 }

@@ -133,6 +133,7 @@ pub async fn admit_delete_external(
     let warnings = Mutex::new(Vec::new());
     let result = async {
         webhook::mutate(server, &attrs, None, Some(&current), &warnings).await?;
+
         validate_external(server, &attrs, None, Some(&current), &warnings).await
     }
     .await;
@@ -141,9 +142,11 @@ pub async fn admit_delete_external(
 }
 
 /// Admits a create of `obj` into `loc`: may add LimitRange defaults to it, refuses it (403)
-/// when it breaks a LimitRange, lets validating webhooks judge the prepared object, refuses
-/// it when it exceeds a ResourceQuota, and charges it to the quotas (unless `dry_run`) — the
-/// quota last, as upstream orders its plugins, so a refused create is never charged.
+/// when it breaks a LimitRange, lets validating webhooks and policies judge the prepared
+/// object, refuses it when it exceeds a ResourceQuota, and charges it to the quotas (unless
+/// `dry_run`) — the quota last, as upstream orders its plugins, so a refused create is never
+/// charged. Where neither LimitRanges nor quotas apply, validating webhooks and policies are
+/// left to the store's write (no dry run needed): returns whether they were.
 #[allow(clippy::too_many_arguments)]
 pub async fn admit_create(
     server: &ApiServer,
@@ -154,7 +157,7 @@ pub async fn admit_create(
     dry_run: bool,
     attrs: &Attributes,
     warnings: &Mutex<Vec<String>>,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     let namespaced = res.namespaced && !loc.namespace.is_empty();
     let core = res.group.is_empty();
     if namespaced && core && res.plural == "persistentvolumeclaims" {
@@ -173,8 +176,8 @@ pub async fn admit_create(
         Vec::new()
     };
     let external = webhook::any_validating(server, cluster) || policy::any(server, cluster);
-    if ranges.is_empty() && quotas.is_empty() && !external {
-        return Ok(());
+    if ranges.is_empty() && quotas.is_empty() {
+        return Ok(external);
     }
     let name = display_name(obj);
     if core && res.plural == "pods" && !ranges.is_empty() {
@@ -220,7 +223,7 @@ pub async fn admit_create(
             quota::Refused::Api(e) => e,
         })?;
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Upstream's DefaultStorageClass plugin: a claim that names no class (the field absent, not

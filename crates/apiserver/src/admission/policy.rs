@@ -25,10 +25,10 @@ use apimachinery::meta;
 use apimachinery::status::{ApiError, Reason};
 use cel::Program;
 use parking_lot::Mutex;
-use registry::cache::Filter;
+use registry::cache::{CachedObject, Filter};
 use serde_json::Value;
 
-use super::cel::{self as acel, Vars};
+use super::cel::{self as acel, Scope, Vars};
 use super::compiled::Compiled;
 use super::webhook::config::{self, Rule, selector, strings};
 use super::webhook::{self, Attributes};
@@ -62,6 +62,8 @@ struct Validation {
 }
 
 struct Policy {
+    /// Whether an expression refers to `namespaceObject` (only then is it looked up).
+    uses_namespace: bool,
     fail: bool,
     param_kind: Option<(String, String)>,
     constraints: Option<MatchResources>,
@@ -161,6 +163,7 @@ fn compile_policy(p: &Value) -> Policy {
         })
         .unwrap_or_default();
     Policy {
+        uses_namespace: spec.to_string().contains("namespaceObject"),
         fail: s(&spec, "failurePolicy") != "Ignore",
         param_kind,
         constraints: spec.get("matchConstraints").map(match_resources),
@@ -202,19 +205,12 @@ fn compile_binding(b: &Value) -> Binding {
 static POLICIES: LazyLock<Compiled<Policy>> = LazyLock::new(Compiled::default);
 static BINDINGS: LazyLock<Compiled<Binding>> = LazyLock::new(Compiled::default);
 
-fn cluster_objects(server: &ApiServer, cluster: &str, plural: &str) -> Vec<Arc<Value>> {
+fn cluster_objects(server: &ApiServer, cluster: &str, plural: &str) -> Vec<Arc<CachedObject>> {
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    server
-        .store
-        .cache
-        .list(GROUP, plural, &filter)
-        .0
-        .iter()
-        .map(|o| o.value())
-        .collect()
+    server.store.cache.list(GROUP, plural, &filter).0
 }
 
 /// Whether the cluster has any policy binding (the cheap test before admission runs).
@@ -230,17 +226,17 @@ impl MatchResources {
         obj: Option<&Value>,
         old: Option<&Value>,
     ) -> bool {
-        let named = |rules: &[NamedRule]| -> Vec<Rule> {
+        fn named<'r>(rules: &'r [NamedRule], name: &str) -> Vec<&'r Rule> {
             rules
                 .iter()
-                .filter(|r| r.names.is_empty() || r.names.contains(&attrs.name))
-                .map(|r| r.rule.clone())
+                .filter(|r| r.names.is_empty() || r.names.iter().any(|n| n == name))
+                .map(|r| &r.rule)
                 .collect()
-        };
+        }
         let mut equivalents = None;
         let included = webhook::matched_version(
             server,
-            &named(&self.rules),
+            named(&self.rules, &attrs.name).into_iter(),
             self.equivalent,
             attrs,
             &mut equivalents,
@@ -249,14 +245,15 @@ impl MatchResources {
         if !included {
             return false;
         }
-        let excluded = webhook::matched_version(
-            server,
-            &named(&self.exclude),
-            self.equivalent,
-            attrs,
-            &mut equivalents,
-        )
-        .is_some();
+        let excluded = !self.exclude.is_empty()
+            && webhook::matched_version(
+                server,
+                named(&self.exclude, &attrs.name).into_iter(),
+                self.equivalent,
+                attrs,
+                &mut equivalents,
+            )
+            .is_some();
         !excluded
             && webhook::namespace_matches(server, &self.namespace_selector, attrs, obj, old)
             && webhook::object_matches(&self.object_selector, obj, old)
@@ -351,10 +348,7 @@ fn params(
 
 /// Evaluates `policy` with one parameter object.
 fn evaluate(policy: &Policy, base: &Vars, params: Option<&Value>) -> Vec<Decision> {
-    let mut vars = Vars {
-        values: base.values.clone(),
-    }
-    .json("params", params);
+    let vars = base.clone().json("params", params);
     let error = |e: String| -> Vec<Decision> {
         if policy.fail {
             vec![Decision::Fail {
@@ -365,23 +359,31 @@ fn evaluate(policy: &Policy, base: &Vars, params: Option<&Value>) -> Vec<Decisio
             Vec::new()
         }
     };
-    for (name, program) in &policy.match_conditions {
-        let result = program
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| acel::eval_bool(p, &vars));
-        match result {
-            Ok(true) => {}
-            Ok(false) => return Vec::new(),
-            Err(e) => return error(format!("failed to evaluate match condition {name:?}: {e}")),
+    {
+        let conditions = Scope::new(
+            &vars,
+            policy
+                .match_conditions
+                .iter()
+                .filter_map(|(_, p)| p.as_ref().ok()),
+        );
+        for (name, program) in &policy.match_conditions {
+            let result = program
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|p| conditions.eval_bool(p));
+            match result {
+                Ok(true) => {}
+                Ok(false) => return Vec::new(),
+                Err(e) => {
+                    return error(format!("failed to evaluate match condition {name:?}: {e}"));
+                }
+            }
         }
     }
     let mut composed: Vec<(String, cel::Value)> = Vec::new();
     for (name, program) in &policy.variables {
-        let scope = Vars {
-            values: vars.values.clone(),
-        }
-        .cel("variables", acel::map(composed.clone()));
+        let scope = vars.clone().cel("variables", acel::map(composed.clone()));
         if let Ok(v) = program
             .as_ref()
             .map_err(Clone::clone)
@@ -390,14 +392,23 @@ fn evaluate(policy: &Policy, base: &Vars, params: Option<&Value>) -> Vec<Decisio
             composed.push((name.clone(), v));
         }
     }
-    vars = vars.cel("variables", acel::map(composed));
+    let vars = vars.cel("variables", acel::map(composed));
+    let programs = policy.validations.iter().flat_map(|v| {
+        let message = v.message_expression.as_ref().and_then(|m| m.as_ref().ok());
+        v.program.as_ref().ok().into_iter().chain(message)
+    });
+    let audits = policy
+        .audit_annotations
+        .iter()
+        .filter_map(|(_, p)| p.as_ref().ok());
+    let scope = Scope::new(&vars, programs.chain(audits));
     let mut out = Vec::new();
     for v in &policy.validations {
         let result = v
             .program
             .as_ref()
             .map_err(Clone::clone)
-            .and_then(|p| acel::eval_bool(p, &vars));
+            .and_then(|p| scope.eval_bool(p));
         match result {
             Ok(true) => out.push(Decision::Pass),
             Ok(false) => {
@@ -405,7 +416,7 @@ fn evaluate(policy: &Policy, base: &Vars, params: Option<&Value>) -> Vec<Decisio
                     .message_expression
                     .as_ref()
                     .and_then(|m| m.as_ref().ok())
-                    .and_then(|p| acel::eval(p, &vars).ok())
+                    .and_then(|p| scope.eval(p).ok())
                     .and_then(|m| match m {
                         cel::Value::String(s) if !s.trim().is_empty() => Some(s.to_string()),
                         _ => None,
@@ -431,7 +442,7 @@ fn evaluate(policy: &Policy, base: &Vars, params: Option<&Value>) -> Vec<Decisio
     }
     for (key, program) in &policy.audit_annotations {
         if let Ok(p) = program
-            && let Ok(v) = acel::eval(p, &vars)
+            && let Ok(v) = scope.eval(p)
         {
             tracing::debug!(key = %key, value = ?v, "admission policy audit annotation");
         }
@@ -462,10 +473,10 @@ pub fn validate(
     if bindings.is_empty() {
         return Ok(());
     }
-    let policies: HashMap<String, Arc<Value>> =
+    let policies: HashMap<String, Arc<CachedObject>> =
         cluster_objects(server, &attrs.cluster, "validatingadmissionpolicies")
             .into_iter()
-            .map(|p| (meta::name(&p).to_string(), p))
+            .map(|p| (p.name().to_string(), p))
             .collect();
     let mut bindings: Vec<Arc<Binding>> = bindings
         .iter()
@@ -491,14 +502,23 @@ pub fn validate(
             continue;
         }
         let base = base.get_or_insert_with(|| {
-            let request = webhook::review_request(attrs, &attrs.version, "", obj, old);
-            let ns = webhook::namespace_object(server, attrs);
+            // `request` without the objects (expressions read them as `object` and
+            // `oldObject`), made only if an expression refers to it.
             Vars::default()
                 .json("object", obj)
                 .json("oldObject", old)
-                .json("request", Some(&request))
-                .json("namespaceObject", ns.as_deref())
+                .lazy("request", move || {
+                    webhook::review_request(attrs, &attrs.version, "", None, None)
+                })
         });
+        if policy.uses_namespace && !base.values.iter().any(|(n, _)| *n == "namespaceObject") {
+            let ns = webhook::namespace_object(server, attrs);
+            let var = match ns {
+                Some(n) => acel::Var::Owned(n),
+                None => acel::Var::Json(None),
+            };
+            base.values.push(("namespaceObject", var));
+        }
         let decisions = match params(server, attrs, &policy, binding) {
             Ok(ps) => ps
                 .iter()

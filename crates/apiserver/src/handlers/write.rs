@@ -158,6 +158,7 @@ fn store_admission(
     let adm = Arc::new(StoreAdmission {
         server: server.clone(),
         attrs,
+        mutating: true,
         warnings: Mutex::new(Vec::new()),
     });
     w.opts.admission = Some(registry::store::Admission(adm.clone()));
@@ -220,8 +221,9 @@ pub async fn create(
     attrs.field_manager = w.manager.clone();
     let warnings = Mutex::new(Vec::new());
     let admitted = async {
-        if crate::admission::any_external(server, &ctx.cluster) {
-            webhook::mutate(server, &attrs, Some(&mut obj), None, &warnings).await?;
+        if crate::admission::any_external(server, &ctx.cluster)
+            && webhook::mutate(server, &attrs, Some(&mut obj), None, &warnings).await?
+        {
             crate::fields::check_types(res, &obj)?;
         }
         crate::admission::validate(server, ctx, res, loc, None, &obj, None, w.opts.dry_run)?;
@@ -239,9 +241,25 @@ pub async fn create(
     }
     .await;
     ctx.warnings.extend(warnings.into_inner());
-    admitted?;
+    let mut w = w;
+    // Validating webhooks and policies the admission left to the write itself.
+    let adm = match admitted? {
+        true => {
+            let adm = Arc::new(StoreAdmission {
+                server: server.clone(),
+                attrs,
+                mutating: false,
+                warnings: Mutex::new(Vec::new()),
+            });
+            w.opts.admission = Some(registry::store::Admission(adm.clone()));
+            Some(adm)
+        }
+        false => None,
+    };
     patching::track_update(res, None, &mut obj, &w.manager, None);
-    let created = server.store.create(res, loc, obj, &w.opts).await?;
+    let created = server.store.create(res, loc, obj, &w.opts).await;
+    take_warnings(ctx, adm);
+    let created = created?;
     settle(server, res, &created).await;
     ctx.warnings.extend(res.strategy.warnings(&created));
     render::object(ctx, res, StatusCode::CREATED, &created)

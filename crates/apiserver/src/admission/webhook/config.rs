@@ -237,11 +237,7 @@ pub fn webhooks(server: &ApiServer, cluster: &str, kind: Kind) -> Vec<Arc<Vec<We
     }
     let mut out: Vec<(String, Arc<Vec<Webhook>>)> = configs
         .iter()
-        .map(|c| {
-            let value = c.value();
-            let hooks = PARSED.get(&value, |v| parse(v, kind));
-            (meta::name(&value).to_string(), hooks)
-        })
+        .map(|c| (c.name().to_string(), PARSED.get(c, |v| parse(v, kind))))
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out.into_iter().map(|(_, h)| h).collect()
@@ -327,7 +323,10 @@ mod tests {
         assert!(!rule_matches(&star, &req("UPDATE", "pods", "status", true)));
         let subs = rule(&["*"], &["pods/*"], "*");
         assert!(rule_matches(&subs, &req("UPDATE", "pods", "status", true)));
-        assert!(!rule_matches(&subs, &req("UPDATE", "pods", "", true)));
+        // As upstream's matcher: `pods/*` splits into `pods` and `*`, which also matches the
+        // resource itself (no subresource).
+        assert!(rule_matches(&subs, &req("UPDATE", "pods", "", true)));
+        assert!(!rule_matches(&subs, &req("UPDATE", "services", "status", true)));
         let scale = rule(&["*"], &["*/scale"], "*");
         assert!(rule_matches(
             &scale,

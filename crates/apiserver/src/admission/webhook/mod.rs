@@ -150,15 +150,15 @@ fn labels_of(obj: Option<&Value>) -> Option<&Value> {
 
 /// The version of the resource a rule set matches for this request: the request's own, or
 /// with `equivalent` (`matchPolicy: Equivalent`) another version the cluster serves.
-pub(crate) fn matched_version(
+pub(crate) fn matched_version<'r>(
     server: &ApiServer,
-    rules: &[config::Rule],
+    rules: impl Iterator<Item = &'r config::Rule> + Clone,
     equivalent: bool,
     attrs: &Attributes,
     equivalents: &mut Option<Vec<String>>,
 ) -> Option<String> {
     let exact = attrs.rule_request(&attrs.version);
-    if rules.iter().any(|r| config::rule_matches(r, &exact)) {
+    if rules.clone().any(|r| config::rule_matches(r, &exact)) {
         return Some(attrs.version.clone());
     }
     if !equivalent {
@@ -179,7 +179,7 @@ pub(crate) fn matched_version(
         .iter()
         .find(|v| {
             let req = attrs.rule_request(v);
-            rules.iter().any(|r| config::rule_matches(r, &req))
+            rules.clone().any(|r| config::rule_matches(r, &req))
         })
         .cloned()
 }
@@ -487,7 +487,13 @@ fn interested(
     old: Option<&Value>,
     equivalents: &mut Option<Vec<String>>,
 ) -> Option<String> {
-    let v = matched_version(server, &hook.rules, hook.equivalent, attrs, equivalents)?;
+    let v = matched_version(
+        server,
+        hook.rules.iter(),
+        hook.equivalent,
+        attrs,
+        equivalents,
+    )?;
     (namespace_matches(server, &hook.namespace_selector, attrs, obj, old)
         && object_matches(&hook.object_selector, obj, old))
     .then_some(v)
@@ -553,17 +559,18 @@ async fn mutate_one(
     Ok(true)
 }
 
-/// Runs the mutating webhooks over `obj` (absent for a delete, whose patches are ignored).
+/// Runs the mutating webhooks over `obj` (absent for a delete, whose patches are ignored);
+/// returns whether any changed it.
 pub async fn mutate(
     server: &ApiServer,
     attrs: &Attributes,
     mut obj: Option<&mut Value>,
     old: Option<&Value>,
     warnings: &Mutex<Vec<String>>,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     let configs = config::webhooks(server, &attrs.cluster, Kind::Mutating);
     if configs.is_empty() || exempt(attrs) {
-        return Ok(());
+        return Ok(false);
     }
     let hooks: Vec<&Webhook> = configs.iter().flat_map(|c| c.iter()).collect();
     let mut equivalents = None;
@@ -587,7 +594,7 @@ pub async fn mutate(
     }
     // Reinvocation (`IfNeeded`): once more for a webhook a later one changed the object after.
     let Some(o) = obj else {
-        return Ok(());
+        return Ok(false);
     };
     for (k, (i, version)) in called.iter().enumerate() {
         let hook = hooks[*i];
@@ -598,7 +605,7 @@ pub async fn mutate(
             }
         }
     }
-    Ok(())
+    Ok(changed.iter().any(|c| *c))
 }
 
 /// Runs the validating webhooks (in parallel) over `obj` (absent for a delete).
@@ -651,6 +658,8 @@ pub async fn validate(
 pub struct StoreAdmission {
     pub server: Arc<ApiServer>,
     pub attrs: Attributes,
+    /// Whether mutating webhooks run here (a create runs them in its handler).
+    pub mutating: bool,
     /// Warnings of the webhooks and policies, for the response.
     pub warnings: Mutex<Vec<String>>,
 }
@@ -667,7 +676,10 @@ impl StoreAdmission {
 
 #[async_trait::async_trait]
 impl registry::store::Admit for StoreAdmission {
-    async fn mutate(&self, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    async fn mutate(&self, new: &mut Value, old: Option<&Value>) -> Result<bool, ApiError> {
+        if !self.mutating {
+            return Ok(false);
+        }
         let attrs = self.attrs_for(old);
         mutate(&self.server, &attrs, Some(new), old, &self.warnings).await
     }
