@@ -939,3 +939,105 @@ spec:
     .ok();
     platform.stop();
 }
+
+/// Issue 21's acceptance: a validating admission webhook served by a real pod, reached
+/// through its Service's endpoints over the pod network, with the serving certificate
+/// verified against the configuration's `caBundle` for `hooks.default.svc`.
+#[test]
+fn a_webhook_served_by_a_real_pod_behind_a_service_refuses_what_it_denies() {
+    use base64::Engine;
+    let platform = Platform::start();
+    let k = platform.kubectl("1.33");
+    node_ready(&k);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = pki::Ca::generate("webhook-test-ca").expect("ca");
+    let pair = ca
+        .issue_server("hooks.default.svc", &["hooks.default.svc".to_string()])
+        .expect("serving certificate");
+    let cert = dir.path().join("tls.crt");
+    let key = dir.path().join("tls.key");
+    std::fs::write(&cert, &pair.cert_pem).expect("write cert");
+    std::fs::write(&key, &pair.key_pem).expect("write key");
+    k.run(&[
+        "create",
+        "secret",
+        "tls",
+        "hooks-tls",
+        &format!("--cert={}", cert.display()),
+        &format!("--key={}", key.display()),
+    ])
+    .ok();
+    apply(
+        &k,
+        dir.path(),
+        "hooks.yaml",
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: hooks, labels: {app: hooks}}
+spec:
+  automountServiceAccountToken: false
+  containers:
+  - name: main
+    image: docker.io/matryoshka/mtest:1
+    args: ["serve-webhook", "--cert", "/tls/tls.crt", "--key", "/tls/tls.key", "--port", "8443"]
+    readinessProbe:
+      tcpSocket: {port: 8443}
+      periodSeconds: 1
+    volumeMounts: [{name: tls, mountPath: /tls}]
+  volumes: [{name: tls, secret: {secretName: hooks-tls}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hooks}
+spec:
+  selector: {app: hooks}
+  ports: [{port: 443, targetPort: 8443}]
+"#,
+    );
+    wait_ready(&k, "hooks");
+    k.eventually(
+        &[
+            "get",
+            "endpoints",
+            "hooks",
+            "-o",
+            "jsonpath={.subsets[*].addresses[*].ip}",
+        ],
+        LONG,
+        |r| r.code == 0 && !r.stdout.trim().is_empty(),
+    );
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca.pair.cert_pem.as_bytes());
+    apply(
+        &k,
+        dir.path(),
+        "webhook.yaml",
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: pod-webhook}}
+webhooks:
+- name: pod.webhook.example.com
+  clientConfig:
+    service: {{namespace: default, name: hooks, path: /validate}}
+    caBundle: {bundle}
+  rules: [{{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}]
+  namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: default}}}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"#
+        ),
+    );
+    k.run(&["create", "configmap", "bad-one", "--from-literal=k=v"])
+        .fails(1)
+        .err("admission webhook \"pod.webhook.example.com\" denied the request: bad-one is refused by the webhook in a pod");
+    k.run(&["get", "configmap", "bad-one"]).fails(1);
+    k.run(&["create", "configmap", "good-one", "--from-literal=k=v"])
+        .ok();
+    k.run(&["delete", "validatingwebhookconfiguration", "pod-webhook"])
+        .ok();
+    k.run(&["delete", "pod", "hooks", "--wait=true", "--timeout=60s"])
+        .ok();
+    platform.stop();
+}

@@ -12,6 +12,7 @@
 //! mtest dns NAME [TYPE] [--server IP[:PORT]]   A AAAA SRV CNAME PTR TXT, via /etc/resolv.conf
 //! mtest tcp HOST:PORT [--send DATA] [--timeout S]
 //! mtest api [PATH]                   GET the API server with the service-account token
+//! mtest serve-webhook --cert F --key F [--port 8443] [--deny-prefix bad]   an admission webhook
 //! mtest pause                        sleep for ever, reaping orphans
 //! ```
 
@@ -19,6 +20,7 @@ mod api;
 mod dns;
 mod http;
 mod tcp;
+mod webhook;
 
 use std::time::Duration;
 
@@ -215,7 +217,8 @@ fn on_termination(pause: bool) {
     });
 }
 
-const USAGE: &str = "usage: mtest serve-http|exit|hog|busy|sleep|dns|tcp|api|pause ...";
+const USAGE: &str =
+    "usage: mtest serve-http|serve-webhook|exit|hog|busy|sleep|dns|tcp|api|pause ...";
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
@@ -245,6 +248,7 @@ fn main() {
         "dns" => dns::command(&args),
         "tcp" => tcp::command(&args),
         "api" => api::command(&args),
+        "serve-webhook" => webhook::serve(&args),
         "pause" => pause(),
         other => Err(Failure(format!("unknown command {other:?}\n{USAGE}"), 2)),
     };

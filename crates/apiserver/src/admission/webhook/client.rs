@@ -310,7 +310,13 @@ pub async fn call(
                 .body(Full::new(body.clone()))
                 .map_err(|e| post(e.to_string()))
         };
-        let (mut sender, reused) = match take_idle(&key) {
+        // A kept connection is used once it can take a request (the previous response's
+        // end may still be in flight); one that closed meanwhile is replaced.
+        let kept = match take_idle(&key) {
+            Some(mut s) => s.ready().await.is_ok().then_some(s),
+            None => None,
+        };
+        let (mut sender, reused) = match kept {
             Some(s) => (s, true),
             None => (connect().await?, false),
         };

@@ -326,7 +326,10 @@ mod tests {
         // As upstream's matcher: `pods/*` splits into `pods` and `*`, which also matches the
         // resource itself (no subresource).
         assert!(rule_matches(&subs, &req("UPDATE", "pods", "", true)));
-        assert!(!rule_matches(&subs, &req("UPDATE", "services", "status", true)));
+        assert!(!rule_matches(
+            &subs,
+            &req("UPDATE", "services", "status", true)
+        ));
         let scale = rule(&["*"], &["*/scale"], "*");
         assert!(rule_matches(
             &scale,
