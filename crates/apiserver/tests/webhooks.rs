@@ -16,6 +16,20 @@ use support::{call, call_with};
 
 const JSON: (&str, &str) = ("content-type", "application/json");
 
+async fn metrics_text(server: &Arc<ApiServer>) -> String {
+    use apiserver::auth::{UserExt, UserInfo};
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .uri("/metrics")
+        .body(bytes::Bytes::new())
+        .unwrap();
+    let resp = server
+        .handle(req, apiserver::server::Caller::Internal(UserInfo::system()))
+        .await;
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8_lossy(&body).to_string()
+}
+
 async fn post(server: &Arc<ApiServer>, uri: &str, body: &Value) -> (u16, Value) {
     call_with(server, Method::POST, uri, &[JSON], &body.to_string()).await
 }
@@ -187,6 +201,15 @@ async fn a_validating_webhook_refuses_with_its_message_and_sees_the_request() {
     assert_eq!(code, 404, "a refused create stores nothing");
     let (code, body) = post(&server, CMS, &config_map("good", json!({}))).await;
     assert_eq!(code, 201, "{body}");
+    // Each call is in /metrics (upstream's histogram, without the webhook's name).
+    let metrics = metrics_text(&server).await;
+    for rejected in ["true", "false"] {
+        let line = format!(
+            "apiserver_admission_webhook_admission_duration_seconds_count{{operation=\"CREATE\",rejected=\"{rejected}\",type=\"validating\"}} 1"
+        );
+        assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
+    }
+    assert!(!metrics.contains("v.example.com"));
     let reqs = hs.requests("/validate");
     let create = reqs
         .iter()

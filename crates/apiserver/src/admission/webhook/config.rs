@@ -56,6 +56,8 @@ pub struct Webhook {
     pub object_selector: Selector,
     pub side_effects: String,
     pub timeout: Duration,
+    /// A mutating webhook.
+    pub mutating: bool,
     /// `reinvocationPolicy: IfNeeded` (mutating only).
     pub reinvoke: bool,
     pub target: Target,
@@ -208,6 +210,7 @@ pub fn parse(config: &Value, kind: Kind) -> Vec<Webhook> {
                         .unwrap_or(10)
                         .clamp(1, 30),
                 ),
+                mutating: kind == Kind::Mutating,
                 reinvoke: kind == Kind::Mutating && s("reinvocationPolicy") == "IfNeeded",
                 target,
                 ca_bundle,

@@ -379,9 +379,33 @@ fn conditions_match(hook: &Webhook, request: &Value) -> Result<bool, String> {
     Ok(true)
 }
 
+/// [`call_one_untimed`], observed in `/metrics`.
+async fn call_one(
+    server: &ApiServer,
+    hook: &Webhook,
+    attrs: &Attributes,
+    version: &str,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    warnings: &Mutex<Vec<String>>,
+) -> Result<Outcome, ApiError> {
+    let started = std::time::Instant::now();
+    let outcome = call_one_untimed(server, hook, attrs, version, obj, old, warnings).await;
+    if !matches!(outcome, Ok(Outcome::Skipped)) {
+        let kind = if hook.mutating { "admit" } else { "validating" };
+        server.metrics.observe_webhook(
+            kind,
+            attrs.operation.as_str(),
+            outcome.is_err(),
+            started.elapsed(),
+        );
+    }
+    outcome
+}
+
 /// Sends one review and reads its answer; `Err` is the request's refusal (a denial, or a
 /// failure under `failurePolicy: Fail`). `Ok(Skipped)` also covers an ignored failure.
-async fn call_one(
+async fn call_one_untimed(
     server: &ApiServer,
     hook: &Webhook,
     attrs: &Attributes,
