@@ -215,7 +215,11 @@ fn cluster_objects(server: &ApiServer, cluster: &str, plural: &str) -> Vec<Arc<C
 
 /// Whether the cluster has any policy binding (the cheap test before admission runs).
 pub fn any(server: &ApiServer, cluster: &str) -> bool {
-    !cluster_objects(server, cluster, "validatingadmissionpolicybindings").is_empty()
+    server
+        .store
+        .cache
+        .count(GROUP, "validatingadmissionpolicybindings", cluster)
+        > 0
 }
 
 impl MatchResources {

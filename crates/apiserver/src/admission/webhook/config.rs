@@ -84,7 +84,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn plural(self) -> &'static str {
+    pub fn plural(self) -> &'static str {
         match self {
             Kind::Mutating => "mutatingwebhookconfigurations",
             Kind::Validating => "validatingwebhookconfigurations",

@@ -129,13 +129,21 @@ impl Attributes {
 /// Whether `cluster` has any webhook configuration of either kind (the cheap test before a
 /// write sets up admission).
 pub fn any(server: &ApiServer, cluster: &str) -> bool {
-    !config::webhooks(server, cluster, Kind::Mutating).is_empty()
-        || !config::webhooks(server, cluster, Kind::Validating).is_empty()
+    configured(server, cluster, Kind::Mutating) || configured(server, cluster, Kind::Validating)
 }
 
 /// Whether `cluster` has validating webhook configurations.
 pub fn any_validating(server: &ApiServer, cluster: &str) -> bool {
-    !config::webhooks(server, cluster, Kind::Validating).is_empty()
+    configured(server, cluster, Kind::Validating)
+}
+
+/// Whether `cluster` has configurations of `kind` (a count in the cache: nothing parsed).
+fn configured(server: &ApiServer, cluster: &str, kind: Kind) -> bool {
+    server
+        .store
+        .cache
+        .count("admissionregistration.k8s.io", kind.plural(), cluster)
+        > 0
 }
 
 /// Webhooks are never called for the objects that configure admission (upstream: so a broken
