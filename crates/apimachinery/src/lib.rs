@@ -10,6 +10,7 @@ pub mod admission;
 pub mod apply;
 pub mod builtin;
 pub mod cluster;
+pub mod depth;
 pub mod field;
 pub mod fields;
 pub mod labels;

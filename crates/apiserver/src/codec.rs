@@ -42,6 +42,7 @@ pub fn decode_as(ty: BodyType, body: &Bytes, content_type: &str) -> Result<Value
             ));
         }
     };
+    apimachinery::depth::check(&v)?;
     Ok(v)
 }
 
@@ -53,8 +54,10 @@ pub fn yaml(body: &[u8]) -> Result<Value, ApiError> {
         return serde_json::from_str(s)
             .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")));
     }
-    serde_saphyr::from_str::<Value>(s)
-        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
+    let v = serde_saphyr::from_str::<Value>(s)
+        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?;
+    apimachinery::depth::check(&v)?;
+    Ok(v)
 }
 
 /// A Kubernetes protobuf body (built-in types) into JSON.

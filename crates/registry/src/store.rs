@@ -172,6 +172,19 @@ fn encode(obj: &Value) -> Result<Bytes, ApiError> {
         .map_err(ApiError::internal)
 }
 
+/// A dry run answers as the write would: an object over the storage limit is refused, as
+/// storage would refuse it.
+fn within_storage_limit(obj: &Value) -> Result<(), ApiError> {
+    let size = encode(obj)?.len();
+    if size > storage::MAX_VALUE_BYTES {
+        return Err(ApiError::request_entity_too_large(format!(
+            "the value is {size} bytes, over the limit of {}",
+            storage::MAX_VALUE_BYTES
+        )));
+    }
+    Ok(())
+}
+
 fn with_rv(mut obj: Value, rev: i64) -> Value {
     meta::set(&mut obj, "resourceVersion", rev.to_string());
     obj
@@ -582,6 +595,7 @@ impl Store {
         if res.namespaced && !(res.group.is_empty() && res.plural == "namespaces") {
             self.check_namespace(loc.cluster, loc.namespace).await?;
         }
+        apimachinery::depth::check(&obj)?;
         let base = obj;
         let mut obj = base.clone();
         for attempt in 0..8 {
@@ -614,6 +628,7 @@ impl Store {
                 return Err(e);
             }
             if opts.dry_run {
+                within_storage_limit(&obj)?;
                 return Ok(obj);
             }
             let name = meta::name(&obj).to_string();
@@ -691,6 +706,9 @@ impl Store {
                 None => return Err(ApiError::internal("conversion lost the object")),
             };
             let mut new = f(Some(&old))?;
+            // Nothing deeper than can be read back is stored (patches can nest deeper than
+            // any request body may).
+            apimachinery::depth::check(&new)?;
             if let Some(a) = &opts.admission {
                 a.0.mutate(&mut new, Some(&old)).await?;
             }
@@ -722,6 +740,7 @@ impl Store {
                 return Ok((old, false));
             }
             if opts.dry_run {
+                within_storage_limit(&new)?;
                 return Ok((new, false));
             }
             let k = object_key(res, loc);

@@ -13,6 +13,10 @@ use crate::apply::value::values_equal;
 /// Upstream's cap on operations in one JSON patch (a 413 beyond it).
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10000;
 
+/// Upstream's cap on the bytes `copy` operations may add in one patch (the maximum request
+/// size; a 413 beyond it).
+pub const MAX_ACCUMULATED_COPY_BYTES: usize = 3 * 1024 * 1024;
+
 const MISSING: &str = "missing value";
 const INVALID_INDEX: &str = "invalid index referenced";
 
@@ -26,8 +30,21 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
         });
     }
     let mut out = doc.clone();
+    let mut copied = 0usize;
     for op in ops {
-        apply_op(&mut out, op).map_err(PatchError::Unprocessable)?;
+        if let Err(e) = apply_op(&mut out, op, &mut copied) {
+            crate::depth::drop_flat(out);
+            return Err(e);
+        }
+    }
+    // `move` and `add` can nest the document one level per operation: a result deeper than
+    // anything may be stored is refused here, and freed without recursion.
+    if crate::depth::exceeds(&out, crate::depth::MAX_DEPTH) {
+        crate::depth::drop_flat(out);
+        return Err(PatchError::BadRequest(format!(
+            "the patched object is nested deeper than the maximum of {} levels",
+            crate::depth::MAX_DEPTH
+        )));
     }
     Ok(out)
 }
@@ -56,7 +73,68 @@ fn str_field<'a>(op: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
     op.get(name).and_then(Value::as_str)
 }
 
-fn apply_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), String> {
+fn apply_op(
+    doc: &mut Value,
+    op: &Map<String, Value>,
+    copied: &mut usize,
+) -> Result<(), PatchError> {
+    if str_field(op, "op") == Some("copy") {
+        return copy_op(doc, op, copied);
+    }
+    apply_plain(doc, op).map_err(PatchError::Unprocessable)
+}
+
+/// The JSON size of `v`, counted without building it.
+fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+fn copy_op(doc: &mut Value, op: &Map<String, Value>, copied: &mut usize) -> Result<(), PatchError> {
+    let un = PatchError::Unprocessable;
+    let from = str_field(op, "from")
+        .ok_or_else(|| un(format!("copy operation failed to decode from: {MISSING}")))?;
+    let missing_from = || {
+        un(format!(
+            "copy operation does not apply: doc is missing from path: {from}: {MISSING}"
+        ))
+    };
+    let (con, key) = find_container(doc, from).ok_or_else(missing_from)?;
+    let found = get(con, &key)
+        .map_err(|e| un(format!("error in copy for from: '{from}': {e}")))?
+        .ok_or_else(missing_from)?;
+    // Counted before the value is cloned: the budget bounds the allocation, not only the
+    // result.
+    *copied = copied.saturating_add(json_size(found));
+    if *copied > MAX_ACCUMULATED_COPY_BYTES {
+        return Err(PatchError::CopyTooLarge {
+            size: *copied,
+            limit: MAX_ACCUMULATED_COPY_BYTES,
+        });
+    }
+    let val = found.clone();
+    let path = str_field(op, "path")
+        .ok_or_else(|| un(format!("copy operation failed to decode path: {MISSING}")))?;
+    let (con, key) = find_container(doc, path).ok_or_else(|| {
+        un(format!(
+            "copy operation does not apply: doc is missing destination path: {path}: {MISSING}"
+        ))
+    })?;
+    add(con, &key, val).map_err(|e| un(format!("error while adding value during copy: {e}")))
+}
+
+fn apply_plain(doc: &mut Value, op: &Map<String, Value>) -> Result<(), String> {
     let kind = str_field(op, "op").unwrap_or("unknown");
     let value = op.get("value").cloned().unwrap_or(Value::Null);
     let path = str_field(op, "path");
@@ -119,27 +197,6 @@ fn apply_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), String> {
                 )
             })?;
             add(con, &key, val).map_err(|e| format!("error in move for path: '{path}': {e}"))
-        }
-        "copy" => {
-            let from = str_field(op, "from")
-                .ok_or_else(|| format!("copy operation failed to decode from: {MISSING}"))?;
-            let missing_from = || {
-                format!(
-                    "copy operation does not apply: doc is missing from path: {from}: {MISSING}"
-                )
-            };
-            let (con, key) = find_container(doc, from).ok_or_else(missing_from)?;
-            let val = get(con, &key)
-                .map_err(|e| format!("error in copy for from: '{from}': {e}"))?
-                .cloned()
-                .ok_or_else(missing_from)?;
-            let path = need_path("copy")?;
-            let (con, key) = find_container(doc, path).ok_or_else(|| {
-                format!(
-                    "copy operation does not apply: doc is missing destination path: {path}: {MISSING}"
-                )
-            })?;
-            add(con, &key, val).map_err(|e| format!("error while adding value during copy: {e}"))
         }
         "test" => {
             let path = need_path("test")?;

@@ -37,6 +37,12 @@ pub enum PatchError {
     /// More operations than upstream accepts in one JSON patch (413).
     #[error("The allowed maximum operations in a JSON patch is {max}, got {got}")]
     TooManyOperations { max: usize, got: usize },
+    /// `copy` operations whose copied values together exceed upstream's limit (413): without
+    /// it, a few kilobytes of patch double an object into gigabytes.
+    #[error(
+        "Unable to copy, the accumulated size increase of copy is {size}, exceeding the limit {limit}"
+    )]
+    CopyTooLarge { size: usize, limit: usize },
 }
 
 impl PatchError {
@@ -50,10 +56,10 @@ impl PatchError {
                 "the server rejected our request due to an error in our request",
             )
             .with_cause("UnexpectedServerResponse", m, ""),
-            PatchError::Internal(m) => {
-                ApiError::new(500, crate::status::Reason::InternalError, m.clone())
-            }
-            PatchError::TooManyOperations { .. } => {
+            // Upstream answers these with 500; they are the client's error (a patch that
+            // does not fit the object), so the answer is a 400 with the same message.
+            PatchError::Internal(m) => ApiError::bad_request(m.clone()),
+            PatchError::TooManyOperations { .. } | PatchError::CopyTooLarge { .. } => {
                 ApiError::request_entity_too_large(self.to_string())
             }
         }

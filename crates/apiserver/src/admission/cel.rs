@@ -16,14 +16,14 @@ use cel::common::types::{
 use cel::common::value::Val;
 use cel::objects::{Key, Map};
 use cel::{Context, Program, Value as Cel};
+use crd::cel::cost;
 use crd::cel::library::ENV;
 use crd::cel::value::to_cel;
 use serde_json::Value;
 
 /// Compiles an admission expression.
 pub fn compile(source: &str) -> Result<Program, String> {
-    ENV.compile(source)
-        .map_err(|e| format!("compilation failed: {e}"))
+    crd::cel::compile(source).map_err(|e| format!("compilation failed: {e}"))
 }
 
 /// A variable's value, converted to CEL only if an expression refers to it.
@@ -99,11 +99,17 @@ pub fn map(entries: Vec<(String, Cel)>) -> Cel {
     Cel::Map(Map { map: Arc::new(m) })
 }
 
+/// The size assumed for a lazily made variable (`request`: the request's attributes, which
+/// the server makes and bounds).
+const LAZY_SIZE: u64 = 1_024;
+
 /// Variables bound once for several programs: binding converts a whole value (an object)
 /// into the interpreter's form, so it is done once per variable, and only for the variables
 /// the programs refer to.
 pub struct Scope<'v> {
     ctx: Context<'v, 'v>,
+    /// The bound variables as the cost model sees them.
+    shapes: Vec<(&'static str, cost::Shape<'v>)>,
 }
 
 /// A JSON value in the interpreter's form, borrowing its strings (what `to_cel` makes
@@ -144,10 +150,22 @@ impl<'v> Scope<'v> {
             }
         }
         let mut ctx = Context::with_env(ENV.clone());
+        let mut shapes = Vec::new();
         for (name, v) in &vars.values {
             if !needed.iter().any(|n| n == name) {
                 continue;
             }
+            shapes.push((
+                *name,
+                match v {
+                    Var::Json(Some(j)) => cost::Shape::Values(vec![*j]),
+                    Var::Owned(j) => cost::Shape::Values(vec![&**j]),
+                    Var::Json(None) => cost::Shape::Sized(0),
+                    Var::Cel(c) => cost::Shape::Cels(vec![c]),
+                    // Made by the server from the request's attributes: small.
+                    Var::Lazy(_) => cost::Shape::Sized(LAZY_SIZE),
+                },
+            ));
             let val: Box<dyn Val + 'v> = match v {
                 Var::Json(Some(j)) => json_val(j),
                 Var::Json(None) => Box::new(CelNull),
@@ -159,12 +177,17 @@ impl<'v> Scope<'v> {
             };
             ctx.add_variable_as_val(*name, val);
         }
-        Scope { ctx }
+        Scope { ctx, shapes }
     }
 
-    /// Evaluates one of the programs.
+    /// Evaluates one of the programs, unless its cost over the bound values exceeds
+    /// upstream's per-call limit (then it is an error of the expression, not run).
     pub fn eval(&self, program: &Program) -> Result<Cel, String> {
-        program.execute(&self.ctx).map_err(|e| e.to_string())
+        let estimated = cost::estimate(program.expression(), self.shapes.clone());
+        if estimated > cost::PER_CALL_LIMIT {
+            return Err("operation cancelled: actual cost limit exceeded".into());
+        }
+        cost::run_costly(estimated, || program.execute(&self.ctx)).map_err(|e| e.to_string())
     }
 
     /// Evaluates a boolean program.

@@ -147,6 +147,7 @@ async fn scale(
         serde_json::from_slice::<Value>(&ctx.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
     };
+    apimachinery::depth::check(&body)?;
     let (spec_p, _, _) = scale_paths(res);
     let ptr = pointer(&spec_p);
     let res_c = res.clone();

@@ -372,6 +372,7 @@ pub async fn patch(
         _ => serde_json::from_slice::<Value>(&ctx.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
     };
+    apimachinery::depth::check(&body)?;
     if ty == BodyType::ApplyPatch {
         check_fields(ctx, res, &body, w.validation)?;
     }

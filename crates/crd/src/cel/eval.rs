@@ -8,8 +8,13 @@
 //! plus `fieldPath`, with the error type its `reason` asks for.
 //!
 //! Ratcheting: a rule without `oldSelf` that fails on a node whose value equals its
-//! correlated old value only warns. Rules have no cost budget here (cel-go's is not
-//! reproduced): a CRD author can write a slow rule.
+//! correlated old value only warns.
+//!
+//! Cost: before a rule runs, its cost over the actual values is bounded ([`super::cost`]);
+//! a rule over upstream's per-call limit is an error of that rule and is not run, and once
+//! the request's budget is spent no further rule runs (upstream's words for both). An
+//! expensive evaluation inside a multi-threaded tokio runtime runs under `block_in_place`,
+//! so the worker's other tasks move to another thread while it computes.
 
 use apimachinery::field::{ErrorKind, ErrorList, FieldError, Path};
 use cel::common::types::CelOptional;
@@ -17,6 +22,7 @@ use cel::common::value::Val;
 use cel::{Context, ExecutionError, Value as Cel};
 use serde_json::Value;
 
+use super::cost;
 use super::library::ENV;
 use super::rule::Rule;
 use super::value::to_cel;
@@ -52,7 +58,11 @@ pub fn validate_at(
 ) -> Outcome {
     let mut out = Outcome::default();
     if node.has_rules() {
-        let walker = Walker { ratchet };
+        let walker = Walker {
+            ratchet,
+            budget: std::cell::Cell::new(cost::RUNTIME_BUDGET),
+            exhausted: std::cell::Cell::new(false),
+        };
         walker.walk(node, obj, old, root, resource, &mut out);
     }
     out
@@ -60,6 +70,10 @@ pub fn validate_at(
 
 struct Walker {
     ratchet: bool,
+    /// What the request's rules may still cost.
+    budget: std::cell::Cell<u64>,
+    /// Set once the budget is spent: no rule runs after that.
+    exhausted: std::cell::Cell<bool>,
 }
 
 fn shown(path: &Path) -> String {
@@ -80,7 +94,7 @@ impl Walker {
         resource: bool,
         out: &mut Outcome,
     ) {
-        if v.is_null() {
+        if v.is_null() || self.exhausted.get() {
             return;
         }
         if !node.rules.is_empty() {
@@ -170,6 +184,38 @@ impl Walker {
             if rule.uses_old_self && old_value.is_none() && !optional {
                 continue;
             }
+            if self.exhausted.get() {
+                return;
+            }
+            let mut vars = vec![("self", cost::Shape::Values(vec![v]))];
+            if let Some(o) = old {
+                vars.push(("oldSelf", cost::Shape::Values(vec![o])));
+            }
+            let mut estimated = cost::estimate(program.expression(), vars.clone());
+            if let Some(Ok(m)) = &rule.message_program {
+                estimated = estimated.saturating_add(cost::estimate(m.expression(), vars));
+            }
+            if estimated > cost::PER_CALL_LIMIT {
+                out.errors.push(FieldError::invalid(
+                    shown(path),
+                    type_name.clone(),
+                    format!(
+                        "operation cancelled: actual cost limit exceeded evaluating rule: {}",
+                        rule.error_string()
+                    ),
+                ));
+                continue;
+            }
+            if estimated > self.budget.get() {
+                self.exhausted.set(true);
+                out.errors.push(FieldError::invalid(
+                    shown(path),
+                    type_name.clone(),
+                    "validation failed due to running out of cost budget, no further validation rules will be run",
+                ));
+                return;
+            }
+            self.budget.set(self.budget.get() - estimated);
             let mut ctx = Context::with_env(ENV.clone());
             bind(&mut ctx, "self", self_value.clone());
             if rule.uses_old_self {
@@ -186,7 +232,7 @@ impl Walker {
                     bind(&mut ctx, "oldSelf", o.clone());
                 }
             }
-            let result = program.execute(&ctx);
+            let result = cost::run_costly(estimated, || program.execute(&ctx));
             let failed = match result {
                 Ok(Cel::Bool(true)) => false,
                 Ok(Cel::Bool(false)) => true,

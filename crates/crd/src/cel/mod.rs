@@ -10,12 +10,24 @@
 //! - [`value`]: how a JSON value becomes a CEL value (field-name escaping, numbers, the
 //!   restricted `metadata` of a resource root);
 //! - [`eval`]: evaluation over an object, with upstream's messages, `fieldPath`, `reason`,
-//!   transition rules and ratcheting.
+//!   transition rules and ratcheting;
+//! - [`limits`]: size and nesting bounds checked before an expression is parsed;
+//! - [`cost`]: the cost model, estimated over the schema when a CRD is written and over the
+//!   values before each evaluation.
 
+pub mod cost;
 pub mod eval;
 pub mod library;
+pub mod limits;
 pub mod rule;
 pub mod value;
+
+/// Compiles an expression in the shared environment after checking it against
+/// [`limits`]: the only way this project parses CEL.
+pub fn compile(source: &str) -> Result<cel::Program, String> {
+    limits::check(source)?;
+    library::ENV.compile(source).map_err(|e| e.to_string())
+}
 
 pub use eval::validate;
 pub use rule::Rule;

@@ -4,8 +4,6 @@ use cel::Program;
 use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr, IdedExpr};
 use serde_json::Value;
 
-use super::library::ENV;
-
 /// A rule with its compiled programs.
 #[derive(Debug)]
 pub struct Rule {
@@ -109,9 +107,7 @@ fn variables(p: &Program) -> Vec<(String, u64)> {
 }
 
 fn compile(source: &str, prefix: &str) -> Result<Program, String> {
-    let program = ENV
-        .compile(source)
-        .map_err(|e| format!("{prefix}compilation failed: {e}"))?;
+    let program = super::compile(source).map_err(|e| format!("{prefix}compilation failed: {e}"))?;
     if let Some((unknown, id)) = variables(&program)
         .into_iter()
         .find(|(v, _)| !VARIABLES.contains(&v.as_str()) && !NOT_VARIABLES.contains(&v.as_str()))

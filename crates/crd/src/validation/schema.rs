@@ -9,6 +9,7 @@ use apimachinery::field::{ErrorList, FieldError, Path};
 use serde_json::{Map, Value, json};
 
 use crate::cel::Rule;
+use crate::cel::cost;
 use crate::fieldpath;
 use crate::schema::Node;
 
@@ -47,9 +48,25 @@ struct Context {
     forbid_defaults: Option<String>,
     inside_resource_meta: bool,
     uncorrelatable: Option<String>,
+    /// How many nodes of this schema position one object can hold, less one: the product of
+    /// the sizes of the lists and maps above it (upstream's `MaxCardinality`).
+    cardinality_less_one: u64,
 }
 
 impl Context {
+    fn cardinality(&self) -> u64 {
+        self.cardinality_less_one.saturating_add(1)
+    }
+
+    /// The context of the items or values of the list or map `m`.
+    fn under_collection(&self, m: &Map<String, Value>) -> Context {
+        let n = self.cardinality().saturating_mul(cost::json_schema_size(m));
+        Context {
+            cardinality_less_one: n.saturating_sub(1),
+            ..self.clone()
+        }
+    }
+
     fn forbidding_defaults(&self, reason: &str) -> Context {
         Context {
             forbid_defaults: Some(reason.to_string()),
@@ -78,18 +95,31 @@ impl Context {
 struct Errors {
     schema: Vec<FieldError>,
     cel: Vec<FieldError>,
+    /// The estimated cost of every rule so far, each times its cardinality.
+    cost: u64,
 }
 
 impl Errors {
     fn append(&mut self, other: Errors) {
         self.schema.extend(other.schema);
         self.cel.extend(other.cel);
+        self.cost = self.cost.saturating_add(other.cost);
     }
 }
 
 /// Checks a version's `openAPIV3Schema` (at `path`) node by node.
 pub fn validate(schema: &Value, path: &Path, opts: Options) -> ErrorList {
-    let errs = node(schema, path, &Context::default(), true, opts, opts.cel);
+    let mut errs = node(schema, path, &Context::default(), true, opts, opts.cel);
+    if errs.cost > cost::STATIC_CRD_LIMIT {
+        errs.cel.push(FieldError::forbidden(
+            path.clone(),
+            cost::over_budget(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                errs.cost,
+                cost::STATIC_CRD_LIMIT,
+            ),
+        ));
+    }
     let mut all = errs.schema;
     all.extend(errs.cel);
     ErrorList::from(all)
@@ -212,7 +242,8 @@ fn node(v: &Value, path: &Path, ctx: &Context, is_root: bool, opts: Options, cel
             ctx.forbidding_defaults("inside additionalProperties applying to object metadata")
         } else {
             ctx.clone()
-        };
+        }
+        .under_collection(m);
         out.append(node(
             ap,
             &path.child("additionalProperties"),
@@ -272,7 +303,8 @@ fn node(v: &Value, path: &Path, ctx: &Context, is_root: bool, opts: Options, cel
             ctx.uncorrelatable_at(path)
         } else {
             ctx.clone()
-        };
+        }
+        .under_collection(m);
         match items {
             Value::Array(list) => {
                 for (i, item) in list.iter().enumerate() {
@@ -617,7 +649,22 @@ fn rules(m: &Map<String, Value>, path: &Path, ctx: &Context, cel: bool, out: &mu
                 e.clone(),
             ));
         }
-        if compiled.program.is_ok() {
+        if let Ok(program) = &compiled.program {
+            let one = cost::estimate(
+                program.expression(),
+                vec![
+                    ("self", cost::Shape::Schema(&schema_node)),
+                    ("oldSelf", cost::Shape::Schema(&schema_node)),
+                ],
+            );
+            let total = one.saturating_mul(ctx.cardinality());
+            out.cost = out.cost.saturating_add(total);
+            if total > cost::STATIC_RULE_LIMIT {
+                out.cel.push(FieldError::forbidden(
+                    at.child("rule"),
+                    cost::over_budget("estimated rule cost", total, cost::STATIC_RULE_LIMIT),
+                ));
+            }
             if compiled.uses_old_self {
                 if let Some(p) = &ctx.uncorrelatable {
                     out.cel.push(FieldError::invalid(

@@ -363,8 +363,8 @@ fn protected_groups_need_an_approval_annotation() {
 #[test]
 fn cel_rules_are_compiled_and_checked() {
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
-        "properties": {"a": {"type": "integer"}, "items": {"type": "array", "items": {"type": "object",
-            "properties": {"v": {"type": "string"}},
+        "properties": {"a": {"type": "integer"}, "items": {"type": "array", "maxItems": 10, "items": {"type": "object",
+            "properties": {"v": {"type": "string", "maxLength": 64}},
             "x-kubernetes-validations": [{"rule": "self.v == oldSelf.v"}]}}},
         "x-kubernetes-validations": [
             {"rule": "self.a > 0", "message": "a must be positive"},
@@ -387,8 +387,8 @@ fn cel_rules_are_compiled_and_checked() {
         "a child without schema errors still compiles its rules"
     );
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
-        "properties": {"a": {"type": "integer"}, "items": {"type": "array", "items": {"type": "object",
-            "properties": {"v": {"type": "string"}},
+        "properties": {"a": {"type": "integer"}, "items": {"type": "array", "maxItems": 10, "items": {"type": "object",
+            "properties": {"v": {"type": "string", "maxLength": 64}},
             "x-kubernetes-validations": [{"rule": "self.v == oldSelf.v"}]}}},
         "x-kubernetes-validations": [
             {"rule": "self.a > 0", "message": "a must be positive"},
