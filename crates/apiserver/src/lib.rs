@@ -17,6 +17,7 @@ pub mod crds;
 pub mod discovery;
 pub mod distribution;
 pub mod fields;
+pub mod flow;
 pub mod handlers;
 pub mod health;
 pub mod impersonate;

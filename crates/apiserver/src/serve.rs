@@ -1,6 +1,15 @@
 //! The HTTPS listener: TLS (rustls) with optional client certificates, HTTP/1.1 and HTTP/2 on
 //! one port, bodies read with a size limit (except the registry's and those of the connect
 //! subresources, which stream: [`crate::connect`]), graceful shutdown.
+//!
+//! Limits at the edge, before work ([`Options`]): a bounded number of connections; a
+//! deadline for the TLS handshake and for request headers (upstream's 32 s); a request
+//! timeout (upstream's 60 s) after which a request that is not long-running is answered
+//! `504` while its handler finishes in the background, as upstream's timeout filter does (a
+//! write is never cut in half); bodies read only once the caller is authenticated,
+//! authorized and holds a flow-control seat ([`crate::flow`]), as a stream with the size
+//! limit and within the request's deadline. Accept errors (out of file descriptors) back off
+//! from 5 ms to 1 s and are logged at most once a second.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -182,6 +191,43 @@ pub fn user_from_cert(der: &[u8]) -> Option<UserInfo> {
     Some(UserInfo::from_cert(&cn, orgs))
 }
 
+/// Whether a request is long-running (upstream's `--long-running-request-regexp` verbs): a
+/// watch, which the request timeout does not apply to.
+fn long_running(req: &Request<Incoming>) -> bool {
+    let path = req.uri().path();
+    path.contains("/watch/")
+        || req.uri().query().is_some_and(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
+        })
+}
+
+/// Handles a network request: its body read after authentication, within the request
+/// timeout; a request that is not long-running answered `504` at the timeout while its
+/// handler runs on to completion (a write is never cut in half).
+async fn handle_timed(
+    server: Arc<ApiServer>,
+    req: Request<Incoming>,
+    caller: Caller,
+    options: Options,
+) -> Response<Body> {
+    let deadline = std::time::Instant::now() + options.request_timeout;
+    let long = long_running(&req);
+    let (parts, body) = req.into_parts();
+    let pending = crate::server::PendingBody::Incoming(body, deadline);
+    if long {
+        return server.handle_parts(parts, pending, caller).await;
+    }
+    let task = tokio::spawn(async move { server.handle_parts(parts, pending, caller).await });
+    match tokio::time::timeout_at(deadline.into(), task).await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => response::error(&ApiError::internal(format!("the request failed: {e}"))),
+        Err(_) => response::error(&ApiError::timeout(
+            "request did not complete within requested timeout - context deadline exceeded",
+        )),
+    }
+}
+
 /// Reads a request body with the upstream size limit.
 pub async fn read_body<B>(req: Request<B>) -> Result<Request<Bytes>, ApiError>
 where
@@ -200,6 +246,30 @@ where
     }
 }
 
+/// The listener's limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Connections served at once; further clients wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (and its TLS handshake).
+    pub header_timeout: Duration,
+    /// How long a request that is not long-running may take, its body included.
+    pub request_timeout: Duration,
+    /// Flow control of requests.
+    pub flow: crate::flow::Limits,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_connections: 4096,
+            header_timeout: Duration::from_secs(32),
+            request_timeout: Duration::from_secs(60),
+            flow: crate::flow::Limits::default(),
+        }
+    }
+}
+
 /// Serves HTTPS on `listener` until `shutdown` resolves, then drains: the server stops being
 /// ready, watches end, in-flight requests finish (up to a deadline).
 pub async fn serve(
@@ -208,15 +278,86 @@ pub async fn serve(
     tls: Arc<rustls::ServerConfig>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    serve_with(server, listener, tls, Options::default(), shutdown).await
+}
+
+/// Accept errors: back off from 5 ms to 1 s, log at most once a second.
+struct AcceptBackoff {
+    delay: Duration,
+    last_log: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl AcceptBackoff {
+    const MIN: Duration = Duration::from_millis(5);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn new() -> Self {
+        AcceptBackoff {
+            delay: Duration::ZERO,
+            last_log: None,
+            suppressed: 0,
+        }
+    }
+
+    /// The wait after a failed accept.
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        self.delay = (self.delay * 2).clamp(Self::MIN, Self::MAX);
+        let now = std::time::Instant::now();
+        if self
+            .last_log
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            tracing::warn!(error = %e, suppressed = self.suppressed, retry_in = ?self.delay, "accept failed");
+            self.last_log = Some(now);
+            self.suppressed = 0;
+        } else {
+            self.suppressed += 1;
+        }
+        self.delay
+    }
+
+    fn succeeded(&mut self) {
+        self.delay = Duration::ZERO;
+    }
+}
+
+/// [`serve`] with the given limits.
+pub async fn serve_with(
+    server: Arc<ApiServer>,
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let _ = server
+        .flow
+        .get_or_init(|| crate::flow::FlowControl::new(options.flow));
     let acceptor = TlsAcceptor::from(tls);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections));
+    let mut backoff = AcceptBackoff::new();
     tokio::pin!(shutdown);
     loop {
+        let permit = tokio::select! {
+            p = connections.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => {
+                    backoff.succeeded();
+                    x
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
+                    let wait = backoff.failed(&e);
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = &mut shutdown => break,
+                    }
                     continue;
                 }
             },
@@ -227,22 +368,23 @@ pub async fn serve(
         let server = server.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
+            let _permit = permit;
+            let tls = match tokio::time::timeout(options.header_timeout, acceptor.accept(tcp)).await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
             let chain: Option<Arc<crate::authn::PeerCerts>> =
                 tls.get_ref().1.peer_certificates().map(|c| {
                     Arc::new(crate::authn::PeerCerts::new(
                         c.iter().map(|d| d.clone().into_owned()).collect(),
                     ))
                 });
-            serve_connection(server, tls, peer, Caller::Tls(chain), watcher).await;
+            serve_connection(server, tls, peer, Caller::Tls(chain), watcher, options).await;
         });
     }
     server.drain();
@@ -256,6 +398,7 @@ async fn serve_connection<IO>(
     peer: SocketAddr,
     caller: Caller,
     watcher: hyper_util::server::graceful::Watcher,
+    options: Options,
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -275,14 +418,20 @@ async fn serve_connection<IO>(
                 let resp = crate::connect::serve(&server, req, &caller, Some(&peer_ip)).await;
                 return Ok::<_, std::convert::Infallible>(resp);
             }
-            let resp: Response<Body> = match read_body(req).await {
-                Ok(req) => server.handle(req, caller).await,
-                Err(e) => response::error(&e),
-            };
-            Ok::<_, std::convert::Infallible>(resp)
+            Ok::<_, std::convert::Infallible>(handle_timed(server, req, caller, options).await)
         }
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(options.header_timeout);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_concurrent_streams(250)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     if let Err(e) = watcher.watch(conn.into_owned()).await {
         tracing::debug!(%peer, error = %e, "connection ended with an error");

@@ -66,6 +66,8 @@ pub struct ApiServer {
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The OCI registry served at `/v2/` (set by `matryoshka up`; absent: `/v2/` is 404).
     pub oci: std::sync::OnceLock<Arc<oci::Registry>>,
+    /// Flow control of network requests (set by [`crate::serve::serve`]).
+    pub flow: std::sync::OnceLock<Arc<crate::flow::FlowControl>>,
 }
 
 /// Query parameters of a request.
@@ -142,6 +144,7 @@ impl ApiServer {
             started: Instant::now(),
             shutdown,
             oci: std::sync::OnceLock::new(),
+            flow: std::sync::OnceLock::new(),
         }))
     }
 
@@ -164,10 +167,22 @@ impl ApiServer {
         cluster == route::ROOT_CLUSTER || crate::clusters::exists(self, cluster).await
     }
 
-    /// Handles one request.
+    /// Handles one request whose body is in memory.
     pub async fn handle(self: &Arc<Self>, req: Request<Bytes>, caller: Caller) -> Response<Body> {
-        let started = Instant::now();
         let (parts, body) = req.into_parts();
+        self.handle_parts(parts, PendingBody::Ready(body), caller)
+            .await
+    }
+
+    /// Handles one request whose body is still to be read: it is read only after the caller
+    /// is authenticated and authorized and the request holds a flow-control seat.
+    pub async fn handle_parts(
+        self: &Arc<Self>,
+        parts: http::request::Parts,
+        body: PendingBody,
+        caller: Caller,
+    ) -> Response<Body> {
+        let started = Instant::now();
         let routed = route::route(parts.uri.path());
         let user = match &caller {
             Caller::Internal(u) => u.clone(),
@@ -179,16 +194,24 @@ impl ApiServer {
             method: parts.method.clone(),
             query: Query::parse(parts.uri.query()),
             headers: parts.headers,
-            body,
+            body: Bytes::new(),
             warnings: Vec::new(),
+        };
+        let mut pending = match body {
+            PendingBody::Ready(b) => {
+                ctx.body = b;
+                None
+            }
+            stream => Some(stream),
         };
         let (verb, resource) = crate::metrics::labels(&ctx.method, &routed.route, &ctx.query);
         // The recovery layer (upstream's WithPanicRecovery): a panic in a handler is a bug,
         // logged with its request, and the client gets a 500 `Status` instead of a dropped
         // connection. It is a backstop, not the error path.
-        let dispatched = std::panic::AssertUnwindSafe(self.dispatch(&mut ctx, &routed, &caller))
-            .catch_unwind()
-            .await;
+        let dispatched =
+            std::panic::AssertUnwindSafe(self.dispatch(&mut ctx, &routed, &caller, &mut pending))
+                .catch_unwind()
+                .await;
         let mut resp = match dispatched {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => response::error(&e),
@@ -224,6 +247,7 @@ impl ApiServer {
         ctx: &mut Ctx,
         routed: &route::Routed,
         caller: &Caller,
+        pending: &mut Option<PendingBody>,
     ) -> Result<Response<Body>, ApiError> {
         let route = &routed.route;
         if ctx.cluster == route::ALL_CLUSTERS {
@@ -242,6 +266,17 @@ impl ApiServer {
             };
         }
         self.admit(ctx, routed, caller).await?;
+        // Flow control, then the body: nothing is read or queued for a caller the cluster
+        // does not know or allow.
+        let _seat = match (caller, self.flow.get()) {
+            (Caller::Tls(_), Some(fc)) if !exempt(ctx, routed) => {
+                Some(fc.acquire(&ctx.cluster, &ctx.user.name).await?)
+            }
+            _ => None,
+        };
+        if let Some(p) = pending.take() {
+            ctx.body = p.read().await?;
+        }
         let get = ctx.method == Method::GET || ctx.method == Method::HEAD;
         match route {
             Route::Version if get => Ok(response::json(
@@ -267,6 +302,50 @@ impl ApiServer {
             Route::NotFound => Err(ApiError::no_route()),
             _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), "")),
         }
+    }
+}
+
+/// A request body: in memory, or still on the connection (read with the size limit and the
+/// deadline).
+pub enum PendingBody {
+    Ready(Bytes),
+    Incoming(hyper::body::Incoming, Instant),
+}
+
+impl PendingBody {
+    async fn read(self) -> Result<Bytes, ApiError> {
+        match self {
+            PendingBody::Ready(b) => Ok(b),
+            PendingBody::Incoming(body, deadline) => {
+                // A body announced over the limit is refused before any of it is read.
+                if hyper::body::Body::size_hint(&body).lower() > crate::codec::MAX_BODY as u64 {
+                    return Err(ApiError::request_entity_too_large(
+                        "the request is too large",
+                    ));
+                }
+                let req = Request::new(body);
+                match tokio::time::timeout_at(deadline.into(), crate::serve::read_body(req)).await {
+                    Ok(r) => r.map(|r| r.into_body()),
+                    Err(_) => Err(ApiError::timeout(
+                        "request did not complete within requested timeout - the request body was not received in time",
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// Requests that take no flow-control seat: long-running ones (watches hold a connection,
+/// not a worker) and health checks (a probe must see the server's state, not its queue).
+fn exempt(ctx: &Ctx, routed: &route::Routed) -> bool {
+    if matches!(routed.route, Route::Health { .. } | Route::Version) {
+        return true;
+    }
+    match &routed.route {
+        Route::Resource(p) => {
+            p.watch_prefix || matches!(ctx.query.get("watch"), Some("true" | "1"))
+        }
+        _ => false,
     }
 }
 

@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the control plane in the foreground.
-    Up(up::UpArgs),
+    Up(Box<up::UpArgs>),
     /// Runs a node agent that joins a cluster: a real node (`--runtime cri`) or virtual
     /// nodes (`--virtual`).
     Node(Box<node_agent::NodeArgs>),
@@ -50,7 +50,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     match cli.command {
-        Command::Up(args) => rt.block_on(up::run(args)),
+        Command::Up(args) => rt.block_on(up::run(*args)),
         Command::Node(args) => rt.block_on(node_agent::run(*args)),
         Command::Image(cmd) => rt.block_on(image::run(cmd)),
     }

@@ -28,6 +28,20 @@ pub struct UpArgs {
     /// real node, the node's address — where the server then listens too.
     #[arg(long)]
     pub advertise_address: Option<IpAddr>,
+    /// Requests handled at once, shared fairly among logical clusters and their users
+    /// (kube-apiserver's `--max-requests-inflight`); 0: four per core.
+    #[arg(long, default_value_t = 0)]
+    pub max_requests_inflight: usize,
+    /// How long a request that is not a watch may take before it is answered 504
+    /// (kube-apiserver's flag; a Go duration).
+    #[arg(long, default_value = "1m0s", value_parser = parse_go_duration)]
+    pub request_timeout: Duration,
+    /// How long a client may take to send a request's headers (a Go duration).
+    #[arg(long, default_value = "32s", value_parser = parse_go_duration)]
+    pub request_header_timeout: Duration,
+    /// Connections served at once.
+    #[arg(long, default_value_t = 4096)]
+    pub max_connections: usize,
     /// etcd endpoints (comma-separated); the embedded store is used when empty.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
@@ -399,11 +413,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    let mut serving = apiserver::serve::Options {
+        max_connections: args.max_connections,
+        header_timeout: args.request_header_timeout,
+        request_timeout: args.request_timeout,
+        ..Default::default()
+    };
+    if args.max_requests_inflight > 0 {
+        serving.flow.seats = args.max_requests_inflight;
+    }
     if let Some(l) = advertise_listener {
-        tokio::spawn(apiserver::serve::serve(
+        tokio::spawn(apiserver::serve::serve_with(
             server.clone(),
             l,
             tls.clone(),
+            serving,
             stopped.clone().wait(),
         ));
     }
@@ -425,7 +449,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             }
         })
     });
-    apiserver::serve::serve(server, listener, tls, shutdown_signal()).await;
+    apiserver::serve::serve_with(server, listener, tls, serving, shutdown_signal()).await;
     if let Some(e) = endpoints {
         e.abort();
     }
@@ -535,5 +559,28 @@ mod node_plan_tests {
         assert_eq!((p.real, p.virtual_nodes), (false, 1));
         let p = plan_nodes(Some(NodeMode::None), 5, Ok("ok".into())).expect("plan");
         assert_eq!((p.real, p.virtual_nodes), (false, 0));
+    }
+}
+
+/// A Go duration (`1m0s`, `32s`, `1h30m`, `500ms`), as kube-apiserver's flags take them.
+fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a duration such as 1m0s: {e}"))?;
+    Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
+}
+
+#[cfg(test)]
+mod duration_flag_tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_as_kube_apiserver_flags_take_them() {
+        assert_eq!(parse_go_duration("1m0s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_go_duration("32s"), Ok(Duration::from_secs(32)));
+        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_go_duration("soon").is_err());
+        assert!(parse_go_duration("-5s").is_err());
     }
 }
