@@ -120,6 +120,7 @@ impl Ctx {
 
 impl ApiServer {
     pub fn new(store: Store, catalog: Catalog, config: Config) -> Result<Arc<Self>, ApiError> {
+        crd::cel::cost::set_runner(off_the_async_worker);
         let (shutdown, _) = tokio::sync::watch::channel(false);
         let root_trust = crate::authn::Trust::new(
             &config.root_ca.cert_pem,
@@ -302,6 +303,19 @@ impl ApiServer {
             Route::NotFound => Err(ApiError::no_route()),
             _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), "")),
         }
+    }
+}
+
+/// Runs an expensive CEL evaluation: on a worker of a multi-threaded runtime under
+/// `block_in_place`, so the worker's other tasks (every cluster's requests) move to another
+/// thread while it computes; elsewhere it simply runs.
+fn off_the_async_worker(f: &mut dyn FnMut()) {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
     }
 }
 

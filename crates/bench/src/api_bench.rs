@@ -23,12 +23,12 @@ const VALUE: usize = 1024;
 
 /// An HTTP/2 connection to the server.
 #[derive(Clone)]
-struct Conn {
+pub(crate) struct Conn {
     tx: SendRequest<Full<Bytes>>,
 }
 
 impl Conn {
-    async fn connect(
+    pub(crate) async fn connect(
         addr: std::net::SocketAddr,
         tls: Arc<rustls::ClientConfig>,
     ) -> anyhow::Result<Conn> {
@@ -45,7 +45,7 @@ impl Conn {
         Ok(Conn { tx })
     }
 
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: &str,
         path: &str,
@@ -198,22 +198,7 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     let server = apiserver::server::start(storage)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let ca = pki::Ca {
-        pair: server.config.root_ca.clone(),
-    };
-    let serving = ca.issue_server("bench", &["127.0.0.1".to_string()])?;
-    let tls = apiserver::serve::tls_config(apiserver::serve::ServingCert::new(
-        &serving.cert_pem,
-        &serving.key_pem,
-    )?)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(apiserver::serve::serve(
-        server.clone(),
-        listener,
-        tls,
-        std::future::pending(),
-    ));
+    let (addr, ca) = crate::setup::serve_https(&server, Default::default()).await?;
     let client_tls = client_config(&ca)?;
     let conns: Vec<Conn> = {
         let mut v = Vec::new();

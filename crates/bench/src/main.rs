@@ -1,13 +1,14 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
 mod clusters_bench;
 mod crds_bench;
 mod dns_bench;
+mod isolation_bench;
 mod kubelet_bench;
 mod platform_bench;
 mod proxy_bench;
@@ -34,6 +35,7 @@ fn main() -> anyhow::Result<()> {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
         Some("admission") => rt.block_on(admission_bench::run(quick)),
+        Some("isolation") => rt.block_on(isolation_bench::run(quick)),
         Some("crds") => rt.block_on(crds_bench::run(quick)),
         Some("dns") => rt.block_on(dns_bench::run(quick)),
         Some("proxy") => rt.block_on(proxy_bench::run(quick)),
@@ -96,7 +98,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
             );
             std::process::exit(2);
         }

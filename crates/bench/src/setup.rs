@@ -27,6 +27,32 @@ pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
     Ok((server, data))
 }
 
+/// Serves `server` over HTTPS on a free loopback port with `options`, as `matryoshka up`
+/// does; the address and the root CA (which issued the serving certificate).
+pub async fn serve_https(
+    server: &Arc<ApiServer>,
+    options: apiserver::serve::Options,
+) -> anyhow::Result<(std::net::SocketAddr, pki::Ca)> {
+    let ca = pki::Ca {
+        pair: server.config.root_ca.clone(),
+    };
+    let serving = ca.issue_server("bench", &["127.0.0.1".to_string()])?;
+    let tls = apiserver::serve::tls_config(apiserver::serve::ServingCert::new(
+        &serving.cert_pem,
+        &serving.key_pem,
+    )?)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(apiserver::serve::serve_with(
+        server.clone(),
+        listener,
+        tls,
+        options,
+        std::future::pending(),
+    ));
+    Ok((addr, ca))
+}
+
 /// Tasks running until [`Background::stop`]: the controllers and the scheduler, and whatever
 /// else a benchmark adds.
 pub struct Background {

@@ -139,9 +139,16 @@ fn cross_cluster<K: Resource<DynamicType = ()>>(o: &K) -> Option<Error> {
 
 fn changes<K>(api: Api<K>, kind: Kind, reduce: fn(K) -> Listed) -> Changes
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Default
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
-    watcher::watcher(api, watcher::Config::default())
+    runtime::lenient::watcher(api, watcher::Config::default(), None)
         .default_backoff()
         .map(move |ev| {
             let change = match ev {

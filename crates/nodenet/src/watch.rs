@@ -31,10 +31,11 @@ pub fn watch<K>(
     kind: &'static str,
 ) -> impl Stream<Item = Change<K>> + Send + 'static
 where
-    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    K: Resource + Clone + Default + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
 {
     let mut listing: Option<Vec<K>> = None;
-    watcher::watcher(api, config)
+    runtime::lenient::watcher(api, config, None)
         .default_backoff()
         .filter_map(move |ev| {
             let out = match ev {

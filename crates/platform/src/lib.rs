@@ -71,6 +71,7 @@ fn root_informer<K>(clients: &ClusterClients) -> Result<Arc<Informer<K>>>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
+        + Default
         + serde::de::DeserializeOwned
         + std::fmt::Debug
         + Send
@@ -80,7 +81,7 @@ where
     let api: Api<K> = Api::all(clients.cluster(ROOT)?);
     Ok(Informer::from_stream(
         K::plural(&()).to_string(),
-        watcher::watcher(api, watcher::Config::default()).default_backoff(),
+        runtime::lenient::watcher(api, watcher::Config::default(), None).default_backoff(),
     ))
 }
 

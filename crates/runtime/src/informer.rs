@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
@@ -104,6 +105,84 @@ impl<K> Change<'_, K> {
 
 type Handler<K> = Arc<dyn Fn(&Change<'_, K>) + Send + Sync>;
 
+/// Records a Warning Event `UndecodableObject` on an object an informer skipped, in the
+/// object's cluster, once per object version (a relist does not repeat it).
+fn undecodable_reporter(
+    clients: ClusterClients,
+    informer: String,
+) -> crate::lenient::OnUndecodable {
+    let seen: Arc<Mutex<std::collections::HashSet<String>>> = Default::default();
+    Arc::new(move |meta: &ObjectMeta, error: &str| {
+        let Some(name) = meta.name.clone() else {
+            return;
+        };
+        let version = format!(
+            "{}/{}",
+            meta.uid.as_deref().unwrap_or(&name),
+            meta.resource_version.as_deref().unwrap_or_default()
+        );
+        {
+            let mut seen = seen.lock();
+            if seen.len() > 4096 {
+                seen.clear();
+            }
+            if !seen.insert(version) {
+                return;
+            }
+        }
+        let cluster = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CLUSTER_ANNOTATION))
+            .map_or(ROOT, String::as_str)
+            .to_string();
+        let Ok(client) = clients.cluster(&cluster) else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let event = k8s_openapi::api::core::v1::Event {
+            metadata: ObjectMeta {
+                // `<object>.<hex nanoseconds>`, as upstream's recorders name events.
+                name: Some(format!(
+                    "{name}.{:x}",
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos())
+                )),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: k8s_openapi::api::core::v1::ObjectReference {
+                name: Some(name),
+                namespace: meta.namespace.clone(),
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+                ..Default::default()
+            },
+            reason: Some("UndecodableObject".into()),
+            message: Some(format!(
+                "the {informer} informer skipped this object: {error}"
+            )),
+            type_: Some("Warning".into()),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some("matryoshka-controller-manager".into()),
+                host: None,
+            }),
+            count: Some(1),
+            ..Default::default()
+        };
+        rt.spawn(async move {
+            let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, &namespace);
+            if let Err(e) = api.create(&Default::default(), &event).await {
+                tracing::debug!(error = %e, "recording an UndecodableObject event");
+            }
+        });
+    })
+}
+
 /// A cross-cluster informer of one resource.
 pub struct Informer<K> {
     name: String,
@@ -117,16 +196,20 @@ impl<K> Informer<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    /// An informer of a typed resource over every cluster.
+    /// An informer of a typed resource over every cluster. An object that cannot be decoded
+    /// is skipped, with a Warning Event on it in its cluster ([`crate::lenient`]): one bad
+    /// object never stops the informer of every cluster.
     pub fn new(clients: &ClusterClients, config: watcher::Config) -> Result<Arc<Self>>
     where
-        K::DynamicType: Default,
+        K: Default,
+        K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
     {
         let api: Api<K> = Api::all(clients.all_clusters()?);
         let name = K::plural(&K::DynamicType::default()).to_string();
+        let report = undecodable_reporter(clients.clone(), name.clone());
         Ok(Self::from_stream(
             name,
-            watcher::watcher(api, config).default_backoff(),
+            crate::lenient::watcher(api, config, Some(report)).default_backoff(),
         ))
     }
 }

@@ -7,6 +7,8 @@
 //!   kubeconfig ([`client::Kubeconfig`]), against Matryoshka or any Kubernetes cluster.
 //! - [`informer`]: one cross-cluster watch per resource feeding an indexed [`store`] keyed by
 //!   cluster, namespace and name; [`shared`]: shared informers and the shutdown signal.
+//! - [`lenient`]: watches that skip (and report) an object they cannot decode instead of
+//!   failing their list for every cluster.
 //! - [`queue`]: the deduplicating work queue with back-off and its workers.
 //! - [`leader`]: Lease leader election.
 //! - [`error`]: the errors of all of these.
@@ -19,6 +21,7 @@ pub mod client;
 pub mod error;
 pub mod informer;
 pub mod leader;
+pub mod lenient;
 pub mod queue;
 pub mod shared;
 pub mod store;

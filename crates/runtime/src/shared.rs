@@ -85,7 +85,14 @@ impl Informers {
     /// The informer of every `K` in every cluster.
     pub fn get<K>(&self) -> Result<Arc<Informer<K>>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Default
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
         self.get_with("", watcher::Config::default())
     }
@@ -93,7 +100,14 @@ impl Informers {
     /// An informer of `K` with a selector; `id` tells informers of one type apart.
     pub fn get_with<K>(&self, id: &str, config: watcher::Config) -> Result<Arc<Informer<K>>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Default
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
         let key = (TypeId::of::<K>(), id.to_string());
         let mut map = self.map.lock();

@@ -64,12 +64,15 @@ pub async fn run<K>(
     config: watcher::Config,
     mut handle: impl FnMut(&Shared, Change<K>),
 ) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Resource + Clone + Default + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
 {
     let mut known: HashSet<ObjKey> = HashSet::new();
     let mut seen: HashSet<ObjKey> = HashSet::new();
     let mut synced = false;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = runtime::lenient::watcher(api, config, None)
+        .default_backoff()
+        .boxed();
     while let Some(ev) = stream.next().await {
         let ev = match ev {
             // The scheduler never reads managedFields; dropping them halves a pod's size.

@@ -103,6 +103,17 @@ impl Harness {
         for c in clusters {
             add_cluster(&server, c).await;
         }
+        Self::run_on(server, dir, options, client_cache)
+    }
+
+    /// Runs the controllers on a server the test prepared (as after a restart: they list
+    /// what is stored).
+    pub fn run_on(
+        server: Arc<ApiServer>,
+        dir: tempfile::TempDir,
+        options: controllers::Options,
+        client_cache: usize,
+    ) -> Harness {
         let (stop, shutdown) = Shutdown::new();
         let s = server.clone();
         let controllers = tokio::spawn(async move {

@@ -433,19 +433,37 @@ fn entries<'s, 'a>(list: &'s [cel::common::ast::IdedEntryExpr], scope: &mut Scop
     cost
 }
 
-/// Evaluations estimated above this many units leave the async worker.
+/// Evaluations estimated above this many units are handed to the [`Runner`].
 pub const BLOCKING_COST: u64 = 20_000;
 
-/// Runs `f`, under `block_in_place` when `cost` is high and this is a worker thread of a
-/// multi-threaded runtime (elsewhere it simply runs).
+/// Runs an expensive evaluation where it cannot stall other work: the API server registers
+/// one that moves the async worker's other tasks elsewhere while it computes (this crate
+/// does no I/O and knows no runtime).
+pub type Runner = fn(&mut dyn FnMut());
+
+static RUNNER: std::sync::OnceLock<Runner> = std::sync::OnceLock::new();
+
+/// Sets the [`Runner`] (once per process; later calls change nothing).
+pub fn set_runner(r: Runner) {
+    let _ = RUNNER.set(r);
+}
+
+/// Runs `f`, through the [`Runner`] when `cost` is above [`BLOCKING_COST`].
 pub fn run_costly<T>(cost: u64, f: impl FnOnce() -> T) -> T {
-    let multi = cost > BLOCKING_COST
-        && tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi {
-        tokio::task::block_in_place(f)
-    } else {
-        f()
+    let Some(runner) = RUNNER.get().filter(|_| cost > BLOCKING_COST) else {
+        return f();
+    };
+    let mut f = Some(f);
+    let mut out = None;
+    runner(&mut || {
+        if let Some(f) = f.take() {
+            out = Some(f());
+        }
+    });
+    match out {
+        Some(v) => v,
+        // A runner that did not run the closure: run it here.
+        None => f.take().map(|f| f()).expect("the closure runs once"),
     }
 }
 

@@ -13,8 +13,8 @@
 //! Cost: before a rule runs, its cost over the actual values is bounded ([`super::cost`]);
 //! a rule over upstream's per-call limit is an error of that rule and is not run, and once
 //! the request's budget is spent no further rule runs (upstream's words for both). An
-//! expensive evaluation inside a multi-threaded tokio runtime runs under `block_in_place`,
-//! so the worker's other tasks move to another thread while it computes.
+//! expensive evaluation goes through the registered [`cost::Runner`] (the API server's moves
+//! the async worker's other tasks to another thread while it computes).
 
 use apimachinery::field::{ErrorKind, ErrorList, FieldError, Path};
 use cel::common::types::CelOptional;

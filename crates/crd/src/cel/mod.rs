@@ -22,12 +22,78 @@ pub mod limits;
 pub mod rule;
 pub mod value;
 
+pub use eval::validate;
+pub use rule::Rule;
+
 /// Compiles an expression in the shared environment after checking it against
 /// [`limits`]: the only way this project parses CEL.
 pub fn compile(source: &str) -> Result<cel::Program, String> {
     limits::check(source)?;
-    library::ENV.compile(source).map_err(|e| e.to_string())
+    library::ENV
+        .compile(source)
+        .map_err(|e| describe(&e, source))
 }
 
-pub use eval::validate;
-pub use rule::Rule;
+/// cel-go's rendering of parse errors: `ERROR: <input>:line:col: message`, the source line and
+/// a caret. (The `cel` crate's own `Display` panics on an error without a column, which the
+/// fuzz suite found; this one never does.)
+fn describe(errors: &cel::ParseErrors, source: &str) -> String {
+    let mut out = Vec::new();
+    for e in &errors.errors {
+        let (line, col) = e.pos;
+        let mut s = format!("ERROR: <input>:{line}:{col}: {}", e.msg);
+        if line >= 1
+            && col >= 0
+            && let Some(text) = usize::try_from(line - 1)
+                .ok()
+                .and_then(|l| source.lines().nth(l))
+        {
+            let col = usize::try_from(col).unwrap_or(0).min(text.len() + 1);
+            s.push_str(&format!(
+                "\n| {text}\n| {}^",
+                ".".repeat(col.saturating_sub(1))
+            ));
+        }
+        out.push(s);
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    /// Regression (found by the fuzz suite): an error at column -1 on a line the source has
+    /// (the parser's recursion limit reports one) panicked the `cel` crate's formatter.
+    #[test]
+    fn an_error_at_column_minus_one_is_described_without_panicking() {
+        let source = "1 +\n".repeat(100);
+        let errors = cel::ParseErrors {
+            errors: vec![cel::ParseError {
+                source: None,
+                pos: (96, -1),
+                msg: "Recursion limit of 96 exceeded".into(),
+                expr_id: 0,
+                source_info: None,
+            }],
+        };
+        assert_eq!(
+            super::describe(&errors, &source),
+            "ERROR: <input>:96:-1: Recursion limit of 96 exceeded"
+        );
+    }
+
+    #[test]
+    fn a_parse_error_without_a_column_is_described_without_panicking() {
+        for src in [
+            "self.a >",
+            "((",
+            "1 +",
+            "a.b(",
+            "'unterminated",
+            "\u{0}",
+            "{1:2,",
+        ] {
+            let e = super::compile(src).expect_err("a syntax error");
+            assert!(e.starts_with("ERROR: <input>:"), "{src}: {e}");
+        }
+    }
+}

@@ -115,9 +115,13 @@ struct Driver {
 /// Runs the driver until shutdown.
 pub(super) async fn run(inner: Arc<Inner>, mut control: mpsc::UnboundedReceiver<Control>) {
     let api: Api<Pod> = Api::all(inner.client.clone());
-    let mut stream = watcher::watcher(api, watcher::Config::default().fields("spec.nodeName!="))
-        .default_backoff()
-        .boxed();
+    let mut stream = runtime::lenient::watcher(
+        api,
+        watcher::Config::default().fields("spec.nodeName!="),
+        None,
+    )
+    .default_backoff()
+    .boxed();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let max = inner
         .options

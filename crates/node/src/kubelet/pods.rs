@@ -47,7 +47,9 @@ pub async fn watch(agent: Arc<Agent>) {
     let api: Api<Pod> = Api::all(agent.client.clone());
     let cfg =
         watcher::Config::default().fields(&format!("spec.nodeName={}", agent.config.node_name));
-    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    let mut stream = runtime::lenient::watcher(api, cfg, None)
+        .default_backoff()
+        .boxed();
     let mut shutdown = agent.shutdown.subscribe();
     let mut listing: Option<HashSet<String>> = None;
     loop {
@@ -102,7 +104,7 @@ fn service_key(s: &Service) -> String {
 /// is there once the first list is complete.
 pub async fn watch_services(agent: Arc<Agent>) {
     let api: Api<Service> = Api::all(agent.client.clone());
-    let mut stream = watcher::watcher(api, watcher::Config::default())
+    let mut stream = runtime::lenient::watcher(api, watcher::Config::default(), None)
         .default_backoff()
         .boxed();
     let mut shutdown = agent.shutdown.subscribe();
