@@ -5,9 +5,16 @@
 //! request that is not long-running (watches, streams and proxies are not counted) takes one
 //! of a fixed number of *seats* for as long as it is handled. When none is free it waits in
 //! the queue of its *flow* — its logical cluster, then its user — and a freed seat goes to the
-//! cluster with the fewest requests executing, and within it to the user with the fewest: a
-//! cluster that floods the server queues behind its own share, and a quiet cluster's request
-//! takes the next seat. A flow's queue is bounded, and so is the time a request waits; beyond
+//! cluster with the fewest requests executing, and within it to the user with the fewest (ties
+//! in turn): a cluster that floods the server queues behind its own share, and a quiet
+//! cluster's request takes the next seat.
+//!
+//! Seats are many more than cores, so that requests waiting on storage keep the cores busy;
+//! but a request's latency grows with the number executing beside it. So while more than one
+//! cluster is active (has asked within the last second), each may execute at most its share of
+//! [`Limits::shared_seats`] (one per core by default, at least one each): a flood then runs
+//! beside another cluster's request as one flow among equals, not as all the seats. Alone, a
+//! cluster may use every seat. A flow's queue is bounded, and so is the time a request waits; beyond
 //! either it is answered `429 Too Many Requests` with `Retry-After`, as upstream's
 //! `Too many requests, please try again later.`
 //!
@@ -15,7 +22,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use apimachinery::status::ApiError;
 use parking_lot::Mutex;
@@ -31,6 +38,8 @@ pub struct Limits {
     pub queue_length: usize,
     /// How long a request may wait for a seat.
     pub max_wait: Duration,
+    /// The seats shared equally among the active clusters when there is more than one.
+    pub shared_seats: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +49,7 @@ impl Default for Limits {
             seats: (cores * 4).max(4),
             queue_length: 50,
             max_wait: Duration::from_secs(15),
+            shared_seats: cores,
         }
     }
 }
@@ -64,6 +74,39 @@ struct State {
     clusters: HashMap<String, ClusterFlow>,
     /// Clusters with requests waiting, in arrival order.
     ready: VecDeque<String>,
+    /// When each cluster last asked for a seat, for the clusters active within [`ACTIVE`].
+    recent: HashMap<String, Instant>,
+    /// When `recent` was last pruned.
+    pruned: Option<Instant>,
+}
+
+/// How long a cluster counts as active after its last request.
+const ACTIVE: Duration = Duration::from_secs(1);
+
+impl State {
+    fn touch(&mut self, cluster: &str, now: Instant) {
+        match self.recent.get_mut(cluster) {
+            Some(t) => *t = now,
+            None => {
+                self.recent.insert(cluster.to_string(), now);
+            }
+        }
+        if self
+            .pruned
+            .is_none_or(|p| now.duration_since(p) > ACTIVE / 10)
+        {
+            self.recent.retain(|_, t| now.duration_since(*t) <= ACTIVE);
+            self.pruned = Some(now);
+        }
+    }
+
+    /// How many requests one cluster may execute now.
+    fn cap(&self, limits: &Limits) -> usize {
+        match self.recent.len() {
+            0 | 1 => limits.seats,
+            active => (limits.shared_seats / active).max(1),
+        }
+    }
 }
 
 /// The seats and queues.
@@ -131,7 +174,10 @@ impl FlowControl {
     pub async fn acquire(self: &Arc<Self>, cluster: &str, user: &str) -> Result<Seat, ApiError> {
         let rx = {
             let mut st = self.state.lock();
-            if st.free > 0 && st.ready.is_empty() {
+            st.touch(cluster, Instant::now());
+            let cap = st.cap(&self.limits);
+            let executing = st.clusters.get(cluster).map_or(0, |c| c.executing);
+            if st.free > 0 && st.ready.is_empty() && executing < cap {
                 st.free -= 1;
                 let c = st.clusters.entry(cluster.to_string()).or_default();
                 c.executing += 1;
@@ -200,13 +246,20 @@ impl FlowControl {
         let mut st = self.state.lock();
         while st.free > 0 && !st.ready.is_empty() {
             let st = &mut *st;
-            let (ci, _) = st
+            let cap = st.cap(&self.limits);
+            // A cluster at its cap waits for one of its own requests to finish (which
+            // dispatches again).
+            let Some((ci, _)) = st
                 .ready
                 .iter()
                 .take(SCAN)
                 .enumerate()
-                .min_by_key(|(_, n)| st.clusters.get(*n).map_or(0, |c| c.executing))
-                .expect("ready is not empty");
+                .map(|(i, n)| (i, st.clusters.get(n).map_or(0, |c| c.executing)))
+                .filter(|(_, executing)| *executing < cap)
+                .min_by_key(|(_, executing)| *executing)
+            else {
+                break;
+            };
             let cname = st.ready[ci].clone();
             let Some(c) = st.clusters.get_mut(&cname) else {
                 st.ready.remove(ci);
@@ -232,11 +285,12 @@ impl FlowControl {
                         break;
                     }
                 }
-                if u.waiting.is_empty() {
-                    c.ready.remove(ui);
-                    if u.executing == 0 {
-                        c.users.remove(&uname);
-                    }
+                c.ready.remove(ui);
+                if !u.waiting.is_empty() {
+                    // Round robin among equals: the user served goes to the back.
+                    c.ready.push_back(uname.clone());
+                } else if u.executing == 0 {
+                    c.users.remove(&uname);
                 }
             } else {
                 c.ready.remove(ui);
@@ -245,11 +299,12 @@ impl FlowControl {
                 c.executing += 1;
                 st.free -= 1;
             }
-            if c.ready.is_empty() {
-                st.ready.remove(ci);
-                if c.executing == 0 && c.users.is_empty() {
-                    st.clusters.remove(&cname);
-                }
+            st.ready.remove(ci);
+            if !c.ready.is_empty() {
+                // The cluster served goes to the back: ties go to the others first.
+                st.ready.push_back(cname);
+            } else if c.executing == 0 && c.users.is_empty() {
+                st.clusters.remove(&cname);
             }
         }
     }
@@ -276,6 +331,7 @@ mod tests {
             seats,
             queue_length,
             max_wait: Duration::from_secs(5),
+            shared_seats: seats,
         })
     }
 
@@ -322,6 +378,98 @@ mod tests {
         assert_eq!(fc.usage(), (0, 0));
     }
 
+    /// Regression: with one seat, a freed seat found both clusters with nothing executing and
+    /// always went to the first in line, so a flooding cluster starved a quiet one.
+    #[tokio::test]
+    async fn equals_are_served_in_turn() {
+        let fc = fc(1, 50);
+        let held = fc.acquire("flood", "u").await.unwrap();
+        let mut flood = Vec::new();
+        for _ in 0..10 {
+            let fc = fc.clone();
+            flood.push(tokio::spawn(async move {
+                let s = fc.acquire("flood", "u").await.unwrap();
+                tokio::task::yield_now().await;
+                drop(s);
+            }));
+        }
+        while fc.usage().1 < 10 {
+            tokio::task::yield_now().await;
+        }
+        let quiet = {
+            let fc = fc.clone();
+            tokio::spawn(async move { fc.acquire("quiet", "q").await.map(drop) })
+        };
+        while fc.usage().1 < 11 {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        // Quiet is served within two grants, not after the whole flood.
+        let mut grants = 0;
+        while !quiet.is_finished() {
+            tokio::task::yield_now().await;
+            grants += 1;
+            assert!(grants < 1000, "the quiet cluster starved");
+        }
+        quiet.await.unwrap().unwrap();
+        let still_waiting = fc.usage().1;
+        assert!(
+            still_waiting >= 8,
+            "quiet waited for {} flood requests",
+            10 - still_waiting
+        );
+        for f in flood {
+            f.await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn while_two_clusters_are_active_each_executes_at_most_its_share() {
+        let fc = FlowControl::new(Limits {
+            seats: 8,
+            queue_length: 50,
+            max_wait: Duration::from_secs(5),
+            shared_seats: 2,
+        });
+        // Alone, a cluster takes every seat.
+        let mut held: Vec<Seat> = Vec::new();
+        for _ in 0..8 {
+            held.push(fc.acquire("flood", "u").await.unwrap());
+        }
+        assert_eq!(fc.usage(), (8, 0));
+        // Another cluster becomes active: a freed seat goes to it, and the flood then runs
+        // at its share (one of two shared seats) until it is alone again.
+        let quiet = {
+            let fc = fc.clone();
+            tokio::spawn(async move { fc.acquire("quiet", "q").await })
+        };
+        while fc.usage().1 < 1 {
+            tokio::task::yield_now().await;
+        }
+        let more = {
+            let fc = fc.clone();
+            tokio::spawn(async move { fc.acquire("flood", "u").await })
+        };
+        while fc.usage().1 < 2 {
+            tokio::task::yield_now().await;
+        }
+        drop(held.pop());
+        let quiet = quiet.await.unwrap().unwrap();
+        assert_eq!(quiet.cluster, "quiet");
+        // Six more of the flood's finish: with one still executing it is at its share.
+        for _ in 0..6 {
+            drop(held.pop());
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!more.is_finished(), "the flood ran above its share");
+        drop(held.pop());
+        let seat = more.await.unwrap().unwrap();
+        assert_eq!(seat.cluster, "flood");
+        drop(quiet);
+    }
+
     #[tokio::test]
     async fn a_full_queue_is_answered_429_with_retry_after() {
         let fc = fc(1, 2);
@@ -361,6 +509,7 @@ mod tests {
             seats: 1,
             queue_length: 5,
             max_wait: Duration::from_millis(100),
+            shared_seats: 1,
         });
         let _held = fc.acquire("c", "u").await.unwrap();
         let e = fc.acquire("c", "v").await.err().expect("timed out");

@@ -437,3 +437,26 @@ async fn serve_connection<IO>(
         tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: at the file-descriptor limit the accept loop spun at 100 % CPU writing a
+    /// warning per failed accept.
+    #[test]
+    fn failed_accepts_back_off_from_5_ms_to_1_s_and_log_once_a_second() {
+        let mut b = AcceptBackoff::new();
+        let e = std::io::Error::from_raw_os_error(24); // EMFILE
+        let waits: Vec<Duration> = (0..12).map(|_| b.failed(&e)).collect();
+        assert_eq!(waits[0], Duration::from_millis(5));
+        assert_eq!(waits[1], Duration::from_millis(10));
+        assert_eq!(waits[2], Duration::from_millis(20));
+        assert_eq!(*waits.last().unwrap(), Duration::from_secs(1));
+        assert!(waits.windows(2).all(|w| w[0] <= w[1]));
+        // One warning was logged; the other eleven failures within the second were counted.
+        assert_eq!(b.suppressed, 11);
+        b.succeeded();
+        assert_eq!(b.failed(&e), Duration::from_millis(5));
+    }
+}

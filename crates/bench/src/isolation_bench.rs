@@ -92,16 +92,18 @@ fn cm(name: &str) -> Bytes {
     )
 }
 
-/// The quiet cluster's requests for `secs`: a create then a get, one at a time.
-async fn measure(quiet: &Conn, tag: &str, secs: f64) -> Samples {
+/// The quiet cluster's requests for `secs`: a create then a get, one at a time; the
+/// latencies of both, and of the creates and the gets apart.
+async fn measure(quiet: &Conn, tag: &str, secs: f64) -> (Samples, Samples, Samples) {
     let mut s = Samples::default();
+    let (mut creates, mut gets) = (Samples::default(), Samples::default());
     let started = Instant::now();
     let mut i = 0;
     while started.elapsed().as_secs_f64() < secs {
         i += 1;
         let name = format!("{tag}-{i}");
         let t = Instant::now();
-        let (code, _) = quiet
+        let (code, body) = quiet
             .send(
                 "POST",
                 "/clusters/quiet/api/v1/namespaces/default/configmaps",
@@ -109,8 +111,9 @@ async fn measure(quiet: &Conn, tag: &str, secs: f64) -> Samples {
             )
             .await
             .expect("create");
-        assert_eq!(code, 201);
+        assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
         s.0.push(t.elapsed());
+        creates.0.push(t.elapsed());
         let t = Instant::now();
         let (code, _) = quiet
             .send(
@@ -122,8 +125,9 @@ async fn measure(quiet: &Conn, tag: &str, secs: f64) -> Samples {
             .expect("get");
         assert_eq!(code, 200);
         s.0.push(t.elapsed());
+        gets.0.push(t.elapsed());
     }
-    s
+    (s, creates, gets)
 }
 
 /// A connection that sends half a request head and waits (the server cuts it at its header
@@ -155,11 +159,14 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     let flood_tls = admin_tls(&server, "flood").await?;
     println!(
         "Isolation benchmark: cluster `flood` creates on {FLOODERS} clients and holds {SLOW} slow connections; cluster `quiet` measures a create and a get at a time, {secs}s each way ({} seats)",
-        options.flow.seats
+        std::env::var("SEATS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(options.flow.seats)
     );
     // Warm up, then the unloaded figures.
     measure(&quiet, "warm", 0.5).await;
-    let alone = measure(&quiet, "alone", secs).await;
+    let (alone, alone_creates, alone_gets) = measure(&quiet, "alone", secs).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let created = Arc::new(AtomicU64::new(0));
@@ -202,7 +209,7 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let flood_started = Instant::now();
     let before = created.load(Ordering::Relaxed);
-    let flooded = measure(&quiet, "flooded", secs).await;
+    let (flooded, flooded_creates, flooded_gets) = measure(&quiet, "flooded", secs).await;
     let flood_rate =
         (created.load(Ordering::Relaxed) - before) as f64 / flood_started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
@@ -226,6 +233,18 @@ pub async fn run(quick: bool) -> anyhow::Result<()> {
         "ms",
         Better::Lower,
     );
+    for (what, ours, peer) in [
+        ("quiet create p99 (ms)", &flooded_creates, &alone_creates),
+        ("quiet get p99 (ms)", &flooded_gets, &alone_gets),
+    ] {
+        line(
+            what,
+            ms(ours.percentile(0.99)),
+            ms(peer.percentile(0.99)),
+            "ms",
+            Better::Lower,
+        );
+    }
     println!(
         "flood: {flood_rate:.0} creates/s accepted, {} answered 429; quiet: {} requests alone, {} under the flood",
         throttled.load(Ordering::Relaxed),

@@ -31,8 +31,12 @@ pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
 /// does; the address and the root CA (which issued the serving certificate).
 pub async fn serve_https(
     server: &Arc<ApiServer>,
-    options: apiserver::serve::Options,
+    mut options: apiserver::serve::Options,
 ) -> anyhow::Result<(std::net::SocketAddr, pki::Ca)> {
+    // `SEATS=N` sets the server's request seats (`matryoshka up --max-requests-inflight`).
+    if let Some(n) = std::env::var("SEATS").ok().and_then(|v| v.parse().ok()) {
+        options.flow.seats = n;
+    }
     let ca = pki::Ca {
         pair: server.config.root_ca.clone(),
     };
