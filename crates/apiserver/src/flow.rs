@@ -113,7 +113,6 @@ impl State {
 pub struct FlowControl {
     limits: Limits,
     state: Mutex<State>,
-    rejected: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for FlowControl {
@@ -150,22 +149,10 @@ impl FlowControl {
                 free: limits.seats,
                 ..Default::default()
             }),
-            rejected: Default::default(),
         })
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
-    /// Requests refused so far (for metrics and tests).
-    pub fn rejected(&self) -> u64 {
-        self.rejected.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     fn too_many(&self) -> ApiError {
-        self.rejected
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         ApiError::too_many_requests("Too many requests, please try again later.", 1)
     }
 
