@@ -195,8 +195,9 @@ async fn deleting_a_pod_gives_its_usage_back() {
     // Admission reads the quota from the server's cache, which may trail the watch event just
     // seen by a moment: the create is admitted once the cache has the freed usage.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let b = pod("b", small);
     loop {
-        match pods.create(&PostParams::default(), &pod("b", small)).await {
+        match pods.create(&PostParams::default(), &b).await {
             Ok(_) => break,
             Err(e) if tokio::time::Instant::now() < deadline => {
                 assert!(e.to_string().contains("exceeded quota"), "{e}");
