@@ -19,7 +19,7 @@ use crate::endpoints::{legacy::EndpointsController, slices::EndpointSliceControl
 use crate::gc::GarbageCollector;
 use crate::job::JobController;
 use crate::namespace::NamespaceController;
-use crate::replicaset::ReplicaSetController;
+use crate::replicaset::{ReplicaSetController, ReplicationManager};
 use crate::rootca::{CaSource, RootCaPublisher};
 use crate::serviceaccount::ServiceAccountController;
 use crate::statefulset::StatefulSetController;
@@ -81,12 +81,17 @@ impl Options {
     }
 }
 
+/// The `User-Agent` of the controllers' requests: the server names the field manager of
+/// their writes `kube-controller-manager`, as upstream's.
+pub const USER_AGENT: &str = "kube-controller-manager/v1.33.13 (linux/amd64) matryoshka";
+
 /// Runs every controller through `clients` until `shutdown`.
 pub async fn run(
     clients: ClusterClients,
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    let clients = clients.with_user_agent(USER_AGENT);
     let (stop_all, stopped) = Shutdown::new();
     let Some(leader) = options.leader_election.clone() else {
         let controllers = run_controllers(clients, options, stopped);
@@ -132,7 +137,8 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     let informers = Informers::new(clients.clone());
     let namespaces = NamespaceController::new(&informers)?;
     let accounts = ServiceAccountController::new(&informers)?;
-    let sets = ReplicaSetController::new(&informers)?;
+    let sets = ReplicaSetController::<k8s_openapi::api::apps::v1::ReplicaSet>::new(&informers)?;
+    let rcs = ReplicationManager::new(&informers)?;
     let deployments = DeploymentController::new(&informers)?;
     let jobs = JobController::new(&informers, options.clock.clone())?;
     let ttl = TtlAfterFinishedController::new(&informers, options.clock.clone())?;
@@ -175,6 +181,7 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     start!("namespace", namespaces, w);
     start!("serviceaccount", accounts, w);
     start!("replicaset", sets, w);
+    start!("replicationcontroller", rcs, w);
     start!("deployment", deployments, w);
     start!("job", jobs, w);
     start!("ttl-after-finished", ttl, w);

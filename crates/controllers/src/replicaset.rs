@@ -1,29 +1,40 @@
 //! The ReplicaSet controller (upstream `pkg/controller/replicaset`): keeps the number of
-//! active pods of a ReplicaSet at `spec.replicas` and reports its status.
+//! active pods of a ReplicaSet at `spec.replicas` and reports its status. The same controller
+//! runs ReplicationControllers (upstream's `replicationmanager`, which wraps the ReplicaSet
+//! controller in conversions): [`ReplicatedKind`] gives each kind's view as a ReplicaSet.
 //!
 //! Pods are claimed like upstream's `PodControllerRefManager`: an orphan pod matching the
 //! selector is adopted (a controller reference with `blockOwnerDeletion` is added), an owned
 //! pod that no longer matches is released. Missing pods are created from the template with
 //! `generateName: <rs>-` in slow-start batches (1, 2, 4, ...); surplus pods are deleted
 //! unscheduled, pending and not-ready first. [`Expectations`] keep a ReplicaSet from acting
-//! twice on writes its informer has not seen yet.
+//! twice on writes its informer has not seen yet. Each pod created or deleted is an Event on
+//! the owner (`SuccessfulCreate`, `SuccessfulDelete`, `FailedCreate`, `FailedDelete`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{
+    ReplicaSet, ReplicaSetCondition, ReplicaSetSpec, ReplicaSetStatus,
+};
+use k8s_openapi::api::core::v1::{
+    Pod, ReplicationController, ReplicationControllerCondition, ReplicationControllerStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::expectations::Expectations;
 use crate::podutil;
 use runtime::client::ClusterClients;
 use runtime::error::{Error, Result};
+use runtime::events::{NORMAL, Recorder, WARNING};
 use runtime::informer::{Change, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
@@ -31,26 +42,132 @@ use runtime::shared::Informers;
 /// Upstream's `BurstReplicas`: the most pods created or deleted in one sync.
 pub const BURST_REPLICAS: usize = 500;
 
-/// The ReplicaSet controller.
-pub struct ReplicaSetController {
+/// A kind the controller keeps replicas of: ReplicaSet, or ReplicationController seen as one.
+pub trait ReplicatedKind:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Default
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The controller's name in logs and events (`replicaset-controller`).
+    const COMPONENT: &'static str;
+    /// The object as a ReplicaSet (a pointer copy for a ReplicaSet).
+    fn view(obj: &Arc<Self>) -> Arc<ReplicaSet>;
+    /// The object with its status replaced by `status`.
+    fn with_status(obj: &Self, status: ReplicaSetStatus) -> Self;
+}
+
+impl ReplicatedKind for ReplicaSet {
+    const COMPONENT: &'static str = "replicaset-controller";
+    fn view(obj: &Arc<Self>) -> Arc<ReplicaSet> {
+        obj.clone()
+    }
+    fn with_status(obj: &Self, status: ReplicaSetStatus) -> Self {
+        let mut next = obj.clone();
+        next.status = Some(status);
+        next
+    }
+}
+
+impl ReplicatedKind for ReplicationController {
+    const COMPONENT: &'static str = "replication-controller";
+    fn view(obj: &Arc<Self>) -> Arc<ReplicaSet> {
+        let spec = obj.spec.clone().unwrap_or_default();
+        // A ReplicationController selects by equality on its labels (the server defaults an
+        // empty selector to the template's labels).
+        let selector = LabelSelector {
+            match_labels: spec.selector.filter(|s| !s.is_empty()),
+            match_expressions: None,
+        };
+        Arc::new(ReplicaSet {
+            metadata: obj.metadata.clone(),
+            spec: Some(ReplicaSetSpec {
+                min_ready_seconds: spec.min_ready_seconds,
+                replicas: spec.replicas,
+                selector,
+                template: spec.template,
+            }),
+            status: obj.status.clone().map(|s| ReplicaSetStatus {
+                available_replicas: s.available_replicas,
+                conditions: s.conditions.map(|cs| {
+                    cs.into_iter()
+                        .map(|c| ReplicaSetCondition {
+                            last_transition_time: c.last_transition_time,
+                            message: c.message,
+                            reason: c.reason,
+                            status: c.status,
+                            type_: c.type_,
+                        })
+                        .collect()
+                }),
+                fully_labeled_replicas: s.fully_labeled_replicas,
+                observed_generation: s.observed_generation,
+                ready_replicas: s.ready_replicas,
+                replicas: s.replicas,
+                terminating_replicas: None,
+            }),
+        })
+    }
+    fn with_status(obj: &Self, s: ReplicaSetStatus) -> Self {
+        let mut next = obj.clone();
+        next.status = Some(ReplicationControllerStatus {
+            available_replicas: s.available_replicas,
+            conditions: s.conditions.map(|cs| {
+                cs.into_iter()
+                    .map(|c| ReplicationControllerCondition {
+                        last_transition_time: c.last_transition_time,
+                        message: c.message,
+                        reason: c.reason,
+                        status: c.status,
+                        type_: c.type_,
+                    })
+                    .collect()
+            }),
+            fully_labeled_replicas: s.fully_labeled_replicas,
+            observed_generation: s.observed_generation,
+            ready_replicas: s.ready_replicas,
+            replicas: s.replicas,
+        });
+        next
+    }
+}
+
+/// The ReplicaSet controller; `ReplicaSetController<ReplicationController>` is the
+/// ReplicationController manager.
+pub struct ReplicaSetController<K: ReplicatedKind = ReplicaSet> {
     clients: ClusterClients,
-    sets: Store<ReplicaSet>,
+    sets: Store<K>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
     queue: Arc<Queue<ObjectKey>>,
+    events: Recorder,
 }
 
-fn owner_key(pod_key: &ObjectKey, pod: &Pod) -> Option<ObjectKey> {
+/// The ReplicationController manager.
+pub type ReplicationManager = ReplicaSetController<ReplicationController>;
+
+fn owner_key<K: ReplicatedKind>(pod_key: &ObjectKey, pod: &Pod) -> Option<ObjectKey> {
     let r = podutil::controller_ref(&pod.metadata)?;
-    (r.kind == "ReplicaSet" && r.api_version.starts_with("apps/"))
+    (r.kind == K::kind(&()) && api_group(&r.api_version) == K::group(&()))
         .then(|| ObjectKey::new(&pod_key.cluster, &pod_key.namespace, &r.name))
 }
 
-/// The ReplicaSets of the pod's namespace whose selector matches it.
-fn matching_sets(sets: &Store<ReplicaSet>, key: &ObjectKey, pod: &Pod) -> Vec<ObjectKey> {
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → ``).
+fn api_group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// The sets of the pod's namespace whose selector matches it.
+fn matching_sets<K: ReplicatedKind>(sets: &Store<K>, key: &ObjectKey, pod: &Pod) -> Vec<ObjectKey> {
     let labels = podutil::labels(&pod.metadata);
     sets.list_namespace(&key.cluster, &key.namespace)
         .iter()
+        .map(K::view)
         .filter(|rs| podutil::selector_matches(rs.spec.as_ref().map(|s| &s.selector), &labels))
         .map(|rs| {
             ObjectKey::new(
@@ -69,11 +186,11 @@ fn min_ready_seconds(rs: &ReplicaSet) -> i32 {
         .unwrap_or(0)
 }
 
-impl ReplicaSetController {
+impl<K: ReplicatedKind> ReplicaSetController<K> {
     pub fn new(informers: &Informers) -> Result<Arc<Self>> {
         let queue: Arc<Queue<ObjectKey>> = Queue::new();
         let expectations = Arc::new(Expectations::default());
-        let sets_inf = informers.get::<ReplicaSet>()?;
+        let sets_inf = informers.get::<K>()?;
         let pods_inf = informers.get::<Pod>()?;
         let sets = sets_inf.store();
         let (q, e) = (queue.clone(), expectations.clone());
@@ -92,10 +209,10 @@ impl ReplicaSetController {
                 // Only a pod of the ReplicaSet we know (same uid) counts.
                 let r = podutil::controller_ref(&pod.metadata);
                 s.get(owner)
-                    .is_some_and(|rs| rs.metadata.uid.as_deref() == r.map(|r| r.uid.as_str()))
+                    .is_some_and(|rs| rs.meta().uid.as_deref() == r.map(|r| r.uid.as_str()))
             };
             match c {
-                Change::Added(..) => match owner_key(key, pod) {
+                Change::Added(..) => match owner_key::<K>(key, pod) {
                     Some(owner) if observed_owner(&owner) => {
                         if pod.metadata.deletion_timestamp.is_some() {
                             e.deletion_observed(&owner, &uid);
@@ -110,8 +227,8 @@ impl ReplicaSetController {
                         .for_each(|k| q.add(k)),
                 },
                 Change::Updated { old, new, .. } => {
-                    let old_owner = owner_key(key, old);
-                    let new_owner = owner_key(key, new);
+                    let old_owner = owner_key::<K>(key, old);
+                    let new_owner = owner_key::<K>(key, new);
                     if let Some(o) = &old_owner
                         && old_owner != new_owner
                     {
@@ -128,7 +245,7 @@ impl ReplicaSetController {
                                 e.deletion_observed(&owner, &uid);
                             }
                             if let Some(rs) = s.get(&owner) {
-                                let mrs = min_ready_seconds(&rs);
+                                let mrs = min_ready_seconds(&K::view(&rs));
                                 if mrs > 0 && !podutil::is_ready(old) && podutil::is_ready(new) {
                                     q.add_after(owner.clone(), Duration::from_secs(mrs as u64 + 1));
                                 }
@@ -141,15 +258,17 @@ impl ReplicaSetController {
                     }
                 }
                 Change::Deleted(..) => {
-                    if let Some(owner) = owner_key(key, pod) {
+                    if let Some(owner) = owner_key::<K>(key, pod) {
                         e.deletion_observed(&owner, &uid);
                         q.add(owner);
                     }
                 }
             }
         });
+        let clients = informers.clients().clone();
         Ok(Arc::new(ReplicaSetController {
-            clients: informers.clients().clone(),
+            events: Recorder::start(clients.clone(), K::COMPONENT),
+            clients,
             sets,
             pods: pods_inf.store(),
             expectations,
@@ -163,10 +282,11 @@ impl ReplicaSetController {
 
     /// Syncs one ReplicaSet.
     pub async fn reconcile(&self, key: ObjectKey) -> Result<Action> {
-        let Some(rs) = self.sets.get(&key) else {
+        let Some(obj) = self.sets.get(&key) else {
             self.expectations.forget(&key);
             return Ok(Action::AwaitChange);
         };
+        let rs = K::view(&obj);
         let needs_sync = self.expectations.satisfied(&key);
         let client = self.clients.cluster(&key.cluster)?;
         let pods_api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
@@ -175,19 +295,18 @@ impl ReplicaSetController {
             .pods
             .claim_candidates(&key.cluster, &key.namespace, uid);
         let active: Vec<Arc<Pod>> = all.into_iter().filter(|p| podutil::is_active(p)).collect();
-        let owned = self.claim(&rs, &pods_api, active).await?;
+        let owned = self.claim(&obj, &rs, &pods_api, active).await?;
         let mut manage_err = None;
         if needs_sync
             && rs.metadata.deletion_timestamp.is_none()
-            && let Err(e) = self.manage(&key, &rs, &pods_api, &owned).await
+            && let Err(e) = self.manage(&key, &obj, &rs, &pods_api, &owned).await
         {
             manage_err = Some(e);
         }
         let status = calculate_status(&rs, &owned, manage_err.as_ref(), Timestamp::now());
         if rs.status.as_ref() != Some(&status) {
-            let mut next = (*rs).clone();
-            next.status = Some(status.clone());
-            let api: Api<ReplicaSet> = Api::namespaced(client, &key.namespace);
+            let next = K::with_status(&obj, status.clone());
+            let api: Api<K> = Api::namespaced(client, &key.namespace);
             let name = key.name.clone();
             match api
                 .replace_status(&name, &PostParams::default(), &next)
@@ -215,6 +334,7 @@ impl ReplicaSetController {
     /// afterwards.
     async fn claim(
         &self,
+        obj: &K,
         rs: &ReplicaSet,
         api: &Api<Pod>,
         pods: Vec<Arc<Pod>>,
@@ -241,7 +361,7 @@ impl ReplicaSetController {
                     if alive == Some(false) {
                         continue;
                     }
-                    if let Some(p) = adopt(api, &pod, rs).await? {
+                    if let Some(p) = adopt(api, &pod, obj).await? {
                         owned.push(Arc::new(p));
                     }
                 }
@@ -254,7 +374,7 @@ impl ReplicaSetController {
     /// Whether the ReplicaSet, read afresh (the informer may lag), still exists and is not
     /// being deleted: nothing is adopted or created for an owner being taken apart.
     async fn recheck_alive(&self, pods: &Api<Pod>, rs: &ReplicaSet) -> Result<bool> {
-        let api: Api<ReplicaSet> = Api::namespaced(
+        let api: Api<K> = Api::namespaced(
             pods.clone().into_client(),
             rs.metadata.namespace.as_deref().unwrap_or_default(),
         );
@@ -263,13 +383,14 @@ impl ReplicaSetController {
                 .await,
         )?;
         Ok(fresh.is_some_and(|f| {
-            f.metadata.uid == rs.metadata.uid && f.metadata.deletion_timestamp.is_none()
+            f.meta().uid == rs.metadata.uid && f.meta().deletion_timestamp.is_none()
         }))
     }
 
     async fn manage(
         &self,
         key: &ObjectKey,
+        obj: &K,
         rs: &ReplicaSet,
         api: &Api<Pod>,
         pods: &[Arc<Pod>],
@@ -286,7 +407,7 @@ impl ReplicaSetController {
             }
             let count = (desired - pods.len()).min(BURST_REPLICAS);
             self.expectations.expect_creations(key, count);
-            let pod = pod_from_template(rs);
+            let pod = pod_from_template(obj, rs);
             let pp = PostParams::default();
             let mut created = 0;
             let mut batch = 1;
@@ -297,11 +418,27 @@ impl ReplicaSetController {
                 let mut failed = None;
                 for r in results {
                     match r {
-                        Ok(_) => {}
+                        Ok(p) => self.events.record(
+                            &key.cluster,
+                            runtime::events::reference(obj),
+                            NORMAL,
+                            "SuccessfulCreate",
+                            format!(
+                                "Created pod: {}",
+                                p.metadata.name.as_deref().unwrap_or_default()
+                            ),
+                        ),
                         Err(e) => {
                             self.expectations.creation_observed(key);
                             // A terminating namespace refuses new pods: not an error of ours.
                             if !matches!(&e, kube::Error::Api(s) if s.code == 403) {
+                                self.events.record(
+                                    &key.cluster,
+                                    runtime::events::reference(obj),
+                                    WARNING,
+                                    "FailedCreate",
+                                    format!("Error creating: {}", api_message(&e)),
+                                );
                                 failed = Some(e);
                             }
                         }
@@ -334,12 +471,26 @@ impl ReplicaSetController {
             .await;
             let mut failed = None;
             for (p, r) in victims.iter().zip(results) {
+                let name = p.metadata.name.as_deref().unwrap_or_default();
                 match r {
-                    Ok(_) => {}
+                    Ok(_) => self.events.record(
+                        &key.cluster,
+                        runtime::events::reference(obj),
+                        NORMAL,
+                        "SuccessfulDelete",
+                        format!("Deleted pod: {name}"),
+                    ),
                     Err(e) => {
                         self.expectations
                             .deletion_observed(key, p.metadata.uid.as_deref().unwrap_or_default());
                         if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                            self.events.record(
+                                &key.cluster,
+                                runtime::events::reference(obj),
+                                WARNING,
+                                "FailedDelete",
+                                format!("Error deleting: {}", api_message(&e)),
+                            );
                             failed = Some(e);
                         }
                     }
@@ -353,8 +504,16 @@ impl ReplicaSetController {
     }
 }
 
-/// A pod of `rs`, as upstream's `GetPodFromTemplate` makes it.
-pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
+/// The message of an API error (the `Status` message for an API answer).
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// A pod of `obj` (seen as `rs`), as upstream's `GetPodFromTemplate` makes it.
+pub fn pod_from_template<K: ReplicatedKind>(obj: &K, rs: &ReplicaSet) -> Pod {
     let template = rs
         .spec
         .as_ref()
@@ -371,9 +530,9 @@ pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
             annotations: tm.annotations,
             finalizers: tm.finalizers,
             owner_references: Some(vec![podutil::new_controller_ref(
-                &rs.metadata,
-                "apps/v1",
-                "ReplicaSet",
+                obj.meta(),
+                &K::api_version(&()),
+                &K::kind(&()),
             )]),
             ..Default::default()
         },
@@ -382,13 +541,13 @@ pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
     }
 }
 
-/// Adds `rs` as controller of an orphan pod (optimistic on the pod's resourceVersion).
-async fn adopt(api: &Api<Pod>, pod: &Pod, rs: &ReplicaSet) -> Result<Option<Pod>> {
+/// Adds `owner` as controller of an orphan pod (optimistic on the pod's resourceVersion).
+async fn adopt<K: ReplicatedKind>(api: &Api<Pod>, pod: &Pod, owner: &K) -> Result<Option<Pod>> {
     let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
     refs.push(podutil::new_controller_ref(
-        &rs.metadata,
-        "apps/v1",
-        "ReplicaSet",
+        owner.meta(),
+        &K::api_version(&()),
+        &K::kind(&()),
     ));
     let patch = json!({"metadata": {
         "ownerReferences": refs,

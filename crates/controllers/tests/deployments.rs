@@ -554,3 +554,135 @@ async fn a_rollout_without_progress_times_out_after_its_deadline() {
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replication_controller_keeps_its_replicas_and_reports_them() {
+    use k8s_openapi::api::core::v1::ReplicationController;
+    let h = Harness::start(&[CLUSTER]).await;
+    let pods: Api<Pod> = h.api(CLUSTER, "default");
+    let rcs: Api<ReplicationController> = h.api(CLUSTER, "default");
+    let _kubelet = kubelet(pods.clone());
+    // No selector: the server takes the template's labels, as upstream does.
+    let rc: ReplicationController = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "web"}]}},
+        },
+    }))
+    .unwrap();
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let list = wait_list(&pods, "two pods", |p| p.len() == 2).await;
+    for p in &list {
+        let owner = &p.owner_references()[0];
+        assert_eq!(
+            (owner.api_version.as_str(), owner.kind.as_str(), owner.name.as_str()),
+            ("v1", "ReplicationController", "web")
+        );
+        assert_eq!(owner.controller, Some(true));
+        assert!(p.name_any().starts_with("web-"));
+    }
+    let rc = wait_for(&rcs, "web", "two ready replicas observed", |r| {
+        r.and_then(|r| r.status.as_ref()).is_some_and(|s| {
+            s.replicas == 2 && s.ready_replicas == Some(2) && s.available_replicas == Some(2)
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        rc.status.as_ref().unwrap().observed_generation,
+        rc.metadata.generation
+    );
+    // Scaled through the scale subresource, as `kubectl scale rc` does.
+    rcs.patch_scale(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
+    wait_list(&pods, "one pod", |p| p.len() == 1).await;
+    // A deleted pod is replaced.
+    let left = pods.list(&Default::default()).await.unwrap().items;
+    pods.delete(&left[0].name_any(), &Default::default())
+        .await
+        .unwrap();
+    wait_list(&pods, "a replacement", |p| {
+        p.len() == 1 && p[0].name_any() != left[0].name_any()
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_controllers_record_events_and_write_as_kube_controller_manager() {
+    use k8s_openapi::api::core::v1::Event;
+    let h = Harness::start(&[CLUSTER]).await;
+    let pods: Api<Pod> = h.api(CLUSTER, "default");
+    let deployments: Api<Deployment> = h.api(CLUSTER, "default");
+    let events: Api<Event> = h.api(CLUSTER, "default");
+    let _kubelet = kubelet(pods.clone());
+    let d = deployment("web", 2, json!({"type": "RollingUpdate"}));
+    deployments.create(&PostParams::default(), &d).await.unwrap();
+    let d = wait_complete(&deployments, "web", 2).await;
+    assert_eq!(d.metadata.generation, Some(1), "a rollout leaves generation");
+    let found = |list: &[Event], kind: &str, reason: &str, prefix: &str| {
+        list.iter().any(|e| {
+            e.involved_object.kind.as_deref() == Some(kind)
+                && e.reason.as_deref() == Some(reason)
+                && e.message.as_deref().unwrap_or_default().starts_with(prefix)
+        })
+    };
+    let list = wait_list(&events, "ScalingReplicaSet and SuccessfulCreate events", |l| {
+        found(l, "Deployment", "ScalingReplicaSet", "Scaled up replica set web-")
+            && found(l, "ReplicaSet", "SuccessfulCreate", "Created pod: web-")
+    })
+    .await;
+    let scaled = list
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ScalingReplicaSet"))
+        .unwrap();
+    assert_eq!(scaled.type_.as_deref(), Some("Normal"));
+    assert_eq!(scaled.involved_object.name.as_deref(), Some("web"));
+    assert_eq!(scaled.involved_object.uid, d.metadata.uid);
+    assert_eq!(
+        scaled.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("deployment-controller")
+    );
+    assert!(
+        scaled.message.as_deref().unwrap().ends_with("from 0 to 2"),
+        "{:?}",
+        scaled.message
+    );
+    // Pods the controllers created are managed by `kube-controller-manager`, not `unknown`.
+    let pod = &pods.list(&Default::default()).await.unwrap().items[0];
+    let managers: Vec<&str> = pod
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    assert!(
+        managers.contains(&"kube-controller-manager"),
+        "{managers:?}"
+    );
+    // A changed image rolls: generation 2, observed, and the old set scaled down is an event.
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})),
+        )
+        .await
+        .unwrap();
+    let d = wait_complete(&deployments, "web", 2).await;
+    assert_eq!(d.metadata.generation, Some(2));
+    assert_eq!(d.status.as_ref().unwrap().observed_generation, Some(2));
+    wait_list(&events, "a scale-down event", |l| {
+        found(l, "Deployment", "ScalingReplicaSet", "Scaled down replica set web-")
+            && found(l, "ReplicaSet", "SuccessfulDelete", "Deleted pod: web-")
+    })
+    .await;
+    h.stop().await;
+}

@@ -43,6 +43,7 @@ pub fn cluster_prefix(cluster: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct ClusterPrefix {
     prefix: Arc<str>,
+    agent: Option<http::HeaderValue>,
 }
 
 impl ClusterPrefix {
@@ -50,6 +51,7 @@ impl ClusterPrefix {
     pub fn cluster(cluster: &str) -> Self {
         ClusterPrefix {
             prefix: cluster_prefix(cluster).into(),
+            agent: None,
         }
     }
 
@@ -57,7 +59,15 @@ impl ClusterPrefix {
     pub fn all_clusters() -> Self {
         ClusterPrefix {
             prefix: ALL_CLUSTERS_PREFIX.into(),
+            agent: None,
         }
+    }
+
+    /// Also sets the `User-Agent` of requests that carry none: the server names the field
+    /// manager of a write without `fieldManager` after it, as kube-apiserver does.
+    pub fn with_user_agent(mut self, agent: Option<http::HeaderValue>) -> Self {
+        self.agent = agent;
+        self
     }
 }
 
@@ -66,6 +76,7 @@ impl<S> tower::Layer<S> for ClusterPrefix {
     fn layer(&self, inner: S) -> Prefixed<S> {
         Prefixed {
             prefix: self.prefix.clone(),
+            agent: self.agent.clone(),
             inner,
         }
     }
@@ -75,6 +86,7 @@ impl<S> tower::Layer<S> for ClusterPrefix {
 #[derive(Debug, Clone)]
 pub struct Prefixed<S> {
     prefix: Arc<str>,
+    agent: Option<http::HeaderValue>,
     inner: S,
 }
 
@@ -109,6 +121,12 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let (mut parts, body) = req.into_parts();
+        if let Some(agent) = &self.agent {
+            parts
+                .headers
+                .entry(http::header::USER_AGENT)
+                .or_insert_with(|| agent.clone());
+        }
         match prefix_uri(&self.prefix, &parts.uri) {
             Ok(uri) => {
                 parts.uri = uri;
@@ -137,6 +155,15 @@ pub trait ClientFactory: Send + Sync + 'static {
     fn all_clusters(&self) -> Result<kube::Client>;
     /// Whether the endpoint serves logical clusters (Matryoshka) rather than one cluster.
     fn multi_cluster(&self) -> bool;
+    /// The same endpoint, its clients identifying themselves as `agent` (the `User-Agent`
+    /// header, `kube-controller-manager/v1.33.0 ...`): the server names the field manager of a
+    /// write without `fieldManager` after the agent's program name.
+    fn with_user_agent(&self, agent: &str) -> Arc<dyn ClientFactory>;
+}
+
+/// The header value of a user agent; an agent that is not a valid header value is left out.
+fn agent_header(agent: &str) -> Option<http::HeaderValue> {
+    http::HeaderValue::from_str(agent).ok()
 }
 
 /// Makes a `kube::Client` whose requests pass through the given [`ClusterPrefix`] layer.
@@ -145,7 +172,8 @@ type MakeClient = dyn Fn(ClusterPrefix) -> kube::Client + Send + Sync;
 /// Clients over an in-process tower service (the API server's in-memory transport, acting as
 /// the system identity): each client is the service behind a [`ClusterPrefix`] layer.
 pub struct InMemory {
-    make: Box<MakeClient>,
+    make: Arc<MakeClient>,
+    agent: Option<http::HeaderValue>,
 }
 
 impl InMemory {
@@ -163,7 +191,8 @@ impl InMemory {
         B::Error: Into<tower::BoxError>,
     {
         InMemory {
-            make: Box::new(move |layer| {
+            agent: None,
+            make: Arc::new(move |layer| {
                 let svc = tower::ServiceBuilder::new()
                     .layer(layer)
                     .service(service.clone());
@@ -175,13 +204,23 @@ impl InMemory {
 
 impl ClientFactory for InMemory {
     fn client(&self, cluster: &str) -> Result<kube::Client> {
-        Ok((self.make)(ClusterPrefix::cluster(cluster)))
+        Ok((self.make)(
+            ClusterPrefix::cluster(cluster).with_user_agent(self.agent.clone()),
+        ))
     }
     fn all_clusters(&self) -> Result<kube::Client> {
-        Ok((self.make)(ClusterPrefix::all_clusters()))
+        Ok((self.make)(
+            ClusterPrefix::all_clusters().with_user_agent(self.agent.clone()),
+        ))
     }
     fn multi_cluster(&self) -> bool {
         true
+    }
+    fn with_user_agent(&self, agent: &str) -> Arc<dyn ClientFactory> {
+        Arc::new(InMemory {
+            make: self.make.clone(),
+            agent: agent_header(agent),
+        })
     }
 }
 
@@ -225,6 +264,19 @@ impl ClientFactory for Kubeconfig {
     }
     fn multi_cluster(&self) -> bool {
         self.multi_cluster
+    }
+    fn with_user_agent(&self, agent: &str) -> Arc<dyn ClientFactory> {
+        let mut config = self.config.clone();
+        if let Some(v) = agent_header(agent) {
+            config
+                .headers
+                .retain(|(k, _)| k != http::header::USER_AGENT);
+            config.headers.push((http::header::USER_AGENT, v));
+        }
+        Arc::new(Kubeconfig {
+            config,
+            multi_cluster: self.multi_cluster,
+        })
     }
 }
 
@@ -279,6 +331,12 @@ impl ClusterClients {
         B::Error: Into<tower::BoxError>,
     {
         Self::new(Arc::new(InMemory::new(service)))
+    }
+
+    /// Clients of the same endpoint identifying themselves as `agent` (see
+    /// [`ClientFactory::with_user_agent`]); they have their own cache.
+    pub fn with_user_agent(&self, agent: &str) -> Self {
+        Self::with_capacity(self.factory.with_user_agent(agent), self.capacity)
     }
 
     /// The client of `cluster`.

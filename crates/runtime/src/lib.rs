@@ -11,6 +11,7 @@
 //!   failing their list for every cluster.
 //! - [`queue`]: the deduplicating work queue with back-off and its workers.
 //! - [`leader`]: Lease leader election.
+//! - [`events`]: the event recorder (aggregation, spam filter, never blocking its caller).
 //! - [`error`]: the errors of all of these.
 //!
 //! **Architecture Invariant:** this crate (and everything built on it) reaches a cluster only
@@ -19,6 +20,7 @@
 
 pub mod client;
 pub mod error;
+pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod lenient;

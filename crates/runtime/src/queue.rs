@@ -241,6 +241,13 @@ where
                             queue.add_after(key.clone(), d);
                         }
                     }
+                    // The object (or its namespace) was deleted meanwhile: its deletion
+                    // reaches the informer and requeues whatever still cares, as upstream's
+                    // controllers treat NotFound as done.
+                    Err(e) if e.is_not_found() => {
+                        tracing::debug!(controller = name, ?key, error = %e, "gone; done");
+                        queue.forget(&key);
+                    }
                     Err(e) => {
                         let level = queue.failures(&key);
                         if e.is_conflict() {
@@ -263,6 +270,36 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_error(code: u16) -> Error {
+        Error::Kube(kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..Default::default()
+        })))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_answered_not_found_is_done_and_a_failure_is_retried() {
+        let q = Queue::<u32>::new();
+        let calls = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        q.add(1);
+        q.add(2);
+        let (c, qq) = (calls.clone(), q.clone());
+        let workers = tokio::spawn(run_workers("test", q.clone(), 1, move |k: u32| {
+            let (c, qq) = (c.clone(), qq.clone());
+            async move {
+                c.lock().push(k);
+                if c.lock().len() >= 3 {
+                    qq.shut_down();
+                }
+                Err(api_error(if k == 1 { 404 } else { 500 }))
+            }
+        }));
+        workers.await.unwrap();
+        let calls = calls.lock().clone();
+        assert_eq!(calls, vec![1, 2, 2], "404 is not retried, 500 is");
+        assert_eq!(q.failures(&1), 0);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_key_added_twice_is_processed_once() {

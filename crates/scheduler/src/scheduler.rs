@@ -254,6 +254,10 @@ impl Scheduler {
     }
 }
 
+/// The `User-Agent` of the scheduler's requests: the server names the field manager of its
+/// writes `kube-scheduler`, as upstream's.
+pub const USER_AGENT: &str = "kube-scheduler/v1.33.13 (linux/amd64) matryoshka";
+
 /// Runs the scheduler through `clients` until `shutdown`; with leader election it schedules
 /// only while it holds the lease (and starts afresh, cache rebuilt, when it wins it back).
 pub async fn run(
@@ -261,6 +265,7 @@ pub async fn run(
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    let clients = clients.with_user_agent(USER_AGENT);
     let Some(leader) = options.leader_election.clone() else {
         let scheduler = Scheduler::start(clients, options)?;
         shutdown.await;

@@ -33,6 +33,7 @@ pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-tim
 /// The CronJob controller.
 pub struct CronJobController {
     clients: ClusterClients,
+    events: runtime::events::Recorder,
     cronjobs: Store<CronJob>,
     jobs: Store<Job>,
     queue: Arc<Queue<ObjectKey>>,
@@ -63,6 +64,10 @@ impl CronJobController {
             s.keys().into_iter().for_each(|k| q.add(k))
         }));
         Ok(Arc::new(CronJobController {
+            events: runtime::events::Recorder::start(
+                informers.clients().clone(),
+                "cronjob-controller",
+            ),
             clients: informers.clients().clone(),
             cronjobs,
             jobs: jobs_inf.store(),

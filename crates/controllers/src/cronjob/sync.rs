@@ -150,6 +150,15 @@ impl CronJobController {
                 None if !listed => active.push(job_ref(j)),
                 Some(how) if listed => {
                     active.retain(|r| r.uid != j.metadata.uid);
+                    self.event(
+                        &key,
+                        &cj,
+                        "SawCompletedJob",
+                        format!(
+                            "Saw completed job: {}, status: {how}",
+                            j.metadata.name.as_deref().unwrap_or_default()
+                        ),
+                    );
                     if how == "Complete"
                         && let Some(t) = j.status.as_ref().and_then(|s| s.completion_time.clone())
                         && status
@@ -179,7 +188,7 @@ impl CronJobController {
         status.active = Some(kept);
 
         let result = self.schedule(&key, &cj, &jobs_api, &mut status, now).await;
-        self.cleanup(&jobs_api, &cj, &owned).await?;
+        self.cleanup(&key, &jobs_api, &cj, &owned).await?;
         if status.active.as_ref().is_some_and(Vec::is_empty) {
             status.active = None;
         }
@@ -278,13 +287,19 @@ impl CronJobController {
                 };
                 for r in std::mem::take(active) {
                     let name = r.name.unwrap_or_default();
-                    ignore_not_found(jobs_api.delete(&name, &dp).await.map(|_| ()))?;
+                    if ignore_not_found(jobs_api.delete(&name, &dp).await)?.is_some() {
+                        self.event(key, cj, "SuccessfulDelete", format!("Deleted job {name}"));
+                    }
                 }
             }
             _ => {}
         }
         let made = match jobs_api.create(&PostParams::default(), &job).await {
-            Ok(j) => j,
+            Ok(j) => {
+                let name = j.metadata.name.as_deref().unwrap_or_default();
+                self.event(key, cj, "SuccessfulCreate", format!("Created job {name}"));
+                j
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let name = job.metadata.name.clone().unwrap_or_default();
                 let existing = jobs_api.get(&name).await?;
@@ -305,8 +320,25 @@ impl CronJobController {
         Ok(requeue)
     }
 
+    /// A Normal event on the CronJob.
+    fn event(&self, key: &ObjectKey, cj: &CronJob, reason: &str, message: String) {
+        self.events.record(
+            &key.cluster,
+            runtime::events::reference(cj),
+            runtime::events::NORMAL,
+            reason,
+            message,
+        );
+    }
+
     /// Deletes finished Jobs beyond the history limits, oldest first.
-    async fn cleanup(&self, api: &Api<Job>, cj: &CronJob, owned: &[Arc<Job>]) -> Result<()> {
+    async fn cleanup(
+        &self,
+        key: &ObjectKey,
+        api: &Api<Job>,
+        cj: &CronJob,
+        owned: &[Arc<Job>],
+    ) -> Result<()> {
         let spec = cj.spec.clone().unwrap_or_default();
         let started = |j: &Arc<Job>| {
             j.status
@@ -334,7 +366,9 @@ impl CronJobController {
             done.sort_by_key(|j| started(j));
             for j in &done[..done.len() - limit] {
                 let name = j.metadata.name.as_deref().unwrap_or_default();
-                ignore_not_found(api.delete(name, &dp).await.map(|_| ()))?;
+                if ignore_not_found(api.delete(name, &dp).await)?.is_some() {
+                    self.event(key, cj, "SuccessfulDelete", format!("Deleted job {name}"));
+                }
             }
         }
         Ok(())

@@ -35,6 +35,7 @@ pub const TEMPLATE_GENERATION: &str = "pod-template-generation";
 /// The DaemonSet controller.
 pub struct DaemonSetController {
     clients: ClusterClients,
+    events: runtime::events::Recorder,
     sets: Store<DaemonSet>,
     pods: Store<Pod>,
     nodes: Store<Node>,
@@ -107,6 +108,10 @@ impl DaemonSetController {
             }
         });
         Ok(Arc::new(DaemonSetController {
+            events: runtime::events::Recorder::start(
+                informers.clients().clone(),
+                "daemonset-controller",
+            ),
             clients: informers.clients().clone(),
             sets,
             pods: pods_inf.store(),

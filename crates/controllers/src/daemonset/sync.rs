@@ -333,6 +333,17 @@ impl DaemonSetController {
         Ok(Action::AwaitChange)
     }
 
+    /// A Normal event on the DaemonSet.
+    fn event(&self, key: &ObjectKey, ds: &DaemonSet, reason: &str, message: String) {
+        self.events.record(
+            &key.cluster,
+            runtime::events::reference(ds),
+            runtime::events::NORMAL,
+            reason,
+            message,
+        );
+    }
+
     /// Creates a pod on each node of `create` and deletes `delete`.
     async fn apply(
         &self,
@@ -350,10 +361,21 @@ impl DaemonSetController {
             let pp = PostParams::default();
             let results = futures::future::join_all(pods.iter().map(|p| api.create(&pp, p))).await;
             for r in results {
-                if let Err(e) = r {
-                    self.expectations.creation_observed(key);
-                    if !matches!(&e, kube::Error::Api(s) if s.code == 403) {
-                        failure = Some(e);
+                match r {
+                    Ok(p) => self.event(
+                        key,
+                        ds,
+                        "SuccessfulCreate",
+                        format!(
+                            "Created pod: {}",
+                            p.metadata.name.as_deref().unwrap_or_default()
+                        ),
+                    ),
+                    Err(e) => {
+                        self.expectations.creation_observed(key);
+                        if !matches!(&e, kube::Error::Api(s) if s.code == 403) {
+                            failure = Some(e);
+                        }
                     }
                 }
             }
@@ -373,11 +395,17 @@ impl DaemonSetController {
             )
             .await;
             for (p, r) in delete.iter().zip(results) {
-                if let Err(e) = r {
-                    self.expectations
-                        .deletion_observed(key, p.metadata.uid.as_deref().unwrap_or_default());
-                    if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                        failure = Some(e);
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                match r {
+                    Ok(_) => {
+                        self.event(key, ds, "SuccessfulDelete", format!("Deleted pod: {name}"))
+                    }
+                    Err(e) => {
+                        self.expectations
+                            .deletion_observed(key, p.metadata.uid.as_deref().unwrap_or_default());
+                        if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                            failure = Some(e);
+                        }
                     }
                 }
             }

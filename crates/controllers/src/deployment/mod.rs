@@ -34,6 +34,7 @@ use runtime::shared::Informers;
 /// The Deployment controller.
 pub struct DeploymentController {
     clients: ClusterClients,
+    events: runtime::events::Recorder,
     deployments: Store<Deployment>,
     sets: Store<ReplicaSet>,
     pods: Store<Pod>,
@@ -115,6 +116,10 @@ impl DeploymentController {
             }
         });
         Ok(Arc::new(DeploymentController {
+            events: runtime::events::Recorder::start(
+                informers.clients().clone(),
+                "deployment-controller",
+            ),
             clients: informers.clients().clone(),
             deployments: d_inf.store(),
             sets: rs_inf.store(),
@@ -138,6 +143,8 @@ impl DeploymentController {
             deployments: Api::namespaced(client.clone(), &key.namespace),
             sets: Api::namespaced(client, &key.namespace),
             requeue: None,
+            cluster: key.cluster.clone(),
+            events: self.events.clone(),
         };
         let selector = s.d.spec.as_ref().map(|sp| &sp.selector);
         let selects_all = selector.is_none_or(|sel| {

@@ -26,6 +26,9 @@ pub struct Sync {
     pub sets: Api<ReplicaSet>,
     /// The earliest time the Deployment must be looked at again.
     pub requeue: Option<Duration>,
+    /// The Deployment's cluster and the recorder of its events (`ScalingReplicaSet`).
+    pub cluster: String,
+    pub events: runtime::events::Recorder,
 }
 
 fn name(meta: &ObjectMeta) -> String {
@@ -37,6 +40,17 @@ fn active(sets: &[ReplicaSet]) -> Vec<&ReplicaSet> {
 }
 
 impl Sync {
+    /// A Normal event on the Deployment.
+    fn event(&self, reason: &str, message: String) {
+        self.events.record(
+            &self.cluster,
+            runtime::events::reference(&self.d),
+            runtime::events::NORMAL,
+            reason,
+            message,
+        );
+    }
+
     fn uid(&self) -> String {
         self.d.metadata.uid.clone().unwrap_or_default()
     }
@@ -259,7 +273,18 @@ impl Sync {
         }
         util::set_new_rs_annotations(&self.d, &mut new_rs, new_revision, false);
         let created = match self.sets.create(&PostParams::default(), &new_rs).await {
-            Ok(rs) => rs,
+            Ok(rs) => {
+                if count > 0 {
+                    self.event(
+                        "ScalingReplicaSet",
+                        format!(
+                            "Scaled up replica set {} from 0 to {count}",
+                            name(&rs.metadata)
+                        ),
+                    );
+                }
+                rs
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 // Same name: ours with the same template is fine; anything else is a hash
                 // collision, resolved by counting it into the next hash.
@@ -345,11 +370,22 @@ impl Sync {
         if !size_changed && !ann_changed {
             return Ok(false);
         }
+        let from = util::rs_replicas(rs);
         copy.spec.get_or_insert_with(Default::default).replicas = Some(size);
         *rs = self
             .sets
             .replace(&name(&copy.metadata), &PostParams::default(), &copy)
             .await?;
+        if size_changed {
+            let direction = if from < size { "up" } else { "down" };
+            self.event(
+                "ScalingReplicaSet",
+                format!(
+                    "Scaled {direction} replica set {} from {from} to {size}",
+                    name(&rs.metadata)
+                ),
+            );
+        }
         Ok(size_changed)
     }
 

@@ -49,6 +49,7 @@ struct Backoff {
 /// The Job controller.
 pub struct JobController {
     clients: ClusterClients,
+    events: runtime::events::Recorder,
     jobs: Store<Job>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
@@ -131,6 +132,7 @@ impl JobController {
             s.keys().into_iter().for_each(|k| q.add(k))
         }));
         Ok(Arc::new(JobController {
+            events: runtime::events::Recorder::start(informers.clients().clone(), "job-controller"),
             clients: informers.clients().clone(),
             jobs,
             pods: pods_inf.store(),

@@ -305,14 +305,21 @@ impl JobController {
                 u.succeeded.as_deref().unwrap_or_default().is_empty()
                     && u.failed.as_deref().unwrap_or_default().is_empty()
             });
+        let mut finish_event = None;
         if !finished && settled {
             if let Some(c) = true_condition(&conds, "FailureTarget").cloned() {
                 let (r, m) = (c.reason.unwrap_or_default(), c.message.unwrap_or_default());
                 set_condition(&mut conds, "Failed", "True", &r, &m, now);
+                finish_event = Some((runtime::events::WARNING, r, m));
             } else if let Some(c) = true_condition(&conds, "SuccessCriteriaMet").cloned() {
                 let (r, m) = (c.reason.unwrap_or_default(), c.message.unwrap_or_default());
                 set_condition(&mut conds, "Complete", "True", &r, &m, now);
                 status.completion_time = Some(Time(now));
+                finish_event = Some((
+                    runtime::events::NORMAL,
+                    "Completed".to_string(),
+                    "Job completed".to_string(),
+                ));
             }
         }
         status.active = Some(active_count.max(0));
@@ -323,6 +330,15 @@ impl JobController {
             job_now.status = Some(status);
             if write_status(&jobs_api, &job_now).await?.is_none() {
                 return Ok(Action::AwaitChange);
+            }
+            if let Some((type_, reason, message)) = finish_event {
+                self.events.record(
+                    &key.cluster,
+                    runtime::events::reference(&job_now),
+                    type_,
+                    &reason,
+                    message,
+                );
             }
         }
         Ok(requeue.map_or(Action::AwaitChange, Action::RequeueAfter))
@@ -416,7 +432,19 @@ impl JobController {
         let mut failed = None;
         for r in results {
             match r {
-                Ok(_) => created += 1,
+                Ok(p) => {
+                    created += 1;
+                    self.events.record(
+                        &key.cluster,
+                        runtime::events::reference(job),
+                        runtime::events::NORMAL,
+                        "SuccessfulCreate",
+                        format!(
+                            "Created pod: {}",
+                            p.metadata.name.as_deref().unwrap_or_default()
+                        ),
+                    );
+                }
                 Err(e) => {
                     self.expectations.creation_observed(key);
                     if !matches!(&e, kube::Error::Api(s) if s.code == 403) {

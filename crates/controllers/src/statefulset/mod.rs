@@ -35,6 +35,7 @@ use runtime::shared::Informers;
 /// The StatefulSet controller.
 pub struct StatefulSetController {
     clients: ClusterClients,
+    events: runtime::events::Recorder,
     sets: Store<StatefulSet>,
     pods: Store<Pod>,
     revisions: Store<ControllerRevision>,
@@ -93,6 +94,10 @@ impl StatefulSetController {
             }
         });
         Ok(Arc::new(StatefulSetController {
+            events: runtime::events::Recorder::start(
+                informers.clients().clone(),
+                "statefulset-controller",
+            ),
             clients: informers.clients().clone(),
             sets,
             pods: pods_inf.store(),

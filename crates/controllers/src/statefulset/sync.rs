@@ -159,12 +159,7 @@ impl StatefulSetController {
                     blocked = true;
                 }
                 Some(p) if matches!(phase(p), "Failed" | "Succeeded") && !terminating(p) => {
-                    ignore_not_found(
-                        pods_api
-                            .delete(name(&p.metadata), &DeleteParams::default())
-                            .await
-                            .map(|_| ()),
-                    )?;
+                    self.delete_pod(&set, &pods_api, p).await?;
                     blocked = true;
                 }
                 Some(p) if terminating(p) || !running_and_ready(p) => blocked = true,
@@ -200,12 +195,7 @@ impl StatefulSetController {
                 .map(|(_, p)| p)
                 .find(|p| pod_revision(p) != Some(update_name.as_str()))
             {
-                ignore_not_found(
-                    pods_api
-                        .delete(name(&p.metadata), &DeleteParams::default())
-                        .await
-                        .map(|_| ()),
-                )?;
+                self.delete_pod(&set, &pods_api, p).await?;
             }
         }
 
@@ -275,21 +265,33 @@ impl StatefulSetController {
         revision: &str,
         ordinal: i32,
     ) -> Result<()> {
+        let pod = new_pod(set, template, revision, ordinal);
+        let (set_name, pod_name) = (name(&set.metadata), name(&pod.metadata));
         for claim in claims(set, ordinal) {
             match pvcs.create(&PostParams::default(), &claim).await {
-                Ok(_) => {}
+                Ok(c) => self.events.about(
+                    set,
+                    runtime::events::NORMAL,
+                    "SuccessfulCreate",
+                    format!(
+                        "create Claim {} Pod {pod_name} in StatefulSet {set_name} success",
+                        name(&c.metadata)
+                    ),
+                ),
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        match pods
-            .create(
-                &PostParams::default(),
-                &new_pod(set, template, revision, ordinal),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
+        match pods.create(&PostParams::default(), &pod).await {
+            Ok(_) => {
+                self.events.about(
+                    set,
+                    runtime::events::NORMAL,
+                    "SuccessfulCreate",
+                    format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
+                );
+                Ok(())
+            }
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 403 => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -334,11 +336,23 @@ impl StatefulSetController {
                     .await?;
             }
         }
-        ignore_not_found(
-            pods.delete(name(&pod.metadata), &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        )?;
+        self.delete_pod(set, pods, pod).await
+    }
+
+    /// Deletes one of the set's pods (gone already is fine), with upstream's event.
+    async fn delete_pod(&self, set: &StatefulSet, pods: &Api<Pod>, pod: &Pod) -> Result<()> {
+        let pod_name = name(&pod.metadata);
+        if ignore_not_found(pods.delete(pod_name, &DeleteParams::default()).await)?.is_some() {
+            self.events.about(
+                set,
+                runtime::events::NORMAL,
+                "SuccessfulDelete",
+                format!(
+                    "delete Pod {pod_name} in StatefulSet {} successful",
+                    name(&set.metadata)
+                ),
+            );
+        }
         Ok(())
     }
 }
