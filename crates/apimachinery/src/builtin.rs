@@ -387,6 +387,19 @@ pub static RESOURCES: &[Resource] = &[
             status("", "v1", "Service"),
         ],
     ),
+    // apiregistration.k8s.io/v1 (listed first among the groups, as kube-aggregator does)
+    r(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        "apiservice",
+        false,
+        &[],
+        &["api-extensions"],
+        ALL,
+        &[status("apiregistration.k8s.io", "v1", "APIService")],
+    ),
     // admissionregistration.k8s.io/v1
     r(
         "admissionregistration.k8s.io",
@@ -588,6 +601,20 @@ pub static RESOURCES: &[Resource] = &[
         ALL,
         &[status("autoscaling", "v2", "HorizontalPodAutoscaler")],
     ),
+    // autoscaling/v1: the same objects (stored as v2), converted. After v2, so lookups by
+    // group and resource find the stored version.
+    r(
+        "autoscaling",
+        "v1",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        true,
+        &["hpa"],
+        ALL_CAT,
+        ALL,
+        &[status("autoscaling", "v1", "HorizontalPodAutoscaler")],
+    ),
     // batch/v1
     r(
         "batch",
@@ -660,6 +687,35 @@ pub static RESOURCES: &[Resource] = &[
         &[],
         ALL,
         &[],
+    ),
+    // flowcontrol.apiserver.k8s.io/v1
+    r(
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "FlowSchema",
+        "flowschemas",
+        "flowschema",
+        false,
+        &[],
+        &[],
+        ALL,
+        &[status("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema")],
+    ),
+    r(
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "PriorityLevelConfiguration",
+        "prioritylevelconfigurations",
+        "prioritylevelconfiguration",
+        false,
+        &[],
+        &[],
+        ALL,
+        &[status(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "PriorityLevelConfiguration",
+        )],
     ),
     // events.k8s.io/v1
     r(

@@ -1,7 +1,8 @@
 //! Objects every cluster has from its first moment: the system namespaces, the
 //! `default/kubernetes` Service (upstream's bootstrap controllers do the same in
 //! kube-apiserver) and the default StorageClass `local`, whose volumes the controllers'
-//! built-in provisioner creates.
+//! built-in provisioner creates; the bootstrap RBAC policy, the mandatory flow-control objects
+//! and the local APIServices.
 
 use apimachinery::status::{ApiError, Reason};
 use registry::store::{Location, WriteOptions};
@@ -144,6 +145,27 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
             sa,
         ));
     }
+    // The mandatory flow-control objects (`exempt`, `catch-all`).
+    for (plural, objects) in [
+        ("flowschemas", registry::builtins::mandatory_flow_schemas()),
+        (
+            "prioritylevelconfigurations",
+            registry::builtins::mandatory_priority_levels(),
+        ),
+    ] {
+        for obj in objects {
+            writes.push(ensure_owned(
+                server,
+                cluster,
+                "flowcontrol.apiserver.k8s.io",
+                plural,
+                String::new(),
+                obj,
+            ));
+        }
+    }
+    // The local APIServices of the built-in group versions.
+    writes.push(Box::pin(crate::apiservices::sync(server, cluster, true)));
     for (plural, objects) in [
         ("clusterroles", rbac::bootstrap_cluster_roles()),
         (

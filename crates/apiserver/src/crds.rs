@@ -242,6 +242,7 @@ pub async fn reconcile(server: &Arc<ApiServer>, cluster: &str) -> Result<bool, A
         }
         server.openapi.set(cluster, Some(set));
     }
+    crate::apiservices::sync(server, cluster, false).await?;
     Ok(pending)
 }
 

@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod aggregation;
+pub mod apiservices;
 pub mod auth;
 pub mod authn;
 pub mod authz;

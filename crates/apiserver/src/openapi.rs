@@ -1,8 +1,8 @@
 //! `/openapi/v2` and `/openapi/v3`: the API's schemas for clients (kubectl's apply, create,
 //! diff, replace and explain need them).
 //!
-//! `/openapi/v2` answers 200: kubectl 1.27–1.28 refuse to apply anything otherwise; an empty
-//! protobuf body is what they accept when they ask for protobuf. `/openapi/v3` has an index and
+//! `/openapi/v2` is the cluster's whole API as Swagger 2.0, derived from its v3 documents (JSON,
+//! or gnostic protobuf for kubectl and Helm, which ask for that). `/openapi/v3` has an index and
 //! one document per served group-version (built-in documents are shared by every cluster;
 //! a cluster's custom resources add documents of its own).
 
@@ -13,7 +13,6 @@ use apimachinery::status::ApiError;
 use http::{Response, StatusCode, header};
 use openapi::DocumentSet;
 use parking_lot::RwLock;
-use serde_json::json;
 
 use crate::response::{self, Body};
 use crate::server::{ApiServer, Ctx};
@@ -54,15 +53,16 @@ impl ClusterDocuments {
     }
 }
 
-pub fn v2(ctx: &Ctx) -> Response<Body> {
+pub fn v2(server: &ApiServer, ctx: &Ctx) -> Response<Body> {
+    let doc = server
+        .openapi
+        .get(&ctx.cluster)
+        .v2(crate::server::KUBE_VERSION.2);
     let accept = ctx.header("accept").unwrap_or("");
     if accept.contains("protobuf") {
-        return response::bytes(StatusCode::OK, V2_PROTOBUF, Vec::new());
+        return response::bytes(StatusCode::OK, V2_PROTOBUF, doc.protobuf.clone());
     }
-    response::json(
-        StatusCode::OK,
-        &json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": crate::server::KUBE_VERSION.2}, "paths": {}, "definitions": {}}),
-    )
+    response::bytes(StatusCode::OK, "application/json", doc.json.clone())
 }
 
 pub fn v3_index(server: &ApiServer, ctx: &Ctx) -> Result<Response<Body>, ApiError> {

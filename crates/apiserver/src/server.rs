@@ -288,7 +288,7 @@ impl ApiServer {
                 Ok(health::answer(self, kind, check.as_deref(), &ctx.query))
             }
             Route::Metrics if get => Ok(self.metrics.render()),
-            Route::OpenApiV2 if get => Ok(openapi::v2(ctx)),
+            Route::OpenApiV2 if get => Ok(openapi::v2(self, ctx)),
             Route::OpenApiV3Index if get => openapi::v3_index(self, ctx),
             Route::OpenApiV3(path) if get => openapi::v3_document(self, ctx, path),
             Route::CoreVersions if get => Ok(discovery::core_versions(self, ctx)),
@@ -500,6 +500,7 @@ pub async fn start_with(
     crate::tenancy::start(server.clone()).await?;
     crate::aggregation::start(&server)?;
     crate::crds::start(&server)?;
+    crate::apiservices::start(&server)?;
     server.set_ready(true);
     Ok(server)
 }

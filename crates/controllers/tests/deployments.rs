@@ -576,7 +576,11 @@ async fn a_replication_controller_keeps_its_replicas_and_reports_them() {
     for p in &list {
         let owner = &p.owner_references()[0];
         assert_eq!(
-            (owner.api_version.as_str(), owner.kind.as_str(), owner.name.as_str()),
+            (
+                owner.api_version.as_str(),
+                owner.kind.as_str(),
+                owner.name.as_str()
+            ),
             ("v1", "ReplicationController", "web")
         );
         assert_eq!(owner.controller, Some(true));
@@ -623,9 +627,16 @@ async fn workload_controllers_record_events_and_write_as_kube_controller_manager
     let events: Api<Event> = h.api(CLUSTER, "default");
     let _kubelet = kubelet(pods.clone());
     let d = deployment("web", 2, json!({"type": "RollingUpdate"}));
-    deployments.create(&PostParams::default(), &d).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
     let d = wait_complete(&deployments, "web", 2).await;
-    assert_eq!(d.metadata.generation, Some(1), "a rollout leaves generation");
+    assert_eq!(
+        d.metadata.generation,
+        Some(1),
+        "a rollout leaves generation"
+    );
     let found = |list: &[Event], kind: &str, reason: &str, prefix: &str| {
         list.iter().any(|e| {
             e.involved_object.kind.as_deref() == Some(kind)
@@ -633,10 +644,18 @@ async fn workload_controllers_record_events_and_write_as_kube_controller_manager
                 && e.message.as_deref().unwrap_or_default().starts_with(prefix)
         })
     };
-    let list = wait_list(&events, "ScalingReplicaSet and SuccessfulCreate events", |l| {
-        found(l, "Deployment", "ScalingReplicaSet", "Scaled up replica set web-")
-            && found(l, "ReplicaSet", "SuccessfulCreate", "Created pod: web-")
-    })
+    let list = wait_list(
+        &events,
+        "ScalingReplicaSet and SuccessfulCreate events",
+        |l| {
+            found(
+                l,
+                "Deployment",
+                "ScalingReplicaSet",
+                "Scaled up replica set web-",
+            ) && found(l, "ReplicaSet", "SuccessfulCreate", "Created pod: web-")
+        },
+    )
     .await;
     let scaled = list
         .iter()
@@ -680,8 +699,12 @@ async fn workload_controllers_record_events_and_write_as_kube_controller_manager
     assert_eq!(d.metadata.generation, Some(2));
     assert_eq!(d.status.as_ref().unwrap().observed_generation, Some(2));
     wait_list(&events, "a scale-down event", |l| {
-        found(l, "Deployment", "ScalingReplicaSet", "Scaled down replica set web-")
-            && found(l, "ReplicaSet", "SuccessfulDelete", "Deleted pod: web-")
+        found(
+            l,
+            "Deployment",
+            "ScalingReplicaSet",
+            "Scaled down replica set web-",
+        ) && found(l, "ReplicaSet", "SuccessfulDelete", "Deleted pod: web-")
     })
     .await;
     h.stop().await;

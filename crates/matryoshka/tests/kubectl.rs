@@ -253,6 +253,62 @@ fn scenario(server: &Server, version: &str) {
     k.run(&["explain", "pods.spec.restartPolicy"])
         .ok()
         .out("restartPolicy");
+    // The v2 document (gnostic protobuf), which kubectl reads for this output and Helm for
+    // validation.
+    k.run(&[
+        "explain",
+        "deployment.spec.replicas",
+        "--output",
+        "plaintext-openapiv2",
+    ])
+    .ok()
+    .out("KIND:")
+    .out("Deployment")
+    .out("replicas <integer>");
+    // Flow control objects and both HPA versions are served.
+    k.run(&["get", "flowschemas"])
+        .ok()
+        .out("PRIORITYLEVEL")
+        .out("catch-all");
+    k.run(&["get", "prioritylevelconfigurations"])
+        .ok()
+        .out("NOMINALCONCURRENCYSHARES")
+        .out("exempt");
+    k.run(&[
+        "autoscale",
+        "deployment",
+        "web",
+        "-n",
+        n,
+        "--max=3",
+        "--cpu-percent=70",
+    ])
+    .ok()
+    .out("autoscaled");
+    k.run(&[
+        "get",
+        "horizontalpodautoscalers.v1.autoscaling",
+        "web",
+        "-n",
+        n,
+        "-o",
+        "yaml",
+    ])
+    .ok()
+    .out("apiVersion: autoscaling/v1")
+    .out("targetCPUUtilizationPercentage: 70");
+    k.run(&["delete", "hpa", "web", "-n", n]).ok();
+    // Every served group version is a local, available APIService.
+    let services = k.run(&["get", "apiservices"]);
+    services.ok().out("SERVICE").out("AVAILABLE");
+    let rows = services.rows();
+    for want in ["v1.", "v1.apps", "v2.autoscaling"] {
+        let row = rows.iter().find(|r| r[0] == want);
+        assert!(
+            row.is_some_and(|r| r[1] == "Local" && r[2] == "True"),
+            "{want}: {rows:?}"
+        );
+    }
 
     // label, annotate, the three patch types, scale.
     k.run(&["label", "deploy", "web", "-n", n, "tier=frontend"])

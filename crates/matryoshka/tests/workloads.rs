@@ -10,6 +10,8 @@ use std::time::Duration;
 use support::{Agent, Backend, Kubectl, Server, logical_cluster};
 
 const WAIT: &str = "--timeout=90s";
+/// How long controllers may take to reach a state a test polls for.
+const WAIT_EVENTS: Duration = Duration::from_secs(60);
 
 fn ready_nodes(k: &Kubectl, want: usize) {
     k.eventually(
@@ -68,6 +70,12 @@ fn deployments_roll_scale_and_go(k: &Kubectl) {
         .clone()
     };
     assert_eq!(generations(k), "1/1");
+    // The rollout is told in events, as upstream's controllers tell it.
+    k.eventually(&["get", "events", "-n", "apps"], WAIT_EVENTS, |r| {
+        r.stdout.contains("ScalingReplicaSet") && r.stdout.contains("SuccessfulCreate")
+    })
+    .out("Scaled up replica set web-")
+    .out("Created pod: web-");
 
     k.run(&[
         "set",
@@ -185,6 +193,32 @@ fn a_pod_too_large_fails_scheduling(k: &Kubectl) {
     ])
     .ok()
     .out("Unschedulable");
+}
+
+/// A ReplicationController keeps its replicas running and reports them ready.
+fn a_replication_controller_keeps_its_pods(k: &Kubectl) {
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: v1\nkind: ReplicationController\nmetadata:\n  name: legacy\n  namespace: apps\nspec:\n  replicas: 2\n  template:\n    metadata:\n      labels:\n        app: legacy\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.26\n",
+        ),
+    )
+    .ok();
+    k.eventually(&["get", "rc", "legacy", "-n", "apps"], WAIT_EVENTS, |r| {
+        r.rows()
+            .first()
+            .is_some_and(|row| row.get(1..4) == Some(&["2".into(), "2".into(), "2".into()]))
+    });
+    let pods = pods_of(k, "apps", "app=legacy");
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    k.run(&["scale", "rc", "legacy", "-n", "apps", "--replicas=1"])
+        .ok();
+    k.eventually(
+        &["get", "pods", "-n", "apps", "-l", "app=legacy"],
+        WAIT_EVENTS,
+        |r| r.rows().len() == 1,
+    );
+    k.run(&["delete", "rc", "legacy", "-n", "apps"]).ok();
 }
 
 /// A StatefulSet creates db-0, db-1, db-2 in order, each after the previous one is Ready.
@@ -491,6 +525,7 @@ fn scenario(k: &Kubectl) {
     ready_nodes(k, 3);
     deployments_roll_scale_and_go(k);
     a_pod_too_large_fails_scheduling(k);
+    a_replication_controller_keeps_its_pods(k);
     a_statefulset_starts_its_pods_in_order(k);
     a_daemonset_runs_on_every_node(k, 3);
     jobs_complete_and_cronjobs_spawn_jobs(k);

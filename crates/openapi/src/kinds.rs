@@ -60,6 +60,7 @@ pub(crate) static KINDS: &[KindType] = kinds! {
     "admissionregistration.k8s.io" "v1" "ValidatingAdmissionPolicyBinding" => api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
     "admissionregistration.k8s.io" "v1" "ValidatingWebhookConfiguration" => api::admissionregistration::v1::ValidatingWebhookConfiguration;
     "apiextensions.k8s.io" "v1" "CustomResourceDefinition" => apiextensions::CustomResourceDefinition;
+    "apiregistration.k8s.io" "v1" "APIService" => k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
     "apps" "v1" "ControllerRevision" => api::apps::v1::ControllerRevision;
     "apps" "v1" "DaemonSet" => api::apps::v1::DaemonSet;
     "apps" "v1" "Deployment" => api::apps::v1::Deployment;
@@ -73,6 +74,7 @@ pub(crate) static KINDS: &[KindType] = kinds! {
     "authorization.k8s.io" "v1" "SelfSubjectRulesReview" => api::authorization::v1::SelfSubjectRulesReview;
     "authorization.k8s.io" "v1" "SubjectAccessReview" => api::authorization::v1::SubjectAccessReview;
     "autoscaling" "v1" "Scale" => api::autoscaling::v1::Scale;
+    "autoscaling" "v1" "HorizontalPodAutoscaler" => api::autoscaling::v1::HorizontalPodAutoscaler;
     "autoscaling" "v2" "HorizontalPodAutoscaler" => api::autoscaling::v2::HorizontalPodAutoscaler;
     "batch" "v1" "CronJob" => api::batch::v1::CronJob;
     "batch" "v1" "Job" => api::batch::v1::Job;
@@ -80,6 +82,8 @@ pub(crate) static KINDS: &[KindType] = kinds! {
     "coordination.k8s.io" "v1" "Lease" => api::coordination::v1::Lease;
     "discovery.k8s.io" "v1" "EndpointSlice" => api::discovery::v1::EndpointSlice;
     "events.k8s.io" "v1" "Event" => api::events::v1::Event;
+    "flowcontrol.apiserver.k8s.io" "v1" "FlowSchema" => api::flowcontrol::v1::FlowSchema;
+    "flowcontrol.apiserver.k8s.io" "v1" "PriorityLevelConfiguration" => api::flowcontrol::v1::PriorityLevelConfiguration;
     "networking.k8s.io" "v1" "IngressClass" => api::networking::v1::IngressClass;
     "networking.k8s.io" "v1" "Ingress" => api::networking::v1::Ingress;
     "networking.k8s.io" "v1" "NetworkPolicy" => api::networking::v1::NetworkPolicy;
@@ -198,6 +202,6 @@ mod tests {
         let gvs = served_group_versions();
         assert_eq!(gvs[0], ("", "v1"));
         assert!(gvs.contains(&("apiextensions.k8s.io", "v1")));
-        assert!(!gvs.contains(&("autoscaling", "v1")));
+        assert!(gvs.contains(&("autoscaling", "v1")));
     }
 }

@@ -7,7 +7,7 @@
 //! document stays valid exactly as long as the content is unchanged.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use serde_json::{Map, Value, json};
 
@@ -49,6 +49,15 @@ pub struct DocumentSet {
     /// Custom resource group-versions (`apis/<group>/<version>`) and their groups' documents
     /// (`apis/<group>`), which shadow built-in documents of the same key.
     custom: Documents,
+    /// The v2 document built from these, once asked for (reset when the set changes).
+    v2: Arc<OnceLock<Arc<V2Document>>>,
+}
+
+/// A cluster's `/openapi/v2` document, as JSON and as gnostic protobuf.
+#[derive(Debug)]
+pub struct V2Document {
+    pub json: bytes::Bytes,
+    pub protobuf: bytes::Bytes,
 }
 
 impl DocumentSet {
@@ -60,6 +69,7 @@ impl DocumentSet {
     /// Serves `document` as the custom resource group-version `group/version` (replacing any
     /// previous one), and the group's own document when the group is new.
     pub fn insert_custom(&mut self, group: &str, version: &str, document: Arc<Document>) {
+        self.v2 = Arc::default();
         self.custom
             .insert(group_version_path(group, version), document);
         let group_key = format!("apis/{group}");
@@ -72,6 +82,7 @@ impl DocumentSet {
     /// Stops serving the custom resource group-version `group/version`; the group's document
     /// goes with its last version.
     pub fn remove_custom(&mut self, group: &str, version: &str) {
+        self.v2 = Arc::default();
         self.custom.remove(&group_version_path(group, version));
         let group_key = format!("apis/{group}");
         let prefix = format!("{group_key}/");
@@ -106,6 +117,19 @@ impl DocumentSet {
             );
         }
         json!({ "paths": paths })
+    }
+
+    /// The `/openapi/v2` document of this set ([`crate::v2`]), built on first use and kept.
+    pub fn v2(&self, version: &str) -> Arc<V2Document> {
+        self.v2
+            .get_or_init(|| {
+                let doc = crate::v2::swagger(self, version);
+                Arc::new(V2Document {
+                    json: serde_json::to_vec(&doc).unwrap_or_default().into(),
+                    protobuf: crate::v2::protobuf(&doc).into(),
+                })
+            })
+            .clone()
     }
 
     /// [`DocumentSet::index`] serialized.

@@ -46,3 +46,11 @@ pub async fn call_with(
     let body = resp.into_body().collect().await.unwrap().to_bytes();
     (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
+
+/// The `field` of every cause of a `Status`, in order.
+pub fn cause_fields(status: &Value) -> Vec<&str> {
+    status["details"]["causes"]
+        .as_array()
+        .map(|cs| cs.iter().filter_map(|c| c["field"].as_str()).collect())
+        .unwrap_or_default()
+}

@@ -1,6 +1,6 @@
 //! Printers for access and admission objects: RoleBinding, ClusterRoleBinding,
 //! CertificateSigningRequest, PriorityClass, the webhook configurations and
-//! ValidatingAdmissionPolicy with its bindings.
+//! ValidatingAdmissionPolicy with its bindings, and APIService (kube-aggregator's table).
 //!
 //! Roles and ClusterRoles have no upstream printer; they use the default table.
 
@@ -111,6 +111,129 @@ fn certificate_signing_request(obj: &Value, now: Instant) -> Row {
         str_or_empty(obj, &["spec", "username"]),
         duration,
         condition,
+    ])
+}
+
+pub(crate) const API_SERVICE: Printer = Printer {
+    columns: &[
+        NAME,
+        s(
+            "Service",
+            "The reference to the service that hosts this API endpoint.",
+        ),
+        s("Available", "Whether this service is available."),
+        AGE,
+    ],
+    row: api_service,
+};
+
+fn api_service(obj: &Value, now: Instant) -> Row {
+    let service = match (
+        str_or_empty(obj, &["spec", "service", "namespace"]),
+        str_or_empty(obj, &["spec", "service", "name"]),
+    ) {
+        (_, "") if at(obj, &["spec", "service"]).is_none_or(Value::is_null) => "Local".to_string(),
+        (ns, name) => format!("{ns}/{name}"),
+    };
+    let available = list(obj, &["status", "conditions"])
+        .iter()
+        .find(|c| str_or_empty(c, &["type"]) == "Available")
+        .map_or_else(
+            || "Unknown".to_string(),
+            |c| match (str_or_empty(c, &["status"]), str_or_empty(c, &["reason"])) {
+                ("True", _) | (_, "") => str_or_empty(c, &["status"]).to_string(),
+                (status, reason) => format!("{status} ({reason})"),
+            },
+        );
+    Row::new(cells![
+        meta::name(obj),
+        service,
+        available,
+        meta::age(obj, now)
+    ])
+}
+
+pub(crate) const FLOW_SCHEMA: Printer = Printer {
+    columns: &[
+        NAME,
+        s(
+            "PriorityLevel",
+            "The priority level configuration this schema's requests go to.",
+        ),
+        s(
+            "MatchingPrecedence",
+            "The order among schemas matching a request: the lowest wins.",
+        ),
+        s(
+            "DistinguisherMethod",
+            "How requests are split into flows (ByUser, ByNamespace).",
+        ),
+        AGE,
+        s(
+            "MissingPL",
+            "references a broken or non-existent PriorityLevelConfiguration",
+        ),
+    ],
+    row: flow_schema,
+};
+
+fn flow_schema(obj: &Value, now: Instant) -> Row {
+    let method = opt_str(obj, &["spec", "distinguisherMethod", "type"]).unwrap_or("<none>");
+    let missing = list(obj, &["status", "conditions"])
+        .iter()
+        .find(|c| str_or_empty(c, &["type"]) == "Dangling")
+        .map_or("?", |c| str_or_empty(c, &["status"]));
+    Row::new(cells![
+        meta::name(obj),
+        str_or_empty(obj, &["spec", "priorityLevelConfiguration", "name"]),
+        opt_int(obj, &["spec", "matchingPrecedence"]).unwrap_or(0),
+        method,
+        meta::age(obj, now),
+        missing,
+    ])
+}
+
+pub(crate) const PRIORITY_LEVEL_CONFIGURATION: Printer = Printer {
+    columns: &[
+        NAME,
+        s("Type", "Exempt or Limited."),
+        s(
+            "NominalConcurrencyShares",
+            "This level's share of the server's concurrency.",
+        ),
+        s("Queues", "Queues of waiting requests."),
+        s("HandSize", "Queues a flow is dealt (shuffle sharding)."),
+        s("QueueLengthLimit", "Requests one queue may hold."),
+        AGE,
+    ],
+    row: priority_level_configuration,
+};
+
+fn priority_level_configuration(obj: &Value, now: Instant) -> Row {
+    let none = || Value::from("<none>");
+    let int = |path: &[&str]| opt_int(obj, path).map_or_else(none, Value::from);
+    let limited = at(obj, &["spec", "limited"]).is_some_and(|l| !l.is_null());
+    let queuing =
+        at(obj, &["spec", "limited", "limitResponse", "queuing"]).is_some_and(|q| !q.is_null());
+    let q = |k: &str| {
+        if queuing {
+            int(&["spec", "limited", "limitResponse", "queuing", k])
+        } else {
+            none()
+        }
+    };
+    Row::new(cells![
+        meta::name(obj),
+        str_or_empty(obj, &["spec", "type"]),
+        if limited {
+            int(&["spec", "limited", "nominalConcurrencyShares"])
+        } else {
+            none()
+        },
+        q("queues"),
+        q("handSize"),
+        q("queueLengthLimit"),
+        meta::age(obj, now),
     ])
 }
 
@@ -288,6 +411,62 @@ mod tests {
                 json!("build/ci")
             ]
         );
+    }
+
+    #[test]
+    fn flow_control_objects_print_as_kubectl_shows_them() {
+        let fs = json!({"metadata": {"name": "catch-all"}, "spec": {"matchingPrecedence": 10000,
+            "priorityLevelConfiguration": {"name": "catch-all"}, "distinguisherMethod": {"type": "ByUser"}}});
+        let c = cells(&FLOW_SCHEMA, &fs);
+        assert_eq!(c[1..4], [json!("catch-all"), json!(10000), json!("ByUser")]);
+        assert_eq!(c[5], json!("?"));
+        let exempt =
+            json!({"metadata": {"name": "exempt"}, "spec": {"type": "Exempt", "exempt": {}}});
+        assert_eq!(
+            cells(&PRIORITY_LEVEL_CONFIGURATION, &exempt)[1..6],
+            [
+                json!("Exempt"),
+                json!("<none>"),
+                json!("<none>"),
+                json!("<none>"),
+                json!("<none>")
+            ]
+        );
+        let queued = json!({"metadata": {"name": "workload-low"}, "spec": {"type": "Limited", "limited": {
+            "nominalConcurrencyShares": 100, "limitResponse": {"type": "Queue",
+            "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}}});
+        assert_eq!(
+            cells(&PRIORITY_LEVEL_CONFIGURATION, &queued)[1..6],
+            [
+                json!("Limited"),
+                json!(100),
+                json!(128),
+                json!(6),
+                json!(50)
+            ]
+        );
+    }
+
+    #[test]
+    fn api_services_print_local_or_their_service_and_availability() {
+        let local = json!({"metadata": {"name": "v1.apps"}, "spec": {"group": "apps", "version": "v1"},
+            "status": {"conditions": [{"type": "Available", "status": "True", "reason": "Local"}]}});
+        assert_eq!(
+            cells(&API_SERVICE, &local)[1..3],
+            [json!("Local"), json!("True")]
+        );
+        let remote = json!({"metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}},
+            "status": {"conditions": [{"type": "Available", "status": "False", "reason": "ServiceNotFound"}]}});
+        assert_eq!(
+            cells(&API_SERVICE, &remote)[1..3],
+            [
+                json!("kube-system/metrics-server"),
+                json!("False (ServiceNotFound)")
+            ]
+        );
+        let unknown = json!({"metadata": {"name": "v1.x.io"}, "spec": {"service": {"namespace": "n", "name": "s"}}});
+        assert_eq!(cells(&API_SERVICE, &unknown)[2], json!("Unknown"));
     }
 
     #[test]

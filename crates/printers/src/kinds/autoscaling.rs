@@ -135,7 +135,32 @@ fn format_targets(obj: &Value) -> String {
     }
 }
 
+/// The targets an `autoscaling/v1` object has, in v2's shape (upstream prints the internal
+/// form, the same whichever version was asked for): the CPU utilization metric and its current
+/// value.
+fn v1_as_v2(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(t) = at(obj, &["spec", "targetCPUUtilizationPercentage"]).filter(|t| !t.is_null()) {
+        v["spec"]["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": t}}}]);
+    }
+    if let Some(c) =
+        at(obj, &["status", "currentCPUUtilizationPercentage"]).filter(|c| !c.is_null())
+    {
+        v["status"]["currentMetrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
+            "current": {"averageUtilization": c}}}]);
+    }
+    v
+}
+
 fn hpa(obj: &Value, now: Instant) -> Row {
+    let converted;
+    let obj = if str_or_empty(obj, &["apiVersion"]) == "autoscaling/v1" {
+        converted = v1_as_v2(obj);
+        &converted
+    } else {
+        obj
+    };
     let reference = format!(
         "{}/{}",
         str_or_empty(obj, &["spec", "scaleTargetRef", "kind"]),
@@ -248,6 +273,20 @@ mod tests {
                 json!("30h")
             ]
         );
+    }
+
+    #[test]
+    fn a_v1_hpa_prints_its_cpu_target_like_v2() {
+        let h = json!({
+            "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5,
+                "targetCPUUtilizationPercentage": 80},
+            "status": {"currentReplicas": 2, "currentCPUUtilizationPercentage": 45},
+        });
+        let c = cells(&HORIZONTAL_POD_AUTOSCALER, &h);
+        assert_eq!(c[2], json!("cpu: 45%/80%"));
+        assert_eq!(c[3], json!("1"));
     }
 
     #[test]

@@ -99,6 +99,17 @@ static PRINTERS: &[(&str, &str, &Printer)] = &[
         &access::PRIORITY_CLASS,
     ),
     ("node.k8s.io", "RuntimeClass", &core::RUNTIME_CLASS),
+    ("apiregistration.k8s.io", "APIService", &access::API_SERVICE),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "FlowSchema",
+        &access::FLOW_SCHEMA,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "PriorityLevelConfiguration",
+        &access::PRIORITY_LEVEL_CONFIGURATION,
+    ),
     ("storage.k8s.io", "StorageClass", &storage::STORAGE_CLASS),
     ("storage.k8s.io", "CSIDriver", &storage::CSI_DRIVER),
     ("storage.k8s.io", "CSINode", &storage::CSI_NODE),

@@ -7,13 +7,16 @@
 //! rules use the default strategy.
 
 mod admissionregistration;
+mod apiservice;
 mod autoscaling;
+mod autoscaling_v1;
 mod certificates;
 mod cronjob;
 mod daemonset;
 mod deployment;
 mod endpoints;
 mod events;
+mod flowcontrol;
 mod gofmt;
 mod job;
 mod jobspec;
@@ -43,13 +46,19 @@ pub use admissionregistration::{
     ValidatingAdmissionPolicyBindingStrategy, ValidatingAdmissionPolicyStrategy,
     WebhookConfigurationStrategy, WebhookKind,
 };
+pub use apiservice::{ApiServiceStrategy, LOCAL_MESSAGE, LOCAL_REASON, is_local};
 pub use autoscaling::HorizontalPodAutoscalerStrategy;
+pub use autoscaling_v1::{HorizontalPodAutoscalerV1Strategy, HpaV1Converter};
 pub use certificates::CertificateSigningRequestStrategy;
 pub use cronjob::CronJobStrategy;
 pub use daemonset::DaemonSetStrategy;
 pub use deployment::DeploymentStrategy;
 pub use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
 pub use events::{EventStrategy, EventsV1Strategy};
+pub use flowcontrol::{
+    FlowSchemaStrategy, PriorityLevelConfigurationStrategy, mandatory_flow_schemas,
+    mandatory_priority_levels,
+};
 pub use job::JobStrategy;
 pub use lease::LeaseStrategy;
 pub use namespace::NamespaceStrategy;
@@ -92,6 +101,9 @@ pub fn strategy(r: &builtin::Resource) -> Arc<dyn Strategy> {
         ("apps", "daemonsets") => Arc::new(DaemonSetStrategy),
         ("batch", "jobs") => Arc::new(JobStrategy),
         ("batch", "cronjobs") => Arc::new(CronJobStrategy),
+        ("autoscaling", "horizontalpodautoscalers") if r.version == "v1" => {
+            Arc::new(HorizontalPodAutoscalerV1Strategy)
+        }
         ("autoscaling", "horizontalpodautoscalers") => Arc::new(HorizontalPodAutoscalerStrategy),
         ("policy", "poddisruptionbudgets") => Arc::new(PodDisruptionBudgetStrategy),
         ("rbac.authorization.k8s.io", "roles") => Arc::new(RbacStrategy(RbacKind::Role)),
@@ -119,6 +131,11 @@ pub fn strategy(r: &builtin::Resource) -> Arc<dyn Strategy> {
         ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
             Arc::new(ValidatingAdmissionPolicyBindingStrategy)
         }
+        ("apiregistration.k8s.io", "apiservices") => Arc::new(ApiServiceStrategy),
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => Arc::new(FlowSchemaStrategy),
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            Arc::new(PriorityLevelConfigurationStrategy)
+        }
         ("certificates.k8s.io", "certificatesigningrequests") => {
             Arc::new(CertificateSigningRequestStrategy)
         }
@@ -132,11 +149,16 @@ pub fn resources() -> Vec<ResourceDef> {
         .iter()
         .chain(std::iter::once(&openapi::CUSTOM_RESOURCE_DEFINITIONS))
         .map(|r| {
-            ResourceDef::builtin(
+            let mut def = ResourceDef::builtin(
                 r,
                 strategy(r),
                 openapi::builtin_schema(r.group, r.version, r.kind),
-            )
+            );
+            // Served in a version other than the one stored.
+            if (r.group, r.version, r.plural) == ("autoscaling", "v1", "horizontalpodautoscalers") {
+                def.converter = Some(Arc::new(HpaV1Converter));
+            }
+            def
         })
         .collect()
 }
