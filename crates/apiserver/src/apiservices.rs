@@ -5,8 +5,10 @@
 //! `v2.autoscaling`, `v1.stable.example.com`...), with upstream's group and version priorities;
 //! `kubectl get apiservices` lists them `Local` and available (the strategy fills in that
 //! status when they are read). Built-in group versions are registered when the cluster is
-//! seeded (labelled `automanaged: onstart`, as upstream: a deleted one stays deleted), a CRD's
-//! when the CRD is served and removed with it (`automanaged: "true"`).
+//! seeded (labelled `automanaged: onstart`, as upstream's start-time registration; one deleted
+//! comes back the next time the cluster's CRDs change, where upstream brings it back at the
+//! next server start), a CRD's when the CRD is served and removed with it
+//! (`automanaged: "true"`).
 //!
 //! An APIService naming a Service is stored and validated, but this server does not proxy to
 //! aggregated API servers: its status says so (`Available=False`, `ServiceNotFound` when the
