@@ -5,10 +5,10 @@
 //! `v2.autoscaling`, `v1.stable.example.com`...), with upstream's group and version priorities;
 //! `kubectl get apiservices` lists them `Local` and available (the strategy fills in that
 //! status when they are read). Built-in group versions are registered when the cluster is
-//! seeded (labelled `automanaged: onstart`, as upstream's start-time registration; one deleted
-//! comes back the next time the cluster's CRDs change, where upstream brings it back at the
-//! next server start), a CRD's when the CRD is served and removed with it
-//! (`automanaged: "true"`).
+//! seeded and again for every served cluster when the server starts (labelled
+//! `automanaged: onstart`, as upstream's start-time registration: one deleted comes back at
+//! the next start, or when the cluster's CRDs next change), a CRD's when the CRD is served and
+//! removed with it (`automanaged: "true"`).
 //!
 //! An APIService naming a Service is stored and validated, but this server does not proxy to
 //! aggregated API servers: its status says so (`Available=False`, `ServiceNotFound` when the
@@ -274,11 +274,48 @@ async fn report(server: &ApiServer, cluster: &str, obj: &Value) -> Result<(), Ap
     }
 }
 
-/// Starts the availability loop over every cluster's APIServices.
+/// The logical clusters served now (Ready, not being deleted).
+fn served_clusters(server: &ApiServer) -> Vec<String> {
+    let filter = Filter {
+        cluster: Some(crate::route::ROOT_CLUSTER.to_string()),
+        ..Filter::default()
+    };
+    server
+        .store
+        .cache
+        .list(crate::tenancy::GROUP, crate::tenancy::PLURAL, &filter)
+        .0
+        .iter()
+        .map(|o| o.value())
+        .filter(|v| {
+            meta::deletion_timestamp(v).is_none()
+                && v.pointer("/status/phase").and_then(Value::as_str) == Some("Ready")
+        })
+        .map(|v| meta::name(&v).to_string())
+        .collect()
+}
+
+/// Registers every served cluster's built-in group versions (upstream registers its
+/// `onstart` APIServices at every start); the root cluster is seeded by the caller.
+pub async fn register_on_start(server: &ApiServer) {
+    // What is registered is read from the cache: let it catch up with storage first.
+    server.store.wait_for_cache().await;
+    for cluster in served_clusters(server) {
+        if let Err(e) = sync(server, &cluster, true).await {
+            tracing::warn!(cluster = %cluster, error = %e, "registering APIServices failed");
+        }
+    }
+}
+
+/// Registers the built-in APIServices of every served cluster, then runs the availability
+/// loop over every cluster's APIServices.
 pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
     let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, Filter::default())?;
     let weak = Arc::downgrade(server);
     tokio::spawn(async move {
+        if let Some(server) = weak.upgrade() {
+            register_on_start(&server).await;
+        }
         loop {
             let (ty, obj) = follow.recv().await;
             let Some(server) = weak.upgrade() else { return };

@@ -407,3 +407,19 @@ async fn deleting_a_cluster_leaves_no_key_and_no_credential() {
     .await;
     assert_eq!(code, 200, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_builtin_api_service_is_registered_again_at_start_up() {
+    let (server, _dir) = server().await;
+    cluster(&server, "team").await;
+    let url = "/clusters/team/apis/apiregistration.k8s.io/v1/apiservices/v1.apps";
+    let (code, body) = call(&server, system(), Method::DELETE, url, None).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = call(&server, system(), Method::GET, url, None).await;
+    assert_eq!(code, 404);
+    // What the server runs when it starts, for every served cluster.
+    apiserver::apiservices::register_on_start(&server).await;
+    let (code, body) = call(&server, system(), Method::GET, url, None).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["groupPriorityMinimum"], 17800);
+}
