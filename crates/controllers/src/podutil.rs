@@ -155,6 +155,29 @@ pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
         })
 }
 
+/// Upstream's `PodControl` events on the owner of a pod it created (`SuccessfulCreate`,
+/// "Created pod: <name>") or deleted (`SuccessfulDelete`, "Deleted pod: <name>").
+pub fn record_pod_event<K: kube::Resource<DynamicType = ()>>(
+    events: &runtime::events::Recorder,
+    cluster: &str,
+    owner: &K,
+    created: bool,
+    pod: &str,
+) {
+    let (reason, verb) = if created {
+        ("SuccessfulCreate", "Created")
+    } else {
+        ("SuccessfulDelete", "Deleted")
+    };
+    events.record(
+        cluster,
+        runtime::events::reference(owner),
+        runtime::events::NORMAL,
+        reason,
+        format!("{verb} pod: {pod}"),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

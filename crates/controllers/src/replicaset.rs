@@ -34,7 +34,7 @@ use crate::expectations::Expectations;
 use crate::podutil;
 use runtime::client::ClusterClients;
 use runtime::error::{Error, Result};
-use runtime::events::{NORMAL, Recorder, WARNING};
+use runtime::events::{Recorder, WARNING};
 use runtime::informer::{Change, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use runtime::shared::Informers;
@@ -418,15 +418,12 @@ impl<K: ReplicatedKind> ReplicaSetController<K> {
                 let mut failed = None;
                 for r in results {
                     match r {
-                        Ok(p) => self.events.record(
+                        Ok(p) => podutil::record_pod_event(
+                            &self.events,
                             &key.cluster,
-                            runtime::events::reference(obj),
-                            NORMAL,
-                            "SuccessfulCreate",
-                            format!(
-                                "Created pod: {}",
-                                p.metadata.name.as_deref().unwrap_or_default()
-                            ),
+                            obj,
+                            true,
+                            p.metadata.name.as_deref().unwrap_or_default(),
                         ),
                         Err(e) => {
                             self.expectations.creation_observed(key);
@@ -473,13 +470,9 @@ impl<K: ReplicatedKind> ReplicaSetController<K> {
             for (p, r) in victims.iter().zip(results) {
                 let name = p.metadata.name.as_deref().unwrap_or_default();
                 match r {
-                    Ok(_) => self.events.record(
-                        &key.cluster,
-                        runtime::events::reference(obj),
-                        NORMAL,
-                        "SuccessfulDelete",
-                        format!("Deleted pod: {name}"),
-                    ),
+                    Ok(_) => {
+                        podutil::record_pod_event(&self.events, &key.cluster, obj, false, name)
+                    }
                     Err(e) => {
                         self.expectations
                             .deletion_observed(key, p.metadata.uid.as_deref().unwrap_or_default());

@@ -166,7 +166,7 @@ impl Recorder {
 }
 
 /// Cuts a message to the limit the way upstream does (` ...` at the end).
-fn truncate(mut message: String) -> String {
+pub fn truncate(mut message: String) -> String {
     if message.len() <= MESSAGE_LIMIT {
         return message;
     }

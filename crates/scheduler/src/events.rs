@@ -22,7 +22,7 @@ use crate::client::ClusterClients as Clients;
 use crate::podinfo::{DEFAULT_SCHEDULER, PodInfo};
 
 /// Upstream's limit on an event's note (`NoteLengthLimit`).
-pub const NOTE_LENGTH_LIMIT: usize = 1024;
+pub const NOTE_LENGTH_LIMIT: usize = runtime::events::MESSAGE_LIMIT;
 /// Events waiting to be written before new ones are dropped.
 pub const BUFFER: usize = 4096;
 /// Event writes in flight at once.
@@ -41,14 +41,7 @@ pub struct PodEvent {
 
 /// Cuts a message to the event note limit the way upstream does (` ...` at the end).
 pub fn truncate(message: &str) -> String {
-    if message.len() <= NOTE_LENGTH_LIMIT {
-        return message.to_string();
-    }
-    let mut cut = NOTE_LENGTH_LIMIT - 4;
-    while !message.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{} ...", &message[..cut])
+    runtime::events::truncate(message.to_string())
 }
 
 /// Writes events in the background.

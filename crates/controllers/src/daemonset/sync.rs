@@ -333,17 +333,6 @@ impl DaemonSetController {
         Ok(Action::AwaitChange)
     }
 
-    /// A Normal event on the DaemonSet.
-    fn event(&self, key: &ObjectKey, ds: &DaemonSet, reason: &str, message: String) {
-        self.events.record(
-            &key.cluster,
-            runtime::events::reference(ds),
-            runtime::events::NORMAL,
-            reason,
-            message,
-        );
-    }
-
     /// Creates a pod on each node of `create` and deletes `delete`.
     async fn apply(
         &self,
@@ -362,14 +351,12 @@ impl DaemonSetController {
             let results = futures::future::join_all(pods.iter().map(|p| api.create(&pp, p))).await;
             for r in results {
                 match r {
-                    Ok(p) => self.event(
-                        key,
+                    Ok(p) => podutil::record_pod_event(
+                        &self.events,
+                        &key.cluster,
                         ds,
-                        "SuccessfulCreate",
-                        format!(
-                            "Created pod: {}",
-                            p.metadata.name.as_deref().unwrap_or_default()
-                        ),
+                        true,
+                        p.metadata.name.as_deref().unwrap_or_default(),
                     ),
                     Err(e) => {
                         self.expectations.creation_observed(key);
@@ -397,9 +384,7 @@ impl DaemonSetController {
             for (p, r) in delete.iter().zip(results) {
                 let name = p.metadata.name.as_deref().unwrap_or_default();
                 match r {
-                    Ok(_) => {
-                        self.event(key, ds, "SuccessfulDelete", format!("Deleted pod: {name}"))
-                    }
+                    Ok(_) => podutil::record_pod_event(&self.events, &key.cluster, ds, false, name),
                     Err(e) => {
                         self.expectations
                             .deletion_observed(key, p.metadata.uid.as_deref().unwrap_or_default());

@@ -434,15 +434,12 @@ impl JobController {
             match r {
                 Ok(p) => {
                     created += 1;
-                    self.events.record(
+                    podutil::record_pod_event(
+                        &self.events,
                         &key.cluster,
-                        runtime::events::reference(job),
-                        runtime::events::NORMAL,
-                        "SuccessfulCreate",
-                        format!(
-                            "Created pod: {}",
-                            p.metadata.name.as_deref().unwrap_or_default()
-                        ),
+                        job,
+                        true,
+                        p.metadata.name.as_deref().unwrap_or_default(),
                     );
                 }
                 Err(e) => {
