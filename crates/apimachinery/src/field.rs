@@ -117,7 +117,7 @@ impl FieldError {
         } else {
             let quoted: Vec<String> = supported
                 .iter()
-                .map(|s| format!("{:?}", s.as_ref()))
+                .map(|s| crate::gofmt::quote(s.as_ref()))
                 .collect();
             format!("supported values: {}", quoted.join(", "))
         };
@@ -177,7 +177,7 @@ impl FieldError {
 /// Formats a bad value the way upstream's `%v`/`%q` printing looks for JSON values.
 fn format_value(v: &Value) -> String {
     match v {
-        Value::String(s) => format!("{s:?}"),
+        Value::String(s) => crate::gofmt::quote(s),
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),

@@ -202,7 +202,7 @@ fn managed_fields_entries_are_checked() {
         [
             "metadata.managedFields[0].operation: Invalid value: \"Patch\": must be `Apply` or `Update`",
             "metadata.managedFields[0].fieldsType: Invalid value: \"FieldsV2\": must be `FieldsV1`",
-            "metadata.managedFields[0].manager: Invalid value: \"kube\\u{7}ctl\": invalid character U+0007 (at position 4)",
+            "metadata.managedFields[0].manager: Invalid value: \"kube\\actl\": invalid character U+0007 (at position 4)",
             "metadata.managedFields[1].manager: Too long: may not be more than 128 bytes",
             "metadata.managedFields[1].subresource: Too long: may not be more than 256 bytes",
         ]

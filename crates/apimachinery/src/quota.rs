@@ -184,7 +184,7 @@ pub fn pod_is_live(pod: &Value, now_unix: i64) -> bool {
     if let (Some(ts), Some(grace)) = (
         m.get("deletionTimestamp")
             .and_then(Value::as_str)
-            .and_then(crate::meta::parse_time),
+            .and_then(crate::time::parse_unix_seconds),
         m.get("deletionGracePeriodSeconds").and_then(Value::as_i64),
     ) && now_unix > ts + grace
     {

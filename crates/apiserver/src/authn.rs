@@ -358,7 +358,7 @@ fn bootstrap_token_user(server: &ApiServer, cluster: &str, token: &str) -> Optio
     if field("usage-bootstrap-authentication").as_deref() != Some("true") {
         return None;
     }
-    if let Some(exp) = field("expiration").and_then(|e| apimachinery::meta::parse_time(&e))
+    if let Some(exp) = field("expiration").and_then(|e| apimachinery::time::parse_unix_seconds(&e))
         && exp <= registry::store::unix_now()
     {
         return None;

@@ -138,7 +138,7 @@ pub async fn token_request(
     out["metadata"] = json!({"name": sa_name, "namespace": namespace, "creationTimestamp": registry::store::now()});
     out["spec"]["audiences"] = json!(audiences);
     out["spec"]["expirationSeconds"] = json!(expiration);
-    out["status"] = json!({"token": token, "expirationTimestamp": meta::format_time(exp)});
+    out["status"] = json!({"token": token, "expirationTimestamp": apimachinery::time::format_unix_seconds(exp)});
     Ok(response::json(StatusCode::CREATED, &out))
 }
 

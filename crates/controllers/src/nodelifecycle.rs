@@ -72,27 +72,7 @@ fn ready(node: &Node) -> Option<&NodeCondition> {
         .find(|c| c.type_ == "Ready")
 }
 
-/// Whether a toleration tolerates a taint (upstream `ToleratesTaint`).
-pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    if t.effect
-        .as_deref()
-        .is_some_and(|e| !e.is_empty() && e != taint.effect)
-    {
-        return false;
-    }
-    let key = t.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match t.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            !key.is_empty()
-                && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
-}
+pub use runtime::selector::tolerates;
 
 /// How long a pod may stay on a node with these `NoExecute` taints: `Some(0)` when a taint is
 /// not tolerated, `None` when every taint is tolerated forever, else the smallest

@@ -15,28 +15,8 @@ pub fn selector_matches(
     selector: Option<&LabelSelector>,
     labels: &BTreeMap<String, String>,
 ) -> bool {
-    let Some(sel) = selector else { return false };
-    let exprs = sel.match_expressions.as_deref().unwrap_or_default();
-    let ml = sel.match_labels.as_ref();
-    if exprs.is_empty() && ml.is_none_or(|m| m.is_empty()) {
-        return false;
-    }
-    if let Some(ml) = ml
-        && !ml.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        return false;
-    }
-    exprs.iter().all(|e| {
-        let values = e.values.as_deref().unwrap_or_default();
-        let have = labels.get(&e.key);
-        match e.operator.as_str() {
-            "In" => have.is_some_and(|v| values.contains(v)),
-            "NotIn" => have.is_none_or(|v| !values.contains(v)),
-            "Exists" => have.is_some(),
-            "DoesNotExist" => have.is_none(),
-            _ => false,
-        }
-    })
+    let parsed = runtime::selector::LabelSelector::parse(selector);
+    !parsed.is_everything() && parsed.matches(labels)
 }
 
 /// The labels of an object (empty when none).

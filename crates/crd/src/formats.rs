@@ -134,8 +134,6 @@ static SSN: LazyLock<Regex> = LazyLock::new(|| re(r"^\d{3}[- ]?\d{2}[- ]?\d{4}$"
 static DATE_TIME_CLOCK: LazyLock<Regex> = LazyLock::new(|| {
     re(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
 });
-static GO_DURATION: LazyLock<Regex> =
-    LazyLock::new(|| re(r"^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$"));
 static LOOSE_DURATION: LazyLock<Regex> = LazyLock::new(|| re(r"(\d+)\s*([A-Za-zµ]+)"));
 
 /// Go `url.ParseRequestURI`: an absolute URI or an absolute path, without spaces or control
@@ -335,7 +333,7 @@ fn is_date_time(s: &str) -> bool {
 
 /// strfmt `IsDuration`: Go's `time.ParseDuration`, or any `<n> <unit>` strfmt understands.
 fn is_duration(s: &str) -> bool {
-    if s == "0" || GO_DURATION.is_match(s) {
+    if apimachinery::time::parse_go_duration(s).is_some() {
         return true;
     }
     const UNITS: &[&[&str]] = &[

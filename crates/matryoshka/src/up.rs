@@ -564,10 +564,7 @@ mod node_plan_tests {
 
 /// A Go duration (`1m0s`, `32s`, `1h30m`, `500ms`), as kube-apiserver's flags take them.
 fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let d: jiff::SignedDuration = s
-        .parse()
-        .map_err(|e| format!("{s:?} is not a duration such as 1m0s: {e}"))?;
-    Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
+    apimachinery::time::parse_std_duration(s)
 }
 
 #[cfg(test)]

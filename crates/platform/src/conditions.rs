@@ -33,8 +33,7 @@ pub fn merge(old: Option<&Value>, conds: &[Cond<'_>], now: &str) -> Value {
 
 /// Now, as an RFC 3339 timestamp with second precision.
 pub fn now() -> String {
-    let t = k8s_openapi::jiff::Timestamp::now();
-    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    apimachinery::time::format_time(k8s_openapi::jiff::Timestamp::now())
 }
 
 #[cfg(test)]

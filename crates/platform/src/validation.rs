@@ -14,10 +14,6 @@ use std::sync::LazyLock;
 use crate::naming;
 use crate::spec;
 
-/// `maxNodeProvisionTime`, `readyUnknownTimeout`, `readyFalseTimeout`: a positive duration.
-static POSITIVE_DURATION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[1-9][0-9]{0,4}[smh]([0-9]{1,5}[smh]){0,2}$").expect("a valid pattern")
-});
 /// `maxUnhealthy`: a count or a percentage.
 static MAX_UNHEALTHY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[0-9]+%?$").expect("a valid pattern"));
@@ -53,7 +49,8 @@ fn presets() -> Vec<String> {
 fn duration(errs: &mut ErrorList, path: &Path, v: Option<&Value>) {
     match v {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) if POSITIVE_DURATION.is_match(s) => {}
+        Some(Value::String(s))
+            if apimachinery::time::parse_go_duration(s).is_some_and(|n| n > 0) => {}
         Some(other) => errs.push(FieldError::invalid(
             path.as_str(),
             other.clone(),

@@ -8,8 +8,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use apimachinery::time;
+
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
-const SECONDS_PER_DAY: i64 = 86_400;
 
 /// An instant as nanoseconds since the Unix epoch (negative before 1970).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,125 +105,24 @@ pub fn human_duration(nanos: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
-/// Parses an RFC 3339 timestamp as Go's `time.Parse(time.RFC3339, s)` accepts it:
-/// `YYYY-MM-DDTHH:MM:SS`, optional fraction (`.` or `,`), then `Z` or `±HH:MM`.
+/// Parses an RFC 3339 timestamp as Go's `time.Parse(time.RFC3339, s)` accepts it
+/// (`apimachinery::time::parse_rfc3339`).
 pub fn parse_rfc3339(s: &str) -> Option<Instant> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let year = digits(&b[0..4])?;
-    let month = digits(&b[5..7])?;
-    let day = digits(&b[8..10])?;
-    let hour = digits(&b[11..13])?;
-    let minute = digits(&b[14..16])?;
-    let second = digits(&b[17..19])?;
-    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
-        return None;
-    }
-    if hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-    let mut rest = &b[19..];
-    let mut nanos: i128 = 0;
-    if let [b'.' | b',', tail @ ..] = rest {
-        let n = tail.iter().take_while(|c| c.is_ascii_digit()).count();
-        if n == 0 {
-            return None;
-        }
-        for (i, c) in tail[..n].iter().enumerate() {
-            if i < 9 {
-                nanos = nanos * 10 + i128::from(c - b'0');
-            }
-        }
-        for _ in n..9 {
-            nanos *= 10;
-        }
-        rest = &tail[n..];
-    }
-    let offset_seconds: i64 = match rest {
-        [b'Z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let h = digits(&[*h1, *h2])?;
-            let m = digits(&[*m1, *m2])?;
-            if h > 23 || m > 59 {
-                return None;
-            }
-            let off = h * 3600 + m * 60;
-            if *sign == b'-' { -off } else { off }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second - offset_seconds;
-    Some(Instant(i128::from(secs) * NANOS_PER_SECOND + nanos))
+    time::parse_rfc3339(s).map(|t| Instant(t.as_nanosecond()))
 }
 
 /// Formats an instant as Go's `t.UTC().Format(time.RFC3339)`: whole seconds, `Z` suffix.
 pub fn format_rfc3339_utc(t: Instant) -> String {
-    let secs = t.unix_seconds();
-    let days = secs.div_euclid(SECONDS_PER_DAY);
-    let rem = secs.rem_euclid(SECONDS_PER_DAY);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    time::format_unix_seconds(t.unix_seconds())
 }
 
 /// The zero `metav1.Time` (`0001-01-01T00:00:00Z`), which Go prints for unset timestamps.
 pub fn zero_time() -> Instant {
-    Instant::from_unix(days_from_civil(1, 1, 1) * SECONDS_PER_DAY, 0)
+    Instant::from_unix(ZERO_TIME_SECONDS, 0)
 }
 
-fn digits(b: &[u8]) -> Option<i64> {
-    b.iter().try_fold(0i64, |acc, c| {
-        c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
-    })
-}
-
-fn is_leap(year: i64) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
+/// Unix seconds of `0001-01-01T00:00:00Z`.
+const ZERO_TIME_SECONDS: i64 = -62_135_596_800;
 
 #[cfg(test)]
 mod tests {
@@ -271,6 +171,8 @@ mod tests {
         assert_eq!(micro.since(base), S / 4);
         let offset = parse_rfc3339("2024-03-01T14:00:00+02:00").unwrap();
         assert_eq!(offset, base);
+        let before_epoch = parse_rfc3339("1969-12-31T23:59:59.5Z").unwrap();
+        assert_eq!(before_epoch.since(Instant::from_unix(0, 0)), -S / 2);
     }
 
     #[test]

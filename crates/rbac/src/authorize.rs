@@ -11,11 +11,11 @@ use apimachinery::status::{ApiError, Reason};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::goquote::quote;
 use crate::matching::json_rule_allows;
 use crate::policy::{PolicySource, ResolveError, Visit, aggregate_messages, visit_rules_for};
 use crate::request::{Attributes, Decision, UserInfo};
 use crate::rule::PolicyRule;
+use apimachinery::gofmt::quote;
 
 /// Whether `user` may do `attrs`, by the cluster's RBAC objects.
 ///

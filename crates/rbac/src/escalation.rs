@@ -12,10 +12,10 @@ use apimachinery::status::{ApiError, Reason};
 use serde_json::Value;
 
 use crate::authorize::policy_rules_for;
-use crate::goquote::{quote, quote_list};
 use crate::policy::{PolicySource, RoleRef, aggregate_messages, role_rules};
 use crate::request::{Attributes, UserInfo};
 use crate::rule::{PolicyRule, rule};
+use apimachinery::gofmt::{quote, quote_list};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 

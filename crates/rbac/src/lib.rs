@@ -20,7 +20,6 @@ mod aggregate;
 mod authorize;
 mod bootstrap;
 mod escalation;
-mod goquote;
 mod matching;
 mod policy;
 mod request;

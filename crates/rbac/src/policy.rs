@@ -11,8 +11,8 @@ use std::ops::ControlFlow;
 
 use serde_json::Value;
 
-use crate::goquote::quote;
 use crate::request::{SERVICE_ACCOUNT_PREFIX, UserInfo};
+use apimachinery::gofmt::quote;
 
 /// The RBAC objects of one logical cluster.
 ///

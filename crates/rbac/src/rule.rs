@@ -8,9 +8,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::goquote::{quote, quote_list};
 use crate::matching::{Field, rule_allows};
 use crate::request::Attributes;
+use apimachinery::gofmt::{quote, quote_list};
 
 /// One `rules[]` entry of a Role or ClusterRole.
 ///

@@ -117,7 +117,7 @@ pub struct Store {
 
 /// The current time as RFC 3339 (seconds).
 pub fn now() -> String {
-    meta::format_time(unix_now())
+    apimachinery::time::format_unix_seconds(unix_now())
 }
 
 pub fn unix_now() -> i64 {

@@ -12,6 +12,8 @@
 //! - [`queue`]: the deduplicating work queue with back-off and its workers.
 //! - [`leader`]: Lease leader election.
 //! - [`events`]: the event recorder (aggregation, spam filter, never blocking its caller).
+//! - [`selector`]: label selectors, node selectors and affinity, and tolerations, parsed once
+//!   and matched as upstream's component helpers do (scheduler, DaemonSet, node lifecycle).
 //! - [`error`]: the errors of all of these.
 //!
 //! **Architecture Invariant:** this crate (and everything built on it) reaches a cluster only
@@ -25,6 +27,7 @@ pub mod informer;
 pub mod leader;
 pub mod lenient;
 pub mod queue;
+pub mod selector;
 pub mod shared;
 pub mod store;
 

@@ -19,7 +19,7 @@ use crate::podinfo::{DEFAULT_SCHEDULER, PodInfo};
 
 /// Now, as an API timestamp (seconds, UTC).
 fn now() -> String {
-    Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    apimachinery::time::format_time(Timestamp::now())
 }
 
 fn pods(clients: &Clients, pod: &PodInfo) -> Result<Api<Pod>> {

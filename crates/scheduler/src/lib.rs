@@ -30,7 +30,7 @@ pub mod queue;
 pub mod resource;
 pub mod schedule;
 pub mod scheduler;
-pub mod selector;
+pub use runtime::selector;
 #[cfg(test)]
 mod testutil;
 

@@ -47,11 +47,11 @@ impl Conflict {
     /// Upstream `printManager`: `"name"`, `"name" with subresource "status"`, plus
     /// ` using <apiVersion>` for `Update` managers.
     pub fn manager_description(&self) -> String {
-        let mut s = super::value::go_quote(&self.manager);
+        let mut s = crate::gofmt::quote(&self.manager);
         if !self.subresource.is_empty() {
             s.push_str(&format!(
                 " with subresource {}",
-                super::value::go_quote(&self.subresource)
+                crate::gofmt::quote(&self.subresource)
             ));
         }
         if self.operation == Operation::Update {

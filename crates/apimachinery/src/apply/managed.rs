@@ -158,19 +158,19 @@ impl ManagerId {
     pub fn identifier(&self) -> String {
         let mut s = format!(
             "{{\"manager\":{},\"operation\":\"{}\"",
-            super::value::go_json(&Value::String(self.manager.clone())),
+            crate::gofmt::marshal(&Value::String(self.manager.clone())),
             self.operation.as_str()
         );
         if !self.api_version.is_empty() {
             s.push_str(&format!(
                 ",\"apiVersion\":{}",
-                super::value::go_json(&Value::String(self.api_version.clone()))
+                crate::gofmt::marshal(&Value::String(self.api_version.clone()))
             ));
         }
         if !self.subresource.is_empty() {
             s.push_str(&format!(
                 ",\"subresource\":{}",
-                super::value::go_json(&Value::String(self.subresource.clone()))
+                crate::gofmt::marshal(&Value::String(self.subresource.clone()))
             ));
         }
         s.push('}');

@@ -10,7 +10,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::value::{compare_values, go_json, to_path_string, write_go_string};
+use super::value::{compare_values, to_path_string};
+use crate::gofmt::{json_string as write_go_string, marshal as go_json};
 
 /// A JSON value with upstream's total order, used inside path elements.
 #[derive(Debug, Clone)]

@@ -20,7 +20,8 @@ use super::path::FieldPath;
 use super::typed::{
     compare, drop_nulls, ensure_named_fields_are_members, merge, remove_items, to_field_set,
 };
-use super::value::{go_json, values_equal};
+use super::value::values_equal;
+use crate::gofmt::marshal as go_json;
 use crate::schema::{Schema, Type};
 
 /// The annotation client-side `kubectl apply` keeps its last configuration in.

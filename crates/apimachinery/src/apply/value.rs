@@ -8,7 +8,6 @@
 //! match byte for byte, so these rules live in one place.
 
 use std::cmp::Ordering;
-use std::fmt::Write as _;
 
 use serde_json::Value;
 
@@ -73,105 +72,11 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
     compare_values(a, b) == Ordering::Equal
 }
 
-/// JSON as Go's `encoding/json` writes it: compact, object keys sorted, and `<`, `>`, `&`,
-/// U+2028 and U+2029 escaped.
-pub fn go_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_go_json(&mut out, v);
-    out
-}
-
-fn write_go_json(out: &mut String, v: &Value) {
-    match v {
-        Value::String(s) => write_go_string(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_go_json(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push('{');
-            for (i, (k, item)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_go_string(out, k);
-                out.push(':');
-                write_go_json(out, item);
-            }
-            out.push('}');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-/// A JSON string literal with Go's HTML-safe escaping.
-pub fn write_go_string(out: &mut String, s: &str) {
-    let plain = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
-    for c in plain.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Go's `%q` for a string (close enough for the printable strings Kubernetes keys hold).
-pub fn go_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}
-
-/// Go's `%v` for a decoded JSON value, as upstream error messages print maps and lists
-/// (`map[name:a]`, `[a b]`).
-pub fn go_fmt(v: &Value) -> String {
-    let mut out = String::new();
-    write_go_fmt(&mut out, v);
-    out
-}
-
-fn write_go_fmt(out: &mut String, v: &Value) {
-    match v {
-        Value::Null => out.push_str("<nil>"),
-        Value::String(s) => out.push_str(s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                write_go_fmt(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push_str("map[");
-            for (i, (k, item)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                let _ = write!(out, "{k}:");
-                write_go_fmt(out, item);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
-
 /// Upstream's `value.ToString`, used when printing a path (`[name="c"]`, `[=80]`).
 pub fn to_path_string(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
-        Value::String(s) => go_quote(s),
+        Value::String(s) => crate::gofmt::quote(s),
         Value::Array(items) => {
             let parts: Vec<String> = items.iter().map(to_path_string).collect();
             format!("[{}]", parts.join(","))
@@ -195,21 +100,5 @@ mod tests {
         assert!(values_equal(&json!(1), &json!(1.0)));
         assert_eq!(compare_values(&json!(2), &json!("a")), Ordering::Less);
         assert_eq!(compare_values(&json!(null), &json!({})), Ordering::Greater);
-    }
-
-    #[test]
-    fn go_json_escapes_html_characters_like_encoding_json() {
-        assert_eq!(
-            go_json(&json!({"b": "<&>", "a": 1})),
-            r#"{"a":1,"b":"\u003c\u0026\u003e"}"#
-        );
-    }
-
-    #[test]
-    fn go_fmt_prints_maps_like_percent_v() {
-        assert_eq!(
-            go_fmt(&json!({"name": "a", "x": [1, 2]})),
-            "map[name:a x:[1 2]]"
-        );
     }
 }

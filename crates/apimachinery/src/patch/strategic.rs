@@ -13,7 +13,7 @@ use super::PatchError;
 use super::strategic_list::{
     ElemKind, element_kind, merge_slice, normalize_element_order, partition_by_presence,
 };
-use crate::apply::value::go_fmt;
+use crate::gofmt::sprint as go_fmt;
 use crate::schema::{PatchStrategy, Schema};
 
 pub(super) const DIRECTIVE: &str = "$patch";

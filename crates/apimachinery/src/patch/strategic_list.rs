@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::PatchError;
 use super::strategic::{DIRECTIVE, clean_new_value, merge_map};
-use crate::apply::value::{go_fmt, values_equal};
+use crate::apply::value::values_equal;
+use crate::gofmt::sprint as go_fmt;
 use crate::schema::Schema;
 
 /// What the items of a list are.

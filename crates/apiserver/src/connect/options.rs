@@ -139,12 +139,12 @@ impl LogRequest {
         };
         let since_time = match query.get("sinceTime") {
             Some(v) => {
-                let t: jiff::Timestamp = v.parse().map_err(|_| {
+                let t = apimachinery::time::parse_rfc3339(v).ok_or_else(|| {
                     ApiError::bad_request(format!(
                         "parsing time {v:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse"
                     ))
                 })?;
-                Some(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+                Some(apimachinery::time::format_time(t))
             }
             None => None,
         };

@@ -15,7 +15,6 @@ pub mod scrape;
 mod tests;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use apimachinery::builtin::Resource;
 use apimachinery::fields::FieldSelector;
@@ -71,42 +70,7 @@ pub fn is_metrics(res: &ResourceDef) -> bool {
     res.group == GROUP
 }
 
-/// Go's `time.Duration.String()`.
-pub fn go_duration(d: Duration) -> String {
-    let ns = d.as_nanos();
-    if ns == 0 {
-        return "0s".into();
-    }
-    if ns < 1_000 {
-        return format!("{ns}ns");
-    }
-    let frac = |value: u128, unit: u128| -> String {
-        let whole = value / unit;
-        let rest = value % unit;
-        if rest == 0 {
-            whole.to_string()
-        } else {
-            let digits = unit.to_string().len() - 1;
-            let s = format!("{whole}.{rest:0digits$}");
-            s.trim_end_matches('0').to_string()
-        }
-    };
-    if ns < 1_000_000 {
-        return format!("{}µs", frac(ns, 1_000));
-    }
-    if ns < 1_000_000_000 {
-        return format!("{}ms", frac(ns, 1_000_000));
-    }
-    let secs_total = ns / 1_000_000_000;
-    let (h, m) = (secs_total / 3600, (secs_total % 3600) / 60);
-    let secs = ns % 60_000_000_000;
-    let s = format!("{}s", frac(secs, 1_000_000_000));
-    match (h, m) {
-        (0, 0) => s,
-        (0, m) => format!("{m}m{s}"),
-        (h, m) => format!("{h}h{m}m{s}"),
-    }
-}
+pub use apimachinery::time::go_duration;
 
 fn usage_json(u: &Usage) -> Value {
     json!({
@@ -116,7 +80,7 @@ fn usage_json(u: &Usage) -> Value {
 }
 
 fn time(t: jiff::Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    apimachinery::time::format_time(t)
 }
 
 fn metadata(obj: &Value, namespaced: bool) -> Value {

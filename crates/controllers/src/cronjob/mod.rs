@@ -12,7 +12,6 @@
 //! Without `spec.timeZone`, schedules are read in UTC (upstream uses the controller manager's
 //! local zone, UTC in its images).
 
-pub mod schedule;
 mod sync;
 
 use std::sync::Arc;

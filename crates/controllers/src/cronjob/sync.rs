@@ -12,11 +12,11 @@ use k8s_openapi::jiff::tz::TimeZone;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams, PropagationPolicy};
 
-use super::schedule::{self, Schedule};
 use super::{CronJobController, SCHEDULED_TIMESTAMP};
 use crate::clock::until;
 use crate::job::policy::true_condition;
 use crate::podutil;
+use apimachinery::cron::{self, Schedule};
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::ObjectKey;
 use runtime::queue::Action;
@@ -232,7 +232,7 @@ impl CronJobController {
                 }
             },
         };
-        let sched = match schedule::parse(&spec.schedule) {
+        let sched = match cron::parse_standard(&spec.schedule) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(
@@ -386,7 +386,7 @@ mod tests {
 
     #[test]
     fn the_most_recent_time_counts_the_missed_ones() {
-        let s = schedule::parse("*/10 * * * *").unwrap();
+        let s = cron::parse_standard("*/10 * * * *").unwrap();
         let (t, missed) = most_recent(
             &s,
             &TimeZone::UTC,
@@ -406,7 +406,7 @@ mod tests {
 
     #[test]
     fn far_behind_schedules_skip_ahead_to_the_latest_time() {
-        let s = schedule::parse("* * * * *").unwrap();
+        let s = cron::parse_standard("* * * * *").unwrap();
         let (t, missed) = most_recent(
             &s,
             &TimeZone::UTC,

@@ -3,12 +3,11 @@
 //! node affinity and taints; the tolerations every daemon pod gets; and pinning a pod to its
 //! node with node affinity (`metadata.name In [node]`) so the scheduler binds it there.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodSpec, Taint, Toleration,
+    PodSpec, Toleration,
 };
+use runtime::selector;
 
 /// The tolerations upstream adds to every daemon pod (network-unavailable only with
 /// `hostNetwork`).
@@ -88,89 +87,12 @@ pub fn target_node(pod: &Pod) -> Option<String> {
     })
 }
 
-fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&String>) -> bool {
-    let values = r.values.as_deref().unwrap_or_default();
-    let num = |s: &str| s.parse::<i64>().ok();
-    match r.operator.as_str() {
-        "In" => value.is_some_and(|v| values.contains(v)),
-        "NotIn" => value.is_none_or(|v| !values.contains(v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(have), Some(bound)) = (
-                value.and_then(|v| num(v)),
-                values.first().and_then(|v| num(v)),
-            ) else {
-                return false;
-            };
-            if r.operator == "Gt" {
-                have > bound
-            } else {
-                have < bound
-            }
-        }
-        _ => false,
-    }
-}
-
-fn term_matches(t: &NodeSelectorTerm, node_name: &str, labels: &BTreeMap<String, String>) -> bool {
-    let exprs = t.match_expressions.as_deref().unwrap_or_default();
-    let fields = t.match_fields.as_deref().unwrap_or_default();
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
-    let name = node_name.to_string();
-    exprs
-        .iter()
-        .all(|r| requirement_matches(r, labels.get(&r.key)))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&name)))
-}
-
-fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| {
-        let effect_ok = t
-            .effect
-            .as_deref()
-            .is_none_or(|e| e.is_empty() || e == taint.effect);
-        let key = t.key.as_deref().unwrap_or_default();
-        let op = t.operator.as_deref().unwrap_or("Equal");
-        let key_ok = (key.is_empty() && op == "Exists") || key == taint.key;
-        let value_ok = match op {
-            "Exists" => true,
-            _ => {
-                t.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default()
-            }
-        };
-        effect_ok && key_ok && value_ok
-    })
-}
-
 /// Whether a daemon pod with `spec` (default tolerations added) should run on `node`, and
 /// whether one already there may keep running (only `NoExecute` taints evict).
 pub fn fit(node: &Node, spec: &PodSpec) -> (bool, bool) {
     let node_name = node.metadata.name.as_deref().unwrap_or_default();
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    let selector_ok = spec
-        .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let affinity_ok = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| {
-            na.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .is_none_or(|req| {
-            req.node_selector_terms
-                .iter()
-                .any(|t| term_matches(t, node_name, &labels))
-        });
-    if !selector_ok || !affinity_ok {
+    if !selector::node_admits(spec, node_name, &labels) {
         return (false, false);
     }
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
@@ -182,7 +104,7 @@ pub fn fit(node: &Node, spec: &PodSpec) -> (bool, bool) {
     let mut run = true;
     let mut keep = true;
     for taint in taints {
-        if taint.effect == "PreferNoSchedule" || tolerates(tolerations, taint) {
+        if taint.effect == "PreferNoSchedule" || selector::tolerated(tolerations, taint) {
             continue;
         }
         run = false;

@@ -105,20 +105,7 @@ impl Backoff {
     }
 }
 
-/// Formats a delay as Go's `time.Duration` prints whole seconds and minutes (`10s`, `1m20s`,
-/// `5m0s`), as the back-off message shows it.
-pub fn go_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    let ms = d.subsec_millis();
-    if secs >= 60 {
-        format!("{}m{}s", secs / 60, secs % 60)
-    } else if ms > 0 {
-        let s = format!("{secs}.{ms:03}");
-        format!("{}s", s.trim_end_matches('0'))
-    } else {
-        format!("{secs}s")
-    }
-}
+pub use apimachinery::time::go_duration;
 
 #[cfg(test)]
 mod tests {

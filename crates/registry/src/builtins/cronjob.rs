@@ -75,7 +75,7 @@ fn validate_spec(obj: &Value, old: Option<&Value>) -> ErrorList {
     if schedule.is_empty() {
         errs.push(FieldError::required(&sp, ""));
     } else {
-        if let Err(e) = parse_standard(schedule) {
+        if let Err(e) = apimachinery::cron::parse_standard(schedule) {
             errs.push(FieldError::invalid(&sp, json!(schedule), e));
         }
         let old_tz = old.is_some_and(|o| str_at(o, "/spec/schedule").contains("TZ"));
@@ -132,7 +132,8 @@ fn validate_spec(obj: &Value, old: Option<&Value>) -> ErrorList {
     errs
 }
 
-/// Upstream `validateTimeZone` (the IANA database itself is not consulted).
+/// Upstream `validateTimeZone`, the zone looked up in the IANA database as `time.LoadLocation`
+/// does.
 fn time_zone(errs: &mut ErrorList, tz: Option<&Value>, p: &Path) {
     let Some(tz) = tz else { return };
     let s = tz.as_str().unwrap_or("");
@@ -168,184 +169,11 @@ fn time_zone(errs: &mut ErrorList, tz: Option<&Value>, p: &Path) {
             json!(s),
             "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
         ));
+        return;
     }
-}
-
-/// A cron field's bounds and names.
-struct Bounds {
-    min: u64,
-    max: u64,
-    names: &'static [&'static str],
-}
-
-const MINUTES: Bounds = Bounds {
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOURS: Bounds = Bounds {
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DOM: Bounds = Bounds {
-    min: 1,
-    max: 31,
-    names: &[],
-};
-const MONTHS: Bounds = Bounds {
-    min: 1,
-    max: 12,
-    names: &[
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ],
-};
-const DOW: Bounds = Bounds {
-    min: 0,
-    max: 6,
-    names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
-};
-
-/// `robfig/cron` v3 `ParseStandard`: five fields or a descriptor, optionally behind
-/// `TZ=`/`CRON_TZ=`. The error is the library's message.
-pub(crate) fn parse_standard(spec: &str) -> Result<(), String> {
-    if spec.is_empty() {
-        return Err("empty spec string".into());
+    if let Err(e) = apimachinery::cron::load_location(s) {
+        errs.push(FieldError::invalid(p, json!(s), e));
     }
-    let mut spec = spec;
-    if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
-        let Some(i) = spec.find(' ') else {
-            return Err(format!("provided bad location {spec}: unknown time zone"));
-        };
-        spec = spec[i..].trim();
-    }
-    if let Some(desc) = spec.strip_prefix('@') {
-        return match desc {
-            "yearly" | "annually" | "monthly" | "weekly" | "daily" | "midnight" | "hourly" => {
-                Ok(())
-            }
-            d if d.starts_with("every ") => {
-                let dur = &spec["@every ".len()..];
-                if valid_go_duration(dur) {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "failed to parse duration {spec}: time: invalid duration {dur:?}"
-                    ))
-                }
-            }
-            _ => Err(format!("unrecognized descriptor: {spec}")),
-        };
-    }
-    let fields: Vec<&str> = spec.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(format!(
-            "expected exactly 5 fields, found {}: [{}]",
-            fields.len(),
-            fields.join(" ")
-        ));
-    }
-    for (field, bounds) in fields.iter().zip([MINUTES, HOURS, DOM, MONTHS, DOW]) {
-        for expr in field.split(',').filter(|e| !e.is_empty()) {
-            range(expr, &bounds)?;
-        }
-    }
-    Ok(())
-}
-
-/// `robfig/cron`'s `getRange`.
-fn range(expr: &str, b: &Bounds) -> Result<(), String> {
-    let range_and_step: Vec<&str> = expr.split('/').collect();
-    let low_high: Vec<&str> = range_and_step[0].split('-').collect();
-    let (start, mut end) = if low_high[0] == "*" || low_high[0] == "?" {
-        (b.min, b.max)
-    } else {
-        let start = int_or_name(low_high[0], b)?;
-        match low_high.len() {
-            1 => (start, start),
-            2 => (start, int_or_name(low_high[1], b)?),
-            _ => return Err(format!("too many hyphens: {expr}")),
-        }
-    };
-    let step = match range_and_step.len() {
-        1 => 1,
-        2 => {
-            let step = parse_int(range_and_step[1])?;
-            if low_high.len() == 1 {
-                end = b.max;
-            }
-            step
-        }
-        _ => return Err(format!("too many slashes: {expr}")),
-    };
-    if start < b.min {
-        return Err(format!(
-            "beginning of range ({start}) below minimum ({}): {expr}",
-            b.min
-        ));
-    }
-    if end > b.max {
-        return Err(format!(
-            "end of range ({end}) above maximum ({}): {expr}",
-            b.max
-        ));
-    }
-    if start > end {
-        return Err(format!(
-            "beginning of range ({start}) beyond end of range ({end}): {expr}"
-        ));
-    }
-    if step == 0 {
-        return Err(format!("step of range should be a positive number: {expr}"));
-    }
-    Ok(())
-}
-
-fn int_or_name(expr: &str, b: &Bounds) -> Result<u64, String> {
-    let lower = expr.to_lowercase();
-    if let Some(i) = b.names.iter().position(|n| *n == lower) {
-        return Ok(i as u64 + b.min);
-    }
-    parse_int(expr)
-}
-
-fn parse_int(expr: &str) -> Result<u64, String> {
-    match expr.parse::<i64>() {
-        Ok(n) if n < 0 => Err(format!("negative number ({n}) not allowed: {expr}")),
-        Ok(n) => Ok(n as u64),
-        Err(_) => Err(format!(
-            "failed to parse int from {expr}: strconv.Atoi: parsing {expr:?}: invalid syntax"
-        )),
-    }
-}
-
-/// Go's `time.ParseDuration` grammar: `[-+]` then number-unit pairs (`1h30m`, `1.5s`).
-fn valid_go_duration(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
-    if s == "0" {
-        return true;
-    }
-    if s.is_empty() {
-        return false;
-    }
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 || rest[..num_len] == *"." {
-            return false;
-        }
-        rest = &rest[num_len..];
-        let unit = ["ns", "us", "µs", "μs", "ms", "s", "m", "h"]
-            .into_iter()
-            .find(|u| rest.starts_with(u));
-        match unit {
-            Some(u) => rest = &rest[u.len()..],
-            None => return false,
-        }
-    }
-    true
 }
 
 #[cfg(test)]
@@ -374,21 +202,27 @@ mod tests {
     }
 
     #[test]
-    fn schedules_are_parsed_like_robfig_cron() {
-        assert!(parse_standard("0 0 * * mon-fri").is_ok());
-        assert!(parse_standard("@hourly").is_ok());
-        assert!(parse_standard("@every 1h30m").is_ok());
+    fn time_zones_are_looked_up_in_the_zone_database() {
+        let messages = |tz: &str| -> Vec<String> {
+            let mut c = minimal();
+            c["spec"]["timeZone"] = json!(tz);
+            CronJobStrategy.default(&mut c);
+            CronJobStrategy
+                .validate(&c)
+                .iter()
+                .map(FieldError::message)
+                .collect()
+        };
+        assert!(messages("Europe/Berlin").is_empty());
         assert_eq!(
-            parse_standard("foo").unwrap_err(),
-            "expected exactly 5 fields, found 1: [foo]"
+            messages("Mars/Olympus"),
+            vec!["spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"]
         );
         assert_eq!(
-            parse_standard("61 * * * *").unwrap_err(),
-            "end of range (61) above maximum (59): 61"
-        );
-        assert_eq!(
-            parse_standard("@often").unwrap_err(),
-            "unrecognized descriptor: @often"
+            messages("Local"),
+            vec![
+                "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+            ]
         );
     }
 

@@ -45,10 +45,7 @@ pub(crate) fn not_supported(path: &Path, rendered: String, supported: &[&str]) -
     }
 }
 
-/// Go's `%q` of a string.
-pub(crate) fn quote(s: &str) -> String {
-    format!("{s:?}")
-}
+pub(crate) use apimachinery::gofmt::quote;
 
 fn str_of(v: &Value) -> String {
     match v {

@@ -15,29 +15,7 @@ use crate::podinfo::PodInfo;
 /// The taint an unschedulable node implicitly has.
 pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
-/// Whether a toleration tolerates a taint (upstream `ToleratesTaint`).
-pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    let effect = t.effect.as_deref().unwrap_or("");
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = t.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match t.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            key == taint.key
-                && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
-}
-
-fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| tolerates(t, taint))
-}
+pub use runtime::selector::{tolerated, tolerates};
 
 /// NodeUnschedulable's filter.
 pub fn filter_unschedulable(pod: &PodInfo, node: &NodeSpec) -> Result<(), Status> {

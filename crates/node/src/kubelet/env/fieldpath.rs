@@ -106,55 +106,7 @@ pub fn format_map(m: &BTreeMap<String, String>) -> String {
         .join("\n")
 }
 
-/// Go's `strconv.Quote`: a double-quoted string with Go escapes for `"`, `\` and characters
-/// that are not printable. Go's printable set is letters, marks, numbers, punctuation,
-/// symbols and the ASCII space; here control characters, other white space and the common
-/// format characters are escaped, which covers what labels and annotations hold.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if !go_printable(c) => {
-                let n = c as u32;
-                if n < 0x10000 {
-                    out.push_str(&format!("\\u{n:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{n:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn go_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    // Format characters (category Cf) that appear in practice, and the private-use planes.
-    !matches!(c as u32,
-        0xad | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x180e | 0x200b..=0x200f
-        | 0x202a..=0x202e | 0x2060..=0x2064 | 0x2066..=0x206f | 0xfeff | 0xfff9..=0xfffb
-        | 0xe000..=0xf8ff | 0xf0000..=0x10ffff)
-}
+pub use apimachinery::gofmt::quote as go_quote;
 
 /// A container's resource value for `resourceFieldRef` (upstream
 /// `ExtractContainerResourceValue`): cpu in units of the divisor rounded up, memory, storage

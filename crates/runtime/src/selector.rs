@@ -1,4 +1,7 @@
-//! Label and node selectors, parsed once and matched many times.
+//! Label and node selectors and tolerations, parsed once and matched many times: the one
+//! implementation the scheduler, the DaemonSet controller, the node lifecycle controller and
+//! the workload controllers share (upstream `k8s.io/component-helpers/scheduling/corev1` and
+//! `metav1.LabelSelectorAsSelector`).
 //!
 //! [`LabelSelector`] is `metav1.LabelSelector` (matchLabels and In/NotIn/Exists/DoesNotExist
 //! expressions) as used by pod affinity terms and topology spread constraints.
@@ -209,6 +212,49 @@ pub fn map_matches(selector: &Labels, labels: &Labels) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
+/// Whether a pod spec's `nodeSelector` and required node affinity admit a node (upstream
+/// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`).
+pub fn node_admits(spec: &core::PodSpec, node_name: &str, labels: &Labels) -> bool {
+    let selector_ok = spec
+        .node_selector
+        .as_ref()
+        .is_none_or(|s| map_matches(s, labels));
+    selector_ok
+        && spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|na| {
+                na.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .is_none_or(|req| NodeSelector::parse(req).matches(labels, node_name))
+}
+
+/// Whether a toleration tolerates a taint (upstream `Toleration.ToleratesTaint`): the effect
+/// matches or is empty, the key matches or is empty, and `Exists` tolerates any value while
+/// `Equal` (or an empty operator) needs the same value.
+pub fn tolerates(t: &core::Toleration, taint: &core::Taint) -> bool {
+    let effect = t.effect.as_deref().unwrap_or("");
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = t.key.as_deref().unwrap_or("");
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    match t.operator.as_deref().unwrap_or("") {
+        "Exists" => true,
+        "Equal" | "" => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        _ => false,
+    }
+}
+
+/// Whether any of the tolerations tolerates the taint (upstream `TolerationsTolerateTaint`).
+pub fn tolerated(tolerations: &[core::Toleration], taint: &core::Taint) -> bool {
+    tolerations.iter().any(|t| tolerates(t, taint))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,5 +324,78 @@ mod tests {
         )
         .unwrap();
         assert!(!LabelSelector::parse(Some(&bad)).matches(&labels(json!({"k": "2"}))));
+    }
+
+    fn toleration(v: serde_json::Value) -> core::Toleration {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn taint(v: serde_json::Value) -> core::Taint {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn tolerations_tolerate_taints_as_upstream_tolerates_taint() {
+        let gpu = taint(json!({"key": "gpu", "value": "a100", "effect": "NoSchedule"}));
+        // (toleration, tolerates) — upstream's TestTolerationToleratesTaint cases.
+        for (t, want) in [
+            (
+                json!({"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}),
+                true,
+            ),
+            (json!({"key": "gpu", "value": "a100"}), true),
+            (
+                json!({"key": "gpu", "operator": "Equal", "value": "v100"}),
+                false,
+            ),
+            (json!({"key": "gpu", "operator": "Exists"}), true),
+            (
+                json!({"key": "gpu", "operator": "Exists", "effect": "NoExecute"}),
+                false,
+            ),
+            (json!({"operator": "Exists"}), true),
+            (json!({"operator": "Exists", "effect": "NoSchedule"}), true),
+            (json!({"key": "cpu", "operator": "Exists"}), false),
+            (json!({"key": "gpu", "operator": "Sometimes"}), false),
+        ] {
+            assert_eq!(tolerates(&toleration(t.clone()), &gpu), want, "{t}");
+        }
+        let valueless = taint(json!({"key": "dedicated", "effect": "NoSchedule"}));
+        assert!(tolerates(
+            &toleration(json!({"key": "dedicated"})),
+            &valueless
+        ));
+        assert!(tolerated(
+            &[
+                toleration(json!({"key": "x", "operator": "Exists"})),
+                toleration(json!({"key": "gpu", "operator": "Exists"}))
+            ],
+            &gpu
+        ));
+        assert!(!tolerated(&[], &gpu));
+    }
+
+    #[test]
+    fn node_selector_and_required_affinity_both_admit_a_node() {
+        let spec: core::PodSpec = serde_json::from_value(json!({
+            "containers": [],
+            "nodeSelector": {"disk": "ssd"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+        }))
+        .unwrap();
+        assert!(node_admits(
+            &spec,
+            "n1",
+            &labels(json!({"disk": "ssd", "zone": "a"}))
+        ));
+        assert!(!node_admits(
+            &spec,
+            "n1",
+            &labels(json!({"disk": "ssd", "zone": "b"}))
+        ));
+        assert!(!node_admits(&spec, "n1", &labels(json!({"zone": "a"}))));
+        let free = core::PodSpec::default();
+        assert!(node_admits(&free, "n1", &Labels::new()));
     }
 }
