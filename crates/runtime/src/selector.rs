@@ -12,130 +12,83 @@
 
 use std::collections::BTreeMap;
 
+use apimachinery::field::Path;
+use apimachinery::labels::{Operator, Requirement, Selector};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 /// Labels of an object.
 pub type Labels = BTreeMap<String, String>;
 
+/// One requirement from its API form (upstream `labels.NewRequirement`, key and values
+/// validated); `None` when invalid. `Gt`/`Lt` only where `numeric` (node selectors).
+fn requirement(key: &str, operator: &str, values: &[String], numeric: bool) -> Option<Requirement> {
+    let op = match operator {
+        "In" => Operator::In,
+        "NotIn" => Operator::NotIn,
+        "Exists" => Operator::Exists,
+        "DoesNotExist" => Operator::DoesNotExist,
+        "Gt" if numeric => Operator::GreaterThan,
+        "Lt" if numeric => Operator::LessThan,
+        _ => return None,
+    };
+    Requirement::new(key, op, values.to_vec(), &Path::new("")).ok()
+}
+
+/// A parsed `metav1.LabelSelector` (upstream `LabelSelectorAsSelector`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Op {
-    In(Vec<String>),
-    NotIn(Vec<String>),
-    Exists,
-    DoesNotExist,
-    Gt(i64),
-    Lt(i64),
-}
-
-/// One requirement on a key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Requirement {
-    key: String,
-    op: Op,
-}
-
-impl Requirement {
-    fn parse(key: &str, operator: &str, values: &[String], numeric: bool) -> Option<Requirement> {
-        let op = match operator {
-            "In" if !values.is_empty() => Op::In(values.to_vec()),
-            "NotIn" if !values.is_empty() => Op::NotIn(values.to_vec()),
-            "Exists" if values.is_empty() => Op::Exists,
-            "DoesNotExist" if values.is_empty() => Op::DoesNotExist,
-            "Gt" if numeric && values.len() == 1 => Op::Gt(values[0].parse().ok()?),
-            "Lt" if numeric && values.len() == 1 => Op::Lt(values[0].parse().ok()?),
-            _ => return None,
-        };
-        Some(Requirement {
-            key: key.to_string(),
-            op,
-        })
-    }
-
-    fn matches_value(&self, value: Option<&str>) -> bool {
-        match (&self.op, value) {
-            (Op::In(vs), Some(v)) => vs.iter().any(|x| x == v),
-            (Op::In(_), None) => false,
-            (Op::NotIn(vs), Some(v)) => !vs.iter().any(|x| x == v),
-            (Op::NotIn(_), None) => true,
-            (Op::Exists, v) => v.is_some(),
-            (Op::DoesNotExist, v) => v.is_none(),
-            (Op::Gt(n), Some(v)) => v.parse::<i64>().is_ok_and(|x| x > *n),
-            (Op::Lt(n), Some(v)) => v.parse::<i64>().is_ok_and(|x| x < *n),
-            (Op::Gt(_) | Op::Lt(_), None) => false,
-        }
-    }
-}
-
-/// A parsed `metav1.LabelSelector`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LabelSelector {
-    reqs: Vec<Requirement>,
-    /// An invalid selector matches nothing.
-    nothing: bool,
-}
+pub struct LabelSelector(Selector);
 
 impl LabelSelector {
     /// A selector matching everything (an empty selector).
     pub fn everything() -> Self {
-        LabelSelector {
-            reqs: Vec::new(),
-            nothing: false,
-        }
+        LabelSelector(Selector::everything())
     }
 
     /// A selector matching nothing (an absent selector where absence means none).
     pub fn nothing() -> Self {
-        LabelSelector {
-            reqs: Vec::new(),
-            nothing: true,
-        }
+        LabelSelector(Selector::nothing())
     }
 
-    /// Parses a selector; `None` (absent) matches nothing, as `LabelSelectorAsSelector(nil)`.
+    /// Parses a selector; `None` (absent) and an invalid one match nothing.
     pub fn parse(s: Option<&meta::LabelSelector>) -> Self {
         let Some(s) = s else {
             return Self::nothing();
         };
         let mut reqs = Vec::new();
         for (k, v) in s.match_labels.iter().flatten() {
-            reqs.push(Requirement {
-                key: k.clone(),
-                op: Op::In(vec![v.clone()]),
-            });
-        }
-        for e in s.match_expressions.iter().flatten() {
-            let values = e.values.clone().unwrap_or_default();
-            match Requirement::parse(&e.key, &e.operator, &values, false) {
+            match requirement(k, "In", std::slice::from_ref(v), false) {
                 Some(r) => reqs.push(r),
                 None => return Self::nothing(),
             }
         }
-        LabelSelector {
-            reqs,
-            nothing: false,
+        for e in s.match_expressions.iter().flatten() {
+            let values = e.values.clone().unwrap_or_default();
+            match requirement(&e.key, &e.operator, &values, false) {
+                Some(r) => reqs.push(r),
+                None => return Self::nothing(),
+            }
         }
+        LabelSelector(Selector::everything().with_requirements(reqs))
     }
 
     /// Adds `key In (value)` (matchLabelKeys of topology spread constraints).
     pub fn require(&mut self, key: &str, value: &str) {
-        self.reqs.push(Requirement {
-            key: key.to_string(),
-            op: Op::In(vec![value.to_string()]),
-        });
+        if let Some(r) = requirement(key, "In", &[value.to_string()], false) {
+            let sel = std::mem::take(&mut self.0);
+            self.0 = sel.with_requirements([r]);
+        } else {
+            self.0 = Selector::nothing();
+        }
     }
 
     pub fn matches(&self, labels: &Labels) -> bool {
-        !self.nothing
-            && self
-                .reqs
-                .iter()
-                .all(|r| r.matches_value(labels.get(&r.key).map(String::as_str)))
+        self.0.matches(labels)
     }
 
     /// Whether the selector is empty (matches everything).
     pub fn is_everything(&self) -> bool {
-        !self.nothing && self.reqs.is_empty()
+        self.0.is_empty()
     }
 }
 
@@ -157,7 +110,7 @@ impl NodeSelectorTerm {
         };
         for e in t.match_expressions.iter().flatten() {
             let values = e.values.clone().unwrap_or_default();
-            match Requirement::parse(&e.key, &e.operator, &values, true) {
+            match requirement(&e.key, &e.operator, &values, true) {
                 Some(r) => term.labels.push(r),
                 None => term.valid = false,
             }
@@ -165,9 +118,17 @@ impl NodeSelectorTerm {
         for e in t.match_fields.iter().flatten() {
             let values = e.values.clone().unwrap_or_default();
             let ok_op = matches!(e.operator.as_str(), "In" | "NotIn") && values.len() == 1;
-            match Requirement::parse(&e.key, &e.operator, &values, false) {
-                Some(r) if ok_op && e.key == "metadata.name" => term.fields.push(r),
-                _ => term.valid = false,
+            if ok_op && e.key == "metadata.name" {
+                let op = if e.operator == "In" {
+                    Operator::In
+                } else {
+                    Operator::NotIn
+                };
+                // Node names, not label values: taken as given.
+                term.fields
+                    .push(Requirement::unchecked("metadata.name", op, values));
+            } else {
+                term.valid = false;
             }
         }
         term
@@ -178,10 +139,20 @@ impl NodeSelectorTerm {
         if !self.valid || (self.labels.is_empty() && self.fields.is_empty()) {
             return false;
         }
-        self.labels
-            .iter()
-            .all(|r| r.matches_value(labels.get(&r.key).map(String::as_str)))
-            && self.fields.iter().all(|r| r.matches_value(Some(node_name)))
+        self.labels.iter().all(|r| r.matches(labels))
+            && self
+                .fields
+                .iter()
+                .all(|r| r.matches(&NodeFields(node_name)))
+    }
+}
+
+/// A node's selectable fields (`metadata.name`), looked up like labels.
+struct NodeFields<'a>(&'a str);
+
+impl apimachinery::labels::Labels for NodeFields<'_> {
+    fn label(&self, key: &str) -> Option<&str> {
+        (key == "metadata.name").then_some(self.0)
     }
 }
 

@@ -185,6 +185,17 @@ impl Requirement {
         }
     }
 
+    /// A requirement taken as given, without validating key or values: for field
+    /// requirements (a node selector's `matchFields` on `metadata.name`), whose values are
+    /// object names rather than label values.
+    pub fn unchecked(key: &str, operator: Operator, values: Vec<String>) -> Requirement {
+        Requirement {
+            key: key.to_string(),
+            operator,
+            values,
+        }
+    }
+
     pub fn key(&self) -> &str {
         &self.key
     }
