@@ -277,7 +277,7 @@ async fn report(server: &ApiServer, cluster: &str, obj: &Value) -> Result<(), Ap
 /// The logical clusters served now (Ready, not being deleted).
 fn served_clusters(server: &ApiServer) -> Vec<String> {
     let filter = Filter {
-        cluster: Some(crate::route::ROOT_CLUSTER.to_string()),
+        cluster: Some(apimachinery::cluster::ROOT.to_string()),
         ..Filter::default()
     };
     server

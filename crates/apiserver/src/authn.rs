@@ -130,7 +130,7 @@ pub fn pki_secret_name(cluster: &str) -> String {
 
 /// The service-account issuer of a cluster.
 pub fn issuer(external_url: &str, cluster: &str) -> String {
-    if cluster == crate::route::ROOT_CLUSTER {
+    if cluster == apimachinery::cluster::ROOT {
         external_url.to_string()
     } else {
         format!("{external_url}/clusters/{cluster}")
@@ -148,13 +148,13 @@ impl Authenticator {
 
     /// The trust material of a cluster, if the cluster has been provisioned.
     pub fn trust(&self, server: &ApiServer, cluster: &str) -> Option<Arc<Trust>> {
-        if cluster == crate::route::ROOT_CLUSTER {
+        if cluster == apimachinery::cluster::ROOT {
             return Some(self.root.clone());
         }
         let secret = server.store.cache.get(
             "",
             "secrets",
-            crate::route::ROOT_CLUSTER,
+            apimachinery::cluster::ROOT,
             SYSTEM_NAMESPACE,
             &pki_secret_name(cluster),
         )?;

@@ -8,7 +8,7 @@ pub async fn exists(server: &ApiServer, cluster: &str) -> bool {
     let obj = server.store.cache.get(
         "core.matryoshka.dev",
         "logicalclusters",
-        crate::route::ROOT_CLUSTER,
+        apimachinery::cluster::ROOT,
         "",
         cluster,
     );

@@ -147,7 +147,7 @@ fn authenticate(
                 .authn
                 .authenticate(
                     server,
-                    crate::route::ROOT_CLUSTER,
+                    apimachinery::cluster::ROOT,
                     chain.as_deref(),
                     auth.as_deref(),
                 )
@@ -202,7 +202,7 @@ where
         }
         let attrs =
             crate::authz::Attributes::resource(verb, GROUP, RESOURCE, "").named(&oreq.repository);
-        if let Err(e) = crate::authz::check(server, crate::route::ROOT_CLUSTER, &user, &attrs) {
+        if let Err(e) = crate::authz::check(server, apimachinery::cluster::ROOT, &user, &attrs) {
             return refuse(ErrorCode::Denied, e.message);
         }
     }

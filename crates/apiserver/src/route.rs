@@ -8,7 +8,8 @@
 //! **Architecture Invariant:** the cluster is decided here, once, from the path only — never
 //! from a query string, a header or the body — and every later step uses the decided cluster.
 
-pub use apimachinery::cluster::{ALL_CLUSTERS, CLUSTER_ANNOTATION, ROOT as ROOT_CLUSTER};
+use apimachinery::cluster;
+pub use apimachinery::cluster::{ALL_CLUSTERS, CLUSTER_ANNOTATION};
 
 /// What a request path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +90,7 @@ pub fn valid_cluster_name(s: &str) -> bool {
 
 /// Routes a request path (without the query string).
 pub fn route(path: &str) -> Routed {
-    let mut cluster = ROOT_CLUSTER.to_string();
+    let mut cluster = cluster::ROOT.to_string();
     let mut rest = path;
     if let Some(after) = path.strip_prefix("/clusters/") {
         let (name, tail) = match after.find('/') {
@@ -104,7 +105,7 @@ pub fn route(path: &str) -> Routed {
                 path: tail.to_string(),
             };
         }
-        if !valid_cluster_name(name) || name == ROOT_CLUSTER {
+        if !valid_cluster_name(name) || name == cluster::ROOT {
             return Routed {
                 cluster: String::new(),
                 route: Route::NotFound,
@@ -344,7 +345,7 @@ mod tests {
         let r = route("/clusters/tenant-a/api/v1/namespaces/default/pods");
         assert_eq!(r.cluster, "tenant-a");
         assert!(matches!(r.route, Route::Resource(_)));
-        assert_eq!(route("/api/v1/pods").cluster, ROOT_CLUSTER);
+        assert_eq!(route("/api/v1/pods").cluster, cluster::ROOT);
         assert_eq!(route("/clusters/a").route, Route::NotFound);
         assert_eq!(route("/clusters/a/").route, Route::NotFound);
         for bad in [

@@ -165,7 +165,7 @@ impl ApiServer {
 
     /// Whether a logical cluster is served.
     pub async fn cluster_exists(&self, cluster: &str) -> bool {
-        cluster == route::ROOT_CLUSTER || crate::clusters::exists(self, cluster).await
+        cluster == apimachinery::cluster::ROOT || crate::clusters::exists(self, cluster).await
     }
 
     /// Handles one request whose body is in memory.
@@ -397,11 +397,11 @@ pub use apimachinery::cluster::VERSION_ANNOTATION;
 /// The `/version` document of `cluster`: the release its LogicalCluster's
 /// [`VERSION_ANNOTATION`] names, else the server's own.
 pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value {
-    if cluster != route::ROOT_CLUSTER
+    if cluster != apimachinery::cluster::ROOT
         && let Some(lc) = server.store.cache.get(
             crate::tenancy::GROUP,
             crate::tenancy::PLURAL,
-            route::ROOT_CLUSTER,
+            apimachinery::cluster::ROOT,
             "",
             cluster,
         )
@@ -496,7 +496,7 @@ pub async fn start_with(
         Arc::new(crate::services::ServiceAllocator::default()),
     );
     let server = ApiServer::new(store, catalog, config)?;
-    crate::bootstrap::seed(&server, route::ROOT_CLUSTER).await?;
+    crate::bootstrap::seed(&server, apimachinery::cluster::ROOT).await?;
     crate::tenancy::start(server.clone()).await?;
     crate::aggregation::start(&server)?;
     crate::crds::start(&server)?;

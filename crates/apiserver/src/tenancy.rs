@@ -24,8 +24,8 @@ use registry::{ResourceDef, Strategy};
 use serde_json::{Value, json};
 
 use crate::authn::{SYSTEM_NAMESPACE, pki_secret_name};
-use crate::route::ROOT_CLUSTER;
 use crate::server::ApiServer;
+use apimachinery::cluster;
 use pki::Ca;
 
 pub const GROUP: &str = "core.matryoshka.dev";
@@ -54,7 +54,7 @@ static LOGICAL_CLUSTERS: Resource = Resource {
 };
 
 /// Names that are not clusters.
-const RESERVED: &[&str] = &[ROOT_CLUSTER, "*", "system"];
+const RESERVED: &[&str] = &[cluster::ROOT, "*", "system"];
 
 struct LogicalClusterStrategy;
 
@@ -189,7 +189,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let pki_write = async {
         match pki {
             Some(s) => {
-                create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, s).await
+                create_or_keep(server, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, s).await
             }
             None => Ok(()),
         }
@@ -197,7 +197,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let (pki_done, namespaces, kc_done) = futures::join!(
         pki_write,
         crate::bootstrap::seed_namespaces(server, name),
-        create_or_keep(server, ROOT_CLUSTER, "", "secrets", SYSTEM_NAMESPACE, kc),
+        create_or_keep(server, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, kc),
     );
     pki_done?;
     namespaces?;
@@ -227,10 +227,10 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     // 4. Ready.
     let res = server
         .catalog
-        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
+        .lookup(cluster::ROOT, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
     let loc = Location {
-        cluster: ROOT_CLUSTER,
+        cluster: cluster::ROOT,
         namespace: "",
         name,
     };
@@ -261,7 +261,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 
 /// The CA (with key) of a provisioned cluster.
 pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
-    if name == ROOT_CLUSTER {
+    if name == cluster::ROOT {
         return Ok(Ca {
             pair: server.config.root_ca.clone(),
         });
@@ -272,7 +272,7 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
         .get(
             "",
             "secrets",
-            ROOT_CLUSTER,
+            cluster::ROOT,
             SYSTEM_NAMESPACE,
             &pki_secret_name(name),
         )
@@ -310,7 +310,7 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         .ok_or_else(|| ApiError::internal("secrets are not served"))?;
     for s in [pki_secret_name(name), format!("{name}-admin-kubeconfig")] {
         let loc = Location {
-            cluster: ROOT_CLUSTER,
+            cluster: cluster::ROOT,
             namespace: SYSTEM_NAMESPACE,
             name: &s,
         };
@@ -330,10 +330,10 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     server.openapi.set(name, None);
     let res = server
         .catalog
-        .lookup(ROOT_CLUSTER, GROUP, VERSION, PLURAL)
+        .lookup(cluster::ROOT, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
     let loc = Location {
-        cluster: ROOT_CLUSTER,
+        cluster: cluster::ROOT,
         namespace: "",
         name,
     };
@@ -369,7 +369,7 @@ async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let Some(obj) = server
         .store
         .cache
-        .get(GROUP, PLURAL, ROOT_CLUSTER, "", name)
+        .get(GROUP, PLURAL, cluster::ROOT, "", name)
     else {
         return Ok(());
     };
@@ -388,7 +388,7 @@ async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
     create_or_keep(
         &server,
-        ROOT_CLUSTER,
+        cluster::ROOT,
         "",
         "namespaces",
         "",
@@ -396,7 +396,7 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
     )
     .await?;
     let filter = Filter {
-        cluster: Some(ROOT_CLUSTER.into()),
+        cluster: Some(cluster::ROOT.into()),
         ..Filter::default()
     };
     let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, filter)?;

@@ -438,7 +438,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             // Upstream's reconciler repairs the endpoints every 10 s; unchanged ones are not
             // written again.
             loop {
-                let cluster = apiserver::route::ROOT_CLUSTER;
+                let cluster = apimachinery::cluster::ROOT;
                 if let Err(e) =
                     apiserver::bootstrap::reconcile_kubernetes_endpoints(&server, cluster, ip, port)
                         .await

@@ -12,7 +12,7 @@ use parking_lot::RwLock;
 use crate::resource::ResourceDef;
 
 /// The name of the root cluster, where root-only resources are served.
-pub use apimachinery::cluster::ROOT;
+use apimachinery::cluster::ROOT;
 
 /// Served resources.
 pub struct Catalog {

@@ -6,7 +6,7 @@
 //! are validated before they reach a key, so no segment contains `/`.
 
 /// Every key starts with this.
-pub const ROOT: &str = "/registry/";
+pub const KEY_PREFIX: &str = "/registry/";
 
 /// The segment that spells the core (`""`) group.
 const CORE: &str = "core";
@@ -18,10 +18,13 @@ fn group_segment(group: &str) -> &str {
 /// The key of one object.
 pub fn object(cluster: &str, group: &str, resource: &str, namespace: &str, name: &str) -> String {
     if namespace.is_empty() {
-        format!("{ROOT}{cluster}/{}/{resource}/{name}", group_segment(group))
+        format!(
+            "{KEY_PREFIX}{cluster}/{}/{resource}/{name}",
+            group_segment(group)
+        )
     } else {
         format!(
-            "{ROOT}{cluster}/{}/{resource}/{namespace}/{name}",
+            "{KEY_PREFIX}{cluster}/{}/{resource}/{namespace}/{name}",
             group_segment(group)
         )
     }
@@ -30,10 +33,10 @@ pub fn object(cluster: &str, group: &str, resource: &str, namespace: &str, name:
 /// The prefix of a resource's objects in a cluster, optionally in one namespace.
 pub fn collection(cluster: &str, group: &str, resource: &str, namespace: &str) -> String {
     if namespace.is_empty() {
-        format!("{ROOT}{cluster}/{}/{resource}/", group_segment(group))
+        format!("{KEY_PREFIX}{cluster}/{}/{resource}/", group_segment(group))
     } else {
         format!(
-            "{ROOT}{cluster}/{}/{resource}/{namespace}/",
+            "{KEY_PREFIX}{cluster}/{}/{resource}/{namespace}/",
             group_segment(group)
         )
     }
@@ -41,7 +44,7 @@ pub fn collection(cluster: &str, group: &str, resource: &str, namespace: &str) -
 
 /// The prefix of everything in a logical cluster.
 pub fn cluster(cluster: &str) -> String {
-    format!("{ROOT}{cluster}/")
+    format!("{KEY_PREFIX}{cluster}/")
 }
 
 /// A key taken apart.
@@ -57,7 +60,7 @@ pub struct Parsed<'a> {
 
 /// Parses an object key; `None` for anything that is not one.
 pub fn parse(key: &[u8]) -> Option<Parsed<'_>> {
-    let s = std::str::from_utf8(key).ok()?.strip_prefix(ROOT)?;
+    let s = std::str::from_utf8(key).ok()?.strip_prefix(KEY_PREFIX)?;
     let parts: Vec<&str> = s.split('/').collect();
     let (cluster, group, resource, namespace, name) = match parts.as_slice() {
         [c, g, r, n] => (*c, *g, *r, "", *n),

@@ -28,11 +28,12 @@ use tokio::sync::watch;
 use crate::client::{CLUSTER_ANNOTATION, ClusterClients, ROOT};
 use crate::error::Result;
 pub use crate::store::Store;
+pub use apimachinery::cluster::ClusterName;
 
 /// Where an object lives: its cluster, namespace (empty when cluster-scoped) and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
-    pub cluster: String,
+    pub cluster: ClusterName,
     pub namespace: String,
     pub name: String,
 }
@@ -40,7 +41,7 @@ pub struct ObjectKey {
 impl ObjectKey {
     pub fn new(cluster: &str, namespace: &str, name: &str) -> Self {
         ObjectKey {
-            cluster: cluster.to_string(),
+            cluster: ClusterName::from(cluster),
             namespace: namespace.to_string(),
             name: name.to_string(),
         }
@@ -64,7 +65,7 @@ pub fn take_key<K: Resource>(obj: &mut K) -> ObjectKey {
         .annotations
         .as_mut()
         .and_then(|a| a.remove(CLUSTER_ANNOTATION))
-        .unwrap_or_else(|| ROOT.to_string());
+        .map_or_else(ClusterName::root, ClusterName::from);
     if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
         meta.annotations = None;
     }

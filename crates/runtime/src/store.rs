@@ -17,12 +17,12 @@ use std::sync::Arc;
 use kube::Resource;
 use parking_lot::RwLock;
 
-use crate::informer::ObjectKey;
+use crate::informer::{ClusterName, ObjectKey};
 
 struct Inner<K> {
     objects: BTreeMap<ObjectKey, Arc<K>>,
     /// Keys of objects by (cluster, controller UID).
-    controlled: HashMap<(String, String), BTreeSet<ObjectKey>>,
+    controlled: HashMap<(ClusterName, String), BTreeSet<ObjectKey>>,
     /// Keys of objects that have no controller.
     orphans: BTreeSet<ObjectKey>,
 }
@@ -141,7 +141,7 @@ impl<K> Store<K> {
             .take_while(|k| k.cluster == cluster && k.namespace == namespace);
         let controlled = inner
             .controlled
-            .get(&(cluster.to_string(), owner_uid.to_string()))
+            .get(&(ClusterName::from(cluster), owner_uid.to_string()))
             .into_iter()
             .flatten()
             .filter(|k| k.namespace == namespace);

@@ -27,7 +27,7 @@ pub struct Sync {
     /// The earliest time the Deployment must be looked at again.
     pub requeue: Option<Duration>,
     /// The Deployment's cluster and the recorder of its events (`ScalingReplicaSet`).
-    pub cluster: String,
+    pub cluster: runtime::informer::ClusterName,
     pub events: runtime::events::Recorder,
 }
 

@@ -7,6 +7,7 @@
 //! edge is kept in the dependents index all the same, and the dependent is queued to check
 //! whether its owner exists. Pure data: no I/O, unit-tested.
 
+use runtime::informer::ClusterName;
 use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -17,12 +18,12 @@ pub const FOREGROUND: &str = "foregroundDeletion";
 pub const ORPHAN: &str = "orphan";
 
 /// (cluster, uid): a node's identity in the graph.
-pub type Uid = (String, String);
+pub type Uid = (ClusterName, String);
 
 /// What an object is and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    pub cluster: String,
+    pub cluster: ClusterName,
     pub api_version: String,
     pub kind: String,
     pub namespace: String,
@@ -48,9 +49,9 @@ pub struct Node {
 pub enum Work {
     /// Check whether the object should be deleted (its owners are gone or going), or finish
     /// a foreground deletion.
-    AttemptToDelete(String, String),
+    AttemptToDelete(ClusterName, String),
     /// Remove the object's dependents' references to it, then its orphan finalizer.
-    AttemptToOrphan(String, String),
+    AttemptToOrphan(ClusterName, String),
 }
 
 /// The dependency graph.
@@ -72,7 +73,8 @@ fn delete_work(id: &Uid) -> Work {
 
 impl Graph {
     pub fn get(&self, cluster: &str, uid: &str) -> Option<&Node> {
-        self.nodes.get(&(cluster.to_string(), uid.to_string()))
+        self.nodes
+            .get(&(ClusterName::from(cluster), uid.to_string()))
     }
 
     pub fn len(&self) -> usize {
@@ -86,7 +88,7 @@ impl Graph {
     /// The dependents of an owner that still exist in the graph.
     pub fn dependents(&self, cluster: &str, uid: &str) -> Vec<Node> {
         self.dependents
-            .get(&(cluster.to_string(), uid.to_string()))
+            .get(&(ClusterName::from(cluster), uid.to_string()))
             .into_iter()
             .flatten()
             .filter_map(|d| self.get(cluster, d).cloned())
@@ -233,7 +235,7 @@ impl Graph {
 
     /// Records a deleted object; the work it causes.
     pub fn remove(&mut self, cluster: &str, uid: &str) -> Vec<Work> {
-        let id: Uid = (cluster.to_string(), uid.to_string());
+        let id: Uid = (ClusterName::from(cluster), uid.to_string());
         let mut work = Vec::new();
         if let Some(node) = self.nodes.remove(&id) {
             for r in &node.owners {

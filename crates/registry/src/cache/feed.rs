@@ -91,7 +91,7 @@ impl WatchCache {
         loop {
             let page = storage
                 .list(
-                    key::ROOT.as_bytes(),
+                    key::KEY_PREFIX.as_bytes(),
                     ListOptions {
                         limit: Some(10_000),
                         continue_token: token,
@@ -323,7 +323,7 @@ async fn prepare_batch(
 /// Feeds the cache from storage; re-lists when the storage watch fails.
 pub(super) async fn run(cache: Weak<WatchCache>, storage: Arc<dyn Storage>, mut rev: i64) {
     'watch: loop {
-        let mut w = match storage.watch(key::ROOT.as_bytes(), rev).await {
+        let mut w = match storage.watch(key::KEY_PREFIX.as_bytes(), rev).await {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, "watch cache: storage watch failed to start; re-listing");
