@@ -96,6 +96,9 @@ pub async fn resource(
         ("get", None) => read::get(server, ctx, &res, &loc).await,
         ("list", None) => read::list(server, ctx, &res, p).await,
         ("watch", None) => read::watch(server, ctx, &res, p).await,
+        ("create", None) if res.group.is_empty() && res.plural == "bindings" => {
+            sub::legacy_binding(server, ctx, &loc).await
+        }
         ("create", None) => {
             if !p.namespace.is_empty() || !res.namespaced {
                 write::create(server, ctx, &res, &loc).await

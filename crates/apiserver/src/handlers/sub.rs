@@ -230,6 +230,39 @@ pub fn set_pointer(obj: &mut Value, ptr: &str, value: Value) {
     }
 }
 
+/// `POST /api/v1/namespaces/<ns>/bindings`: the legacy form of `pods/binding`, binding the
+/// pod its `metadata.name` names (upstream serves both with one `BindingREST`).
+pub async fn legacy_binding(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
+    let b = codec::decode_object(ctx)?;
+    let name = meta::name(&b).to_string();
+    if name.is_empty() {
+        return Err(ApiError::invalid(
+            "Binding",
+            "",
+            "",
+            &vec![FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            )]
+            .into(),
+        ));
+    }
+    let pods = server
+        .catalog
+        .lookup(loc.cluster, "", "v1", "pods")
+        .ok_or_else(ApiError::no_route)?;
+    let pod = Location {
+        cluster: loc.cluster,
+        namespace: loc.namespace,
+        name: &name,
+    };
+    bind(server, ctx, &pods, &pod, b).await
+}
+
 async fn binding(
     server: &Arc<ApiServer>,
     ctx: &mut Ctx,
@@ -237,6 +270,16 @@ async fn binding(
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
     let b = codec::decode_object(ctx)?;
+    bind(server, ctx, res, loc, b).await
+}
+
+async fn bind(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    res: &ResourceDef,
+    loc: &Location<'_>,
+    b: Value,
+) -> Result<Response<Body>, ApiError> {
     let node = b
         .pointer("/target/name")
         .and_then(Value::as_str)
