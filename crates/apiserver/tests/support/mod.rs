@@ -1,24 +1,22 @@
-//! Request-level test support: an API server over a temporary embedded store, and requests
-//! handled as the system identity (status code and decoded body).
+//! Request-level test support on `testkit`: an API server over a temporary embedded store, and
+//! requests handled as the system identity (status code and decoded body).
 #![allow(dead_code)]
 
 pub mod webhook;
 
 use std::sync::Arc;
 
-use apiserver::auth::{UserExt, UserInfo};
-use apiserver::server::{ApiServer, Caller};
-use bytes::Bytes;
-use http::{Method, Request};
-use http_body_util::BodyExt;
+use apiserver::server::ApiServer;
+use http::Method;
 use serde_json::Value;
+
+#[allow(unused_imports)]
+pub use testkit::status::cause_fields;
 
 /// A started server; the directory holds its store and must outlive it.
 pub async fn server() -> (tempfile::TempDir, Arc<ApiServer>) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = storage::embedded::EmbeddedStore::open(dir.path()).unwrap();
-    let server = apiserver::server::start(Arc::new(store)).await.unwrap();
-    (dir, server)
+    let (api, dir) = testkit::Server::start().await.into_parts();
+    (dir, api)
 }
 
 /// A bodiless request.
@@ -34,23 +32,6 @@ pub async fn call_with(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req.body(Bytes::from(body.to_string())).unwrap();
-    let resp = server
-        .handle(req, Caller::Internal(UserInfo::system()))
-        .await;
-    let code = resp.status().as_u16();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
-}
-
-/// The `field` of every cause of a `Status`, in order.
-pub fn cause_fields(status: &Value) -> Vec<&str> {
-    status["details"]["causes"]
-        .as_array()
-        .map(|cs| cs.iter().filter_map(|c| c["field"].as_str()).collect())
-        .unwrap_or_default()
+    let r = testkit::server::request(server, method, uri, headers, body).await;
+    (r.code, r.body)
 }

@@ -4,10 +4,8 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::time::Duration;
 
 use apiserver::ApiServer;
 use apiserver::local::LocalService;
@@ -28,8 +26,7 @@ pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICAT
 /// Per-cluster clients the harness keeps (each holds a task).
 pub const TEST_CLIENT_CACHE: usize = 2;
 
-/// How long a test waits for the controllers before failing.
-pub const PATIENCE: Duration = Duration::from_secs(60);
+pub use testkit::PATIENCE;
 
 pub struct Harness {
     pub server: Arc<ApiServer>,
@@ -40,47 +37,11 @@ pub struct Harness {
 }
 
 pub async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
-    let server = apiserver::server::start(Arc::new(store))
-        .await
-        .expect("server");
-    (server, dir)
+    testkit::Server::start().await.into_parts()
 }
 
-/// Clients over `server`'s in-memory transport, as the system identity.
-pub fn clients(server: &Arc<ApiServer>) -> ClusterClients {
-    ClusterClients::in_memory(LocalService::system(server.clone()))
-}
-
-/// Makes a logical cluster exist: a LogicalCluster in the root cluster, provisioned by the
-/// server until Ready.
-pub async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
-    let ar = kube::discovery::ApiResource {
-        group: "core.matryoshka.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "core.matryoshka.dev/v1alpha1".into(),
-        kind: "LogicalCluster".into(),
-        plural: "logicalclusters".into(),
-    };
-    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
-        .cluster("root")
-        .unwrap();
-    let api: Api<kube::api::DynamicObject> = Api::all_with(root, &ar);
-    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name},
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create the LogicalCluster");
-    wait_for(&api, name, "the cluster to be Ready", |c| {
-        c.and_then(|c| c.data.pointer("/status/phase"))
-            .and_then(|p| p.as_str())
-            == Some("Ready")
-    })
-    .await;
-}
+#[allow(unused_imports)]
+pub use testkit::server::{add_cluster, clients};
 
 impl Harness {
     /// A server with `clusters` besides the root, and the controllers running.
@@ -164,68 +125,8 @@ impl Harness {
     }
 }
 
-/// Waits until `pred` holds for the objects `api` lists (re-checked on every watch event).
-pub async fn wait_list<K>(api: &Api<K>, what: &str, pred: impl Fn(&[K]) -> bool) -> Vec<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    let mut objs: BTreeMap<String, K> = BTreeMap::new();
-    let mut init: Option<BTreeMap<String, K>> = None;
-    let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
-    let fut = async {
-        while let Some(ev) = stream.next().await {
-            match ev.expect("watch") {
-                watcher::Event::Apply(o) => {
-                    objs.insert(o.name_any(), o);
-                }
-                watcher::Event::Delete(o) => {
-                    objs.remove(&o.name_any());
-                }
-                watcher::Event::Init => {
-                    init = Some(BTreeMap::new());
-                    continue;
-                }
-                watcher::Event::InitApply(o) => {
-                    init.get_or_insert_with(BTreeMap::new)
-                        .insert(o.name_any(), o);
-                    continue;
-                }
-                watcher::Event::InitDone => objs = init.take().unwrap_or_default(),
-            }
-            let list: Vec<K> = objs.values().cloned().collect();
-            if pred(&list) {
-                return list;
-            }
-        }
-        panic!("watch ended while waiting for {what}");
-    };
-    match tokio::time::timeout(PATIENCE, fut).await {
-        Ok(v) => v,
-        Err(_) => {
-            let names: Vec<String> = objs.keys().cloned().collect();
-            panic!("timed out waiting for {what}; last seen: {names:?}")
-        }
-    }
-}
-
-/// Waits until the named object satisfies `pred` (`None`: it does not exist).
-pub async fn wait_for<K>(
-    api: &Api<K>,
-    name: &str,
-    what: &str,
-    pred: impl Fn(Option<&K>) -> bool,
-) -> Option<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    let api2 = api.clone();
-    let name2 = name.to_string();
-    let list = wait_list(&api2, what, |objs| {
-        pred(objs.iter().find(|o| o.name_any() == name2))
-    })
-    .await;
-    list.into_iter().find(|o| o.name_any() == name)
-}
+#[allow(unused_imports)]
+pub use testkit::{wait_for, wait_list};
 
 /// A stand-in kubelet for one namespace: every pod that is not Ready becomes Running and
 /// Ready. Stopped by aborting the handle.

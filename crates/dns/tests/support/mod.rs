@@ -16,7 +16,6 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_server::ServerFuture;
 use hickory_server::authority::MessageResponseBuilder;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
-use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
 use runtime::client::{ClientFactory, ClusterClients, InMemory};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,14 +32,7 @@ pub struct Env {
 impl Env {
     /// A server with the logical clusters `clusters` (besides the root).
     pub async fn start(clusters: &[&str]) -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
-        let server = apiserver::server::start(Arc::new(store))
-            .await
-            .expect("server");
-        for c in clusters {
-            add_cluster(&server, c).await;
-        }
+        let (server, dir) = testkit::Server::with_clusters(clusters).await.into_parts();
         Env { server, _dir: dir }
     }
 
@@ -57,37 +49,6 @@ impl Env {
             .all_clusters()
             .expect("all-clusters client")
     }
-}
-
-async fn add_cluster(server: &Arc<ApiServer>, name: &str) {
-    let ar = kube::discovery::ApiResource {
-        group: "core.matryoshka.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "core.matryoshka.dev/v1alpha1".into(),
-        kind: "LogicalCluster".into(),
-        plural: "logicalclusters".into(),
-    };
-    let root = ClusterClients::in_memory(LocalService::system(server.clone()))
-        .cluster("root")
-        .unwrap();
-    let api: Api<kube::api::DynamicObject> = Api::all_with(root, &ar);
-    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name},
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create the LogicalCluster");
-    let ready =
-        kube::runtime::wait::await_condition(api, name, |c: Option<&kube::api::DynamicObject>| {
-            c.and_then(|c| c.data.pointer("/status/phase"))
-                .and_then(|p| p.as_str())
-                == Some("Ready")
-        });
-    tokio::time::timeout(WAIT, ready)
-        .await
-        .expect("the cluster is Ready in time")
-        .expect("watching the cluster");
 }
 
 /// How a test query is sent.

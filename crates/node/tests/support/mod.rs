@@ -35,15 +35,10 @@ impl Env {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
-        let server = apiserver::server::start(Arc::new(store))
-            .await
-            .expect("server");
-        let client =
-            ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
-                .cluster("root")
-                .expect("root client");
+        let (server, dir) = testkit::Server::start().await.into_parts();
+        let client = testkit::server::clients(&server)
+            .cluster("root")
+            .expect("root client");
         // What the root-CA publisher of the controllers (not run here) gives every namespace:
         // pods' token volumes read `ca.crt` from it.
         let ca = serde_json::json!({

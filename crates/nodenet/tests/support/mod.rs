@@ -22,7 +22,6 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodenet::podnet::cni::{self, Attachment, Cni};
 use nodenet::podnet::{Fabric, FabricConfig, Machine, Netns, NetnsTask, netns};
 use nodenet::{NodeNetwork, NodeNetworkConfig};
-use runtime::client::ClusterClients;
 use tokio::process::Child;
 use tokio::sync::oneshot;
 
@@ -39,15 +38,10 @@ pub struct Env {
 
 impl Env {
     pub async fn start() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
-        let server = apiserver::server::start(Arc::new(store))
-            .await
-            .expect("server");
-        let client =
-            ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
-                .cluster("root")
-                .expect("root client");
+        let (server, dir) = testkit::Server::start().await.into_parts();
+        let client = testkit::server::clients(&server)
+            .cluster("root")
+            .expect("root client");
         Env {
             server,
             client,

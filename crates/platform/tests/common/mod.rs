@@ -10,16 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::ApiServer;
-use apiserver::auth::UserInfo;
 use apiserver::local::LocalService;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use runtime::client::ClusterClients;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-
-/// How long a test waits for the controllers.
-pub const PATIENCE: Duration = Duration::from_secs(60);
 
 pub struct Harness {
     pub server: Arc<ApiServer>,
@@ -105,16 +101,7 @@ impl Harness {
 
     /// A root-cluster client acting as `user` in `groups`.
     pub fn as_user(&self, user: &str, groups: &[&str]) -> kube::Client {
-        let mut groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
-        groups.push("system:authenticated".into());
-        let info = UserInfo {
-            name: user.into(),
-            uid: String::new(),
-            groups,
-            extra: Vec::new(),
-        };
-        let svc = apiserver::local::LocalService::as_user(self.server.clone(), info);
-        kube::Client::new(svc, "default")
+        testkit::server::as_user(&self.server, user, groups)
     }
 
     pub async fn stop(mut self) {
@@ -175,24 +162,8 @@ pub async fn create_tenant(client: &kube::Client, ns: &str, name: &str, spec: Va
         .expect("create the tenant");
 }
 
-/// Polls `f` until it gives `Some`, failing the test after [`PATIENCE`].
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
+#[allow(unused_imports)]
+pub use testkit::eventually;
 
 /// Waits until the object's condition `ty` is True.
 pub async fn await_condition(api: &Api<DynamicObject>, name: &str, ty: &str) -> DynamicObject {
@@ -209,10 +180,5 @@ pub async fn await_condition(api: &Api<DynamicObject>, name: &str, ty: &str) -> 
     .await
 }
 
-/// The API error of a failed request (panics on success or another error).
-pub fn api_error<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::Status {
-    match r {
-        Err(kube::Error::Api(s)) => *s,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
+#[allow(unused_imports)]
+pub use testkit::status::api_error;

@@ -9,11 +9,9 @@ use std::time::Duration;
 
 use apiserver::ApiServer;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
-use scheduler::client::{ClusterClients, ROOT};
+use scheduler::client::ClusterClients;
 use scheduler::{Options, Scheduler};
 use serde_json::{Value, json};
 
@@ -29,35 +27,7 @@ pub struct Harness {
 
 /// A server with the logical `clusters` (besides the root) created and ready.
 pub async fn server(clusters: &[&str]) -> (Arc<ApiServer>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
-    let server = apiserver::server::start(Arc::new(store))
-        .await
-        .expect("server");
-    let root = ClusterClients::in_memory(apiserver::local::LocalService::system(server.clone()))
-        .cluster(ROOT)
-        .expect("client");
-    let gvk = GroupVersionKind::gvk("core.matryoshka.dev", "v1alpha1", "LogicalCluster");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "logicalclusters");
-    let api: Api<DynamicObject> = Api::all_with(root, &ar);
-    for name in clusters {
-        let lc: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster",
-            "metadata": {"name": name}
-        }))
-        .unwrap();
-        api.create(&PostParams::default(), &lc)
-            .await
-            .expect("create LogicalCluster");
-        let ready = await_condition(api.clone(), name, |o: Option<&DynamicObject>| {
-            o.is_some_and(|o| o.data["status"]["phase"] == "Ready")
-        });
-        tokio::time::timeout(PATIENCE, ready)
-            .await
-            .expect("cluster ready in time")
-            .expect("watch");
-    }
-    (server, dir)
+    testkit::Server::with_clusters(clusters).await.into_parts()
 }
 
 impl Harness {
