@@ -301,8 +301,8 @@ pub async fn register_on_start(server: &ApiServer) {
     // What is registered is read from the cache: let it catch up with storage first.
     server.store.wait_for_cache().await;
     for cluster in served_clusters(server) {
-        if let Err(e) = sync(server, &cluster, true).await {
-            tracing::warn!(cluster = %cluster, error = %e, "registering APIServices failed");
+        if let Err(e) = crate::bootstrap::seed_registrations(server, &cluster).await {
+            tracing::warn!(cluster = %cluster, error = %e, "registering APIServices and flow control failed");
         }
     }
 }

@@ -66,7 +66,41 @@ async fn ensure(
 /// Creates what a cluster must have; existing objects are left alone.
 pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
     seed_namespaces(server, cluster).await?;
-    seed_contents(server, cluster).await
+    seed_contents(server, cluster).await?;
+    seed_registrations(server, cluster).await
+}
+
+/// What the server registers in a cluster besides its contents: the mandatory flow-control
+/// objects (`exempt`, `catch-all`) and the local APIServices of the served group versions.
+/// A new logical cluster gets them right after it is Ready, as kube-apiserver's
+/// autoregistration registers APIServices after it starts serving; every start registers
+/// them again for every served cluster.
+pub async fn seed_registrations(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+    let mut writes = Vec::new();
+    // The mandatory flow-control objects (`exempt`, `catch-all`).
+    for (plural, objects) in [
+        ("flowschemas", registry::builtins::mandatory_flow_schemas()),
+        (
+            "prioritylevelconfigurations",
+            registry::builtins::mandatory_priority_levels(),
+        ),
+    ] {
+        for obj in objects {
+            writes.push(ensure_owned(
+                server,
+                cluster,
+                "flowcontrol.apiserver.k8s.io",
+                plural,
+                String::new(),
+                obj,
+            ));
+        }
+    }
+    writes.push(Box::pin(crate::apiservices::sync(server, cluster, true)));
+    for r in futures::future::join_all(writes).await {
+        r?;
+    }
+    Ok(())
 }
 
 /// The namespaces of [`seed`], written concurrently (they share fsyncs).
@@ -145,27 +179,6 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
             sa,
         ));
     }
-    // The mandatory flow-control objects (`exempt`, `catch-all`).
-    for (plural, objects) in [
-        ("flowschemas", registry::builtins::mandatory_flow_schemas()),
-        (
-            "prioritylevelconfigurations",
-            registry::builtins::mandatory_priority_levels(),
-        ),
-    ] {
-        for obj in objects {
-            writes.push(ensure_owned(
-                server,
-                cluster,
-                "flowcontrol.apiserver.k8s.io",
-                plural,
-                String::new(),
-                obj,
-            ));
-        }
-    }
-    // The local APIServices of the built-in group versions.
-    writes.push(Box::pin(crate::apiservices::sync(server, cluster, true)));
     for (plural, objects) in [
         ("clusterroles", rbac::bootstrap_cluster_roles()),
         (

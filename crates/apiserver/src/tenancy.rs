@@ -4,8 +4,9 @@
 //! Provisioning a cluster: its own CA and service-account signing key (kept in the root
 //! cluster's Secret `matryoshka-system/<name>-pki`), the seeded objects (namespaces, the
 //! `kubernetes` Service, `kube-root-ca.crt`), an admin kubeconfig in the Secret
-//! `matryoshka-system/<name>-admin-kubeconfig`, then `status.phase: Ready`. Only a Ready
-//! cluster is served. Deleting the LogicalCluster deletes every key under the cluster's prefix
+//! `matryoshka-system/<name>-admin-kubeconfig`, then `status.phase: Ready`; right after it the
+//! server's registrations (local APIServices, mandatory flow-control objects), as
+//! kube-apiserver registers them once it serves. Only a Ready cluster is served. Deleting the LogicalCluster deletes every key under the cluster's prefix
 //! and its credentials (a finalizer makes the cleanup survive a crash).
 //!
 //! The provisioner is a loop inside the API server fed by the watch cache — one task for every
@@ -256,6 +257,11 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         })
         .await?;
     tracing::info!(cluster = name, "logical cluster ready");
+    // 5. Registrations (APIServices, flow control), off the path to Ready; a start repairs
+    // what a crash here left out.
+    if let Err(e) = crate::bootstrap::seed_registrations(server, name).await {
+        tracing::warn!(cluster = name, error = %e, "registering APIServices and flow control failed");
+    }
     Ok(())
 }
 
