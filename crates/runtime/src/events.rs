@@ -15,7 +15,9 @@
 //!   few writes in flight, and are dropped (and counted) when the buffer is full or the API
 //!   refuses them.
 //!
-//! One recorder serves every cluster: the cluster is part of each record.
+//! One recorder serves every cluster: the cluster is part of each record. A recorder bound to
+//! one client ([`Recorder::start_on`], the node agent's) writes every record through it, with
+//! the reporting host (`source.host`, `reportingInstance`) set.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -102,11 +104,22 @@ impl Recorder {
     /// Starts the writer for `component` (the event's `source.component` and
     /// `reportingComponent`, e.g. `replicaset-controller`).
     pub fn start(clients: ClusterClients, component: &str) -> Recorder {
+        Self::spawn(Target::Clusters(clients), component, None)
+    }
+
+    /// Starts a writer through one client (of one cluster; records' clusters are ignored) for
+    /// `component` on `host` (the kubelet: `kubelet` on its node).
+    pub fn start_on(client: kube::Client, component: &str, host: &str) -> Recorder {
+        Self::spawn(Target::One(client), component, Some(host.into()))
+    }
+
+    fn spawn(target: Target, component: &str, host: Option<Arc<str>>) -> Recorder {
         let (tx, rx) = mpsc::channel::<Record>(BUFFER);
         let dropped = Arc::new(AtomicU64::new(0));
         let writer = Writer {
-            clients,
+            target,
             component: component.into(),
+            host,
             dropped: dropped.clone(),
         };
         tokio::spawn(writer.run(rx));
@@ -232,9 +245,19 @@ enum Write {
     },
 }
 
+/// Where events are written.
+enum Target {
+    /// Each record's cluster, through per-cluster clients.
+    Clusters(ClusterClients),
+    /// One client, whatever the record's cluster.
+    One(kube::Client),
+}
+
 struct Writer {
-    clients: ClusterClients,
+    target: Target,
     component: Arc<str>,
+    /// The reporting host (`source.host`, `reportingInstance`), if any.
+    host: Option<Arc<str>>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -306,7 +329,13 @@ impl Writer {
             .clone()
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "default".into());
-        let key = format!("{object}\x00{}\x00{}\x00{}", r.type_, r.reason, r.message);
+        let key = format!(
+            "{object}\x00{}\x00{}\x00{}\x00{}",
+            r.object.field_path.as_deref().unwrap_or_default(),
+            r.type_,
+            r.reason,
+            r.message
+        );
         let mut event = Event {
             metadata: ObjectMeta {
                 namespace: Some(namespace.clone()),
@@ -318,12 +347,13 @@ impl Writer {
             type_: Some(r.type_.into()),
             source: Some(EventSource {
                 component: Some(self.component.to_string()),
-                host: None,
+                host: self.host.as_deref().map(String::from),
             }),
             first_timestamp: Some(Time(ts)),
             last_timestamp: Some(Time(ts)),
             count: Some(1),
             reporting_component: Some(self.component.to_string()),
+            reporting_instance: self.host.as_deref().map(String::from),
             ..Default::default()
         };
         if let Some(w) = written.get_mut(&key) {
@@ -359,9 +389,15 @@ impl Writer {
     }
 
     async fn write(&self, cluster: &str, namespace: &str, w: Write) {
-        let Ok(client) = self.clients.cluster(cluster) else {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+        let client = match &self.target {
+            Target::One(client) => client.clone(),
+            Target::Clusters(clients) => match clients.cluster(cluster) {
+                Ok(client) => client,
+                Err(_) => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            },
         };
         let api: Api<Event> = Api::namespaced(client, namespace);
         let result = match w {
@@ -429,8 +465,9 @@ mod tests {
             }
         }
         Writer {
-            clients: ClusterClients::new(Arc::new(None_)),
+            target: Target::Clusters(ClusterClients::new(Arc::new(None_))),
             component: "replicaset-controller".into(),
+            host: None,
             dropped: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -494,6 +531,35 @@ mod tests {
                 now
             ),
             Some((_, _, Write::Create(_)))
+        ));
+    }
+
+    #[test]
+    fn a_host_recorder_reports_its_host_and_containers_aggregate_apart() {
+        let mut w = writer();
+        w.host = Some("node-1".into());
+        w.component = "kubelet".into();
+        let (mut written, mut buckets) = (Lru::new(), Lru::new());
+        let now = Instant::now();
+        let mut pulled = |container: &str| {
+            let mut r = record("web", "Pulled image");
+            r.object.field_path = Some(format!("spec.containers{{{container}}}"));
+            w.decide(&mut written, &mut buckets, r, now)
+        };
+        let Some((_, _, Write::Create(first))) = pulled("a") else {
+            panic!("the first event is created")
+        };
+        let source = first.source.as_ref().unwrap();
+        assert_eq!(
+            (source.component.as_deref(), source.host.as_deref()),
+            (Some("kubelet"), Some("node-1"))
+        );
+        assert_eq!(first.reporting_instance.as_deref(), Some("node-1"));
+        // Another container of the same pod is another event; the same one bumps.
+        assert!(matches!(pulled("b"), Some((_, _, Write::Create(_)))));
+        assert!(matches!(
+            pulled("a"),
+            Some((_, _, Write::Bump { count: 2, .. }))
         ));
     }
 
