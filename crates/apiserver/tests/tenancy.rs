@@ -413,6 +413,12 @@ async fn a_deleted_builtin_api_service_is_registered_again_at_start_up() {
     let (server, _dir) = server().await;
     cluster(&server, "team").await;
     let url = "/clusters/team/apis/apiregistration.k8s.io/v1/apiservices/v1.apps";
+    // Registered right after the cluster is Ready, as kube-apiserver's autoregistration.
+    testkit::eventually("v1.apps to be registered", || async {
+        let (code, _) = call(&server, system(), Method::GET, url, None).await;
+        (code == 200).then_some(())
+    })
+    .await;
     let (code, body) = call(&server, system(), Method::DELETE, url, None).await;
     assert_eq!(code, 200, "{body}");
     let (code, _) = call(&server, system(), Method::GET, url, None).await;
