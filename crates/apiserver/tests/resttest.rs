@@ -268,6 +268,8 @@ struct Case {
     strategic: bool,
     /// A merge patch changing the spec (see [`spec_changes`]).
     spec_change: Option<Value>,
+    /// The resource allows `deletecollection`.
+    deletecollection: bool,
 }
 
 impl Case {
@@ -283,14 +285,16 @@ impl Case {
         } else {
             format!("{prefix}/{}", r.plural)
         };
-        Case::new(
+        let mut case = Case::new(
             format!("{gv}/{}", r.plural),
             gv,
             r.kind,
             collection,
             fixture,
             true,
-        )
+        );
+        case.deletecollection = r.verbs.contains(&"deletecollection");
+        case
     }
 
     fn new(
@@ -313,6 +317,7 @@ impl Case {
         meta.entry("name").or_insert_with(|| json!("rt-object"));
         let name = meta["name"].as_str().unwrap_or_default().to_string();
         Case {
+            deletecollection: true,
             spec_change: spec_changes().get(id.as_str()).cloned(),
             id,
             api_version,
@@ -468,6 +473,35 @@ async fn run(server: &Server, case: &Case) -> Vec<String> {
         )
     });
     let current_rv = rv(&put.body);
+
+    // An update that changes nothing writes nothing: the same resourceVersion.
+    let noop = server
+        .request(Method::PUT, &case.item(), &json_ct, &put.body.to_string())
+        .await;
+    c.expect(noop.code == 200 && rv(&noop.body) == current_rv, || {
+        format!(
+            "a no-op update answered {} and moved the resourceVersion {current_rv} to {}",
+            noop.code,
+            rv(&noop.body)
+        )
+    });
+    let noop_patch = server
+        .request(
+            Method::PATCH,
+            &case.item(),
+            &[("content-type", "application/merge-patch+json")],
+            "{}",
+        )
+        .await;
+    c.expect(
+        noop_patch.code == 200 && rv(&noop_patch.body) == current_rv,
+        || {
+            format!(
+                "an empty merge patch answered {} and moved the resourceVersion",
+                noop_patch.code
+            )
+        },
+    );
 
     // A stale update: Conflict, nothing changed.
     let mut stale = update.clone();
@@ -707,6 +741,31 @@ async fn run(server: &Server, case: &Case) -> Vec<String> {
             )
         },
     );
+
+    // A collection delete: matching nothing, or as a dry run, it removes nothing.
+    if case.deletecollection {
+        for query in [
+            "labelSelector=resttest%2Fnone%3D1",
+            "labelSelector=resttest%2Fput%3D1&dryRun=All",
+        ] {
+            let r = server
+                .request(
+                    Method::DELETE,
+                    &format!("{}?{query}", case.collection),
+                    &[],
+                    "",
+                )
+                .await;
+            c.expect(r.code == 200, || {
+                format!("deletecollection ?{query} answered {}: {}", r.code, r.body)
+            });
+            let still = server.request(Method::GET, &case.item(), &[], "").await;
+            c.expect(
+                still.code == 200 && still.body.pointer("/metadata/deletionTimestamp").is_none(),
+                || format!("deletecollection ?{query} deleted the object"),
+            );
+        }
+    }
 
     // Dry-run delete keeps the object; delete removes it (or starts its finalization).
     let dry_delete = server
