@@ -135,3 +135,44 @@ async fn binding_a_pod_to_a_node_leaves_its_generation() {
     assert_eq!(got["spec"]["nodeName"], "node-1");
     assert_eq!(got["metadata"]["generation"], 1);
 }
+
+/// Regression: LimitRanger and quota admission read from the watch cache, which may trail a
+/// write by a moment; a LimitRange created just before a pod sometimes did not bound it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_range_written_just_before_a_pod_bounds_it() {
+    let (_dir, server) = support::server().await;
+    for i in 0..20 {
+        let ns = format!("lr-{i}");
+        let (code, body) = post(
+            &server,
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        let (code, body) = post(
+            &server,
+            &format!("/api/v1/namespaces/{ns}/limitranges"),
+            json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "lr"},
+                   "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        let (code, body) = post(
+            &server,
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                   "spec": {"automountServiceAccountToken": false,
+                            "containers": [{"name": "c", "image": "busybox",
+                                            "resources": {"limits": {"cpu": "2"}}}]}}),
+        )
+        .await;
+        assert_eq!(code, 403, "namespace {ns}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("maximum cpu usage per Container is 1")),
+            "{body}"
+        );
+    }
+}

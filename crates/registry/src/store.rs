@@ -241,6 +241,22 @@ fn same_but_resource_version(a: &Value, b: &Value) -> bool {
 impl Store {
     /// Waits (up to five seconds) until the cache has every write storage has committed, so
     /// a read from it sees this task's own writes.
+    /// After a write at `rev`: slows the writer to the cache's pace, and for the objects
+    /// admission reads from the cache (LimitRanges, ResourceQuotas, ServiceAccounts) waits
+    /// until the cache has the write, so the next request sees it — a LimitRange applied just
+    /// before a pod bounds that pod (upstream's admission does a live lookup for this).
+    async fn settle(&self, res: &ResourceDef, rev: i64) {
+        self.cache.throttle(rev).await;
+        if res.group.is_empty()
+            && matches!(
+                res.plural.as_str(),
+                "limitranges" | "resourcequotas" | "serviceaccounts"
+            )
+        {
+            self.cache.wait_for(rev, RESOURCE_VERSION_WAIT).await;
+        }
+    }
+
     pub async fn wait_for_cache(&self) {
         if let Ok(rev) = self.storage.current_revision().await {
             self.cache
@@ -650,7 +666,7 @@ impl Store {
                 Ok(b) => {
                     let written = self.storage.create(k.as_bytes(), b).await;
                     if let Ok(kv) = &written {
-                        self.cache.throttle(kv.mod_revision).await;
+                        self.settle(res, kv.mod_revision).await;
                     }
                     written
                 }
@@ -777,7 +793,7 @@ impl Store {
             }
             match result {
                 Ok((v, rev)) => {
-                    self.cache.throttle(rev).await;
+                    self.settle(res, rev).await;
                     let kept = (!finished).then_some(&v);
                     self.hook_after(res, loc.cluster, &old, kept).await;
                     return Ok((v, false));
@@ -979,7 +995,7 @@ impl Store {
                 }
                 match self.storage.delete(k.as_bytes(), Some(rev)).await {
                     Ok(kv) => {
-                        self.cache.throttle(kv.mod_revision).await;
+                        self.settle(res, kv.mod_revision).await;
                         self.hook_after(res, loc.cluster, &cur, None).await;
                         return Ok(Deleted::Gone(with_rv(cur, kv.mod_revision)));
                     }
@@ -1016,7 +1032,7 @@ impl Store {
             }
             match self.storage.update(k.as_bytes(), encode(&next)?, rev).await {
                 Ok(kv) => {
-                    self.cache.throttle(kv.mod_revision).await;
+                    self.settle(res, kv.mod_revision).await;
                     return Ok(Deleted::Pending(with_rv(next, kv.mod_revision)));
                 }
                 Err(storage::Error::Conflict { .. } | storage::Error::NotFound) => continue,
