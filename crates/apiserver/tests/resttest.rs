@@ -251,6 +251,44 @@ fn spec_changes() -> BTreeMap<&'static str, Value> {
     ])
 }
 
+/// A status change of the resources with a status subresource, by id, and where it shows:
+/// through the main resource it is ignored, through `/status` it is applied (and a spec
+/// change through `/status` is ignored).
+fn status_changes() -> BTreeMap<&'static str, (Value, &'static str)> {
+    let replicas = (json!({"status": {"replicas": 7}}), "/status/replicas");
+    BTreeMap::from([
+        ("v1/replicationcontrollers", replicas.clone()),
+        ("apps/v1/deployments", replicas.clone()),
+        ("apps/v1/replicasets", replicas.clone()),
+        ("apps/v1/statefulsets", replicas),
+        (
+            "autoscaling/v2/horizontalpodautoscalers",
+            (
+                json!({"status": {"currentReplicas": 7, "desiredReplicas": 7}}),
+                "/status/currentReplicas",
+            ),
+        ),
+        (
+            "batch/v1/cronjobs",
+            (
+                json!({"status": {"lastScheduleTime": "2026-12-04T10:00:00Z"}}),
+                "/status/lastScheduleTime",
+            ),
+        ),
+        (
+            "policy/v1/poddisruptionbudgets",
+            (
+                json!({"status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}}),
+                "/status/currentHealthy",
+            ),
+        ),
+        (
+            "resttest.example.com/v1/widgets",
+            (json!({"status": {"seen": 7}}), "/status/seen"),
+        ),
+    ])
+}
+
 /// A PEM certificate request (CN=resttest, O=system:nodes), base64 as `spec.request` holds it.
 const CSR: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KTUlIbE1JR01BZ0VBTUNveEVUQVBCZ05WQkFNTUNISmxjM1IwWlhOME1SVXdFd1lEVlFRS0RBeHplWE4wWlcwNgpibTlrWlhNd1dUQVRCZ2NxaGtqT1BRSUJCZ2dxaGtqT1BRTUJCd05DQUFSS21NSnRUeTJNeG45WlpIMkxLSXZ0Ci9XV0ZaTzNmU0g1V2JLTmJNcjVqakV5cldoUjI2UjhHRDNiYmFWcGozYzQ5VUR5VjVMaCtibW9pb0dPcURqbnkKb0FBd0NnWUlLb1pJemowRUF3SURTQUF3UlFJZ0FKVjNDZmNSVldEZm12VW01bHZJeHNzZmFmT052RTlkSWh2egpXaVM0VWF3Q0lRRFhvQnF4NGptSTYzYnhaZ2VFMlNoOXcyNW5uc2laSmg4aytST0FuRDVpbUE9PQotLS0tLUVORCBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K";
 
@@ -270,6 +308,8 @@ struct Case {
     spec_change: Option<Value>,
     /// The resource allows `deletecollection`.
     deletecollection: bool,
+    /// A status change and where it shows (see [`status_changes`]).
+    status_change: Option<(Value, &'static str)>,
 }
 
 impl Case {
@@ -317,6 +357,7 @@ impl Case {
         meta.entry("name").or_insert_with(|| json!("rt-object"));
         let name = meta["name"].as_str().unwrap_or_default().to_string();
         Case {
+            status_change: status_changes().get(id.as_str()).cloned(),
             deletecollection: true,
             spec_change: spec_changes().get(id.as_str()).cloned(),
             id,
@@ -363,6 +404,18 @@ fn label<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.pointer("/metadata/labels")
         .and_then(|l| l.get(key))
         .and_then(Value::as_str)
+}
+
+/// The JSON pointer of the first leaf of a patch (`/spec/replicas`).
+fn first_leaf(v: &Value) -> String {
+    let mut path = String::new();
+    let mut cur = v;
+    while let Some((k, next)) = cur.as_object().and_then(|m| m.iter().next()) {
+        path.push('/');
+        path.push_str(k);
+        cur = next;
+    }
+    path
 }
 
 /// Whether an object is gone or on its way (a finalizer keeps it with a deletion time).
@@ -709,6 +762,67 @@ async fn run(server: &Server, case: &Case) -> Vec<String> {
                 )
             },
         );
+    }
+
+    // Status and spec are written apart: the main resource ignores status, `/status` ignores
+    // spec, and neither status write moves the generation.
+    if let Some((change, at)) = &case.status_change {
+        let before = server
+            .request(Method::GET, &case.item(), &[], "")
+            .await
+            .body;
+        let main = server
+            .request(Method::PATCH, &case.item(), &merge, &change.to_string())
+            .await;
+        c.expect(
+            main.code == 200 && main.body.pointer(at) == before.pointer(at),
+            || {
+                format!(
+                    "a status change through the main resource answered {} and showed {:?}",
+                    main.code,
+                    main.body.pointer(at)
+                )
+            },
+        );
+        let status_uri = format!("{}/status", case.item());
+        let st = server
+            .request(Method::PATCH, &status_uri, &merge, &change.to_string())
+            .await;
+        c.expect(
+            st.code == 200
+                && st.body.pointer(at) == change.pointer(at)
+                && generation(&st.body) == generation(&before),
+            || format!("a /status change answered {}: {}", st.code, st.body),
+        );
+        if let Some(spec) = &case.spec_change {
+            let path = first_leaf(spec);
+            // A value the spec does not have now.
+            let mut spec = spec.clone();
+            if let Some(leaf) = spec.pointer_mut(&path) {
+                let next = match &*leaf {
+                    Value::Number(n) => json!(n.as_i64().unwrap_or(0) + 1),
+                    Value::String(t) => json!(format!("{t}x")),
+                    other => other.clone(),
+                };
+                *leaf = next;
+            }
+            assert_ne!(spec.pointer(&path), before.pointer(&path), "{}", case.id);
+            let sp = server
+                .request(Method::PATCH, &status_uri, &merge, &spec.to_string())
+                .await;
+            c.expect(
+                sp.code == 200
+                    && sp.body.pointer(&path) == before.pointer(&path)
+                    && generation(&sp.body) == generation(&before),
+                || {
+                    format!(
+                        "a spec change through /status answered {} and showed {:?} at {path}",
+                        sp.code,
+                        sp.body.pointer(&path)
+                    )
+                },
+            );
+        }
     }
 
     // Watch from the creation: every change after it, in order, as MODIFIED events.
