@@ -286,6 +286,27 @@ fn status_changes() -> BTreeMap<&'static str, (Value, &'static str)> {
             "resttest.example.com/v1/widgets",
             (json!({"status": {"seen": 7}}), "/status/seen"),
         ),
+        (
+            "v1/pods",
+            (
+                json!({"status": {"message": "resttest"}}),
+                "/status/message",
+            ),
+        ),
+        (
+            "v1/nodes",
+            (
+                json!({"status": {"nodeInfo": {"kernelVersion": "resttest"}}}),
+                "/status/nodeInfo/kernelVersion",
+            ),
+        ),
+        (
+            "apps/v1/daemonsets",
+            (
+                json!({"status": {"currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberMisscheduled": 0, "numberReady": 0}}),
+                "/status/desiredNumberScheduled",
+            ),
+        ),
     ])
 }
 
