@@ -4,7 +4,7 @@
 //! (`metav1.Time` is `time.Parse(time.RFC3339, s)`: a `T`, seconds, an optional fraction, then
 //! `Z` or `±HH:MM`), so [`parse_rfc3339`] checks Go's shape before jiff does the calendar. The
 //! writers are Go's: `metav1.Time` in UTC with whole seconds, `metav1.MicroTime` with six
-//! fraction digits, `RFC3339Nano` with trailing zeros trimmed.
+//! fraction digits.
 //!
 //! Durations are Go's `time.Duration` text (`1h0m0s`, `1.5s`, `300ms`), which jiff's formats
 //! do not cover (Go puts a fraction on any unit and prints `0s`, `1h0m0s`), so the grammar of
@@ -112,33 +112,10 @@ pub fn format_micro_time(t: Timestamp) -> String {
     format!("{}.{micros:06}Z", &base[..base.len() - 1])
 }
 
-/// Go's `time.RFC3339Nano` in UTC: the fraction with trailing zeros trimmed, none when zero
-/// (`2024-05-01T12:00:00.5Z`), as container logs and CRI timestamps print.
-pub fn format_rfc3339_nano(t: Timestamp) -> String {
-    let base = format_time(t);
-    let nanos = Offset::UTC.to_datetime(t).subsec_nanosecond();
-    if nanos == 0 {
-        return base;
-    }
-    let frac = format!("{nanos:09}");
-    format!(
-        "{}.{}Z",
-        &base[..base.len() - 1],
-        frac.trim_end_matches('0')
-    )
-}
-
 /// [`format_time`] of Unix seconds; seconds beyond the representable range (years
 /// -9999..=9999) are clamped to it.
 pub fn format_unix_seconds(seconds: i64) -> String {
     format_time(timestamp_clamped(seconds, 0))
-}
-
-/// [`format_micro_time`] of Unix microseconds (clamped like [`format_unix_seconds`]).
-pub fn format_unix_micros(micros: i64) -> String {
-    let secs = micros.div_euclid(1_000_000);
-    let nanos = (micros.rem_euclid(1_000_000) * 1000) as i32;
-    format_micro_time(timestamp_clamped(secs, nanos))
 }
 
 fn timestamp_clamped(seconds: i64, nanos: i32) -> Timestamp {
@@ -318,22 +295,10 @@ mod tests {
             "2024-05-01T12:00:00.123456Z"
         );
         assert_eq!(
-            format_unix_micros(1_796_028_878_000_123),
-            "2026-11-30T08:54:38.000123Z"
-        );
-        assert_eq!(
             format_micro_time(at(1_714_564_800, 0)),
             "2024-05-01T12:00:00.000000Z"
         );
         assert_eq!(format_time(at(-1, 0)), "1969-12-31T23:59:59Z");
-        assert_eq!(
-            format_rfc3339_nano(at(1_714_564_800, 500_000_000)),
-            "2024-05-01T12:00:00.5Z"
-        );
-        assert_eq!(
-            format_rfc3339_nano(at(1_714_564_800, 0)),
-            "2024-05-01T12:00:00Z"
-        );
     }
 
     #[test]

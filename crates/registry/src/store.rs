@@ -27,6 +27,10 @@ use crate::validation;
 /// as upstream does for "Too large resource version" (a consistent list reads storage then).
 pub const RESOURCE_VERSION_WAIT: Duration = Duration::from_secs(3);
 
+/// The core resources admission reads from the watch cache: a write of one returns once the
+/// cache has it (`Store::settle`), so the next request's admission sees it.
+pub const READ_BY_ADMISSION: &[&str] = &["limitranges", "resourcequotas", "serviceaccounts"];
+
 /// Where an object lives.
 #[derive(Debug, Clone, Copy)]
 pub struct Location<'a> {
@@ -247,12 +251,7 @@ impl Store {
     /// before a pod bounds that pod (upstream's admission does a live lookup for this).
     async fn settle(&self, res: &ResourceDef, rev: i64) {
         self.cache.throttle(rev).await;
-        if res.group.is_empty()
-            && matches!(
-                res.plural.as_str(),
-                "limitranges" | "resourcequotas" | "serviceaccounts"
-            )
-        {
+        if res.group.is_empty() && READ_BY_ADMISSION.contains(&res.plural.as_str()) {
             self.cache.wait_for(rev, RESOURCE_VERSION_WAIT).await;
         }
     }

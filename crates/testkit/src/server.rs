@@ -65,11 +65,6 @@ impl Server {
         (self.api, self.dir)
     }
 
-    /// The store's directory.
-    pub fn dir(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-
     /// Per-cluster clients over the in-memory transport, as the system identity.
     pub fn clients(&self) -> ClusterClients {
         clients(&self.api)

@@ -54,6 +54,9 @@ fn namespace_objects(
     namespace: &str,
     plural: &str,
 ) -> Vec<Value> {
+    // Read from the cache: only kinds whose writes wait for it, or a write just acknowledged
+    // could be missed.
+    debug_assert!(registry::store::READ_BY_ADMISSION.contains(&plural));
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         namespace: Some(namespace.to_string()),
