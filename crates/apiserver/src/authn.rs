@@ -7,62 +7,35 @@
 //! are service-account JWTs signed with the cluster's own key (bound tokens from TokenRequest,
 //! or legacy token Secrets) or bootstrap tokens. No credentials: `system:anonymous`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use apimachinery::status::ApiError;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use parking_lot::RwLock;
+use controlplane::ControlPlane;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use serde_json::Value;
 
 use crate::auth::{UserExt, UserInfo};
-use crate::jwt::{self, SigningKey};
-use crate::server::ApiServer;
+use crate::jwt;
+pub use controlplane::trust::{LEGACY_ISSUER, SYSTEM_NAMESPACE, Trust, issuer, pki_secret_name};
 
-/// The namespace of the root cluster holding each logical cluster's credentials.
-pub const SYSTEM_NAMESPACE: &str = "matryoshka-system";
-
-/// What a cluster trusts: its CA (client certificates) and its service-account key.
-pub struct Trust {
-    pub ca_pem: String,
-    ca_der: CertificateDer<'static>,
-    pub sa_key: SigningKey,
-    /// The service-account issuer (`iss`), also the default token audience.
-    pub issuer: String,
-}
-
-impl Trust {
-    pub fn new(ca_pem: &str, sa_pkcs8: &[u8], issuer: String) -> Result<Trust, String> {
-        use rustls::pki_types::pem::PemObject;
-        let ca_der =
-            CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(|e| e.to_string())?;
-        Ok(Trust {
-            ca_pem: ca_pem.to_string(),
-            ca_der,
-            sa_key: SigningKey::from_pkcs8(sa_pkcs8)?,
-            issuer,
-        })
-    }
-
-    /// The user of a client certificate chain, if this cluster's CA issued it and it is valid now.
-    pub fn verify_client(&self, chain: &[CertificateDer<'static>]) -> Option<UserInfo> {
-        let (leaf, intermediates) = chain.split_first()?;
-        let anchor = webpki::anchor_from_trusted_cert(&self.ca_der).ok()?;
-        let cert = webpki::EndEntityCert::try_from(leaf).ok()?;
-        cert.verify_for_usage(
-            webpki::ALL_VERIFICATION_ALGS,
-            &[anchor],
-            intermediates,
-            UnixTime::now(),
-            webpki::KeyUsage::client_auth(),
-            None,
-            None,
-        )
-        .ok()?;
-        crate::serve::user_from_cert(leaf)
-    }
+/// The user of a client certificate chain, if the cluster's CA issued it and it is valid now.
+pub fn verify_client(trust: &Trust, chain: &[CertificateDer<'static>]) -> Option<UserInfo> {
+    let (leaf, intermediates) = chain.split_first()?;
+    let anchor = webpki::anchor_from_trusted_cert(&trust.ca_der).ok()?;
+    let cert = webpki::EndEntityCert::try_from(leaf).ok()?;
+    cert.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &[anchor],
+        intermediates,
+        UnixTime::now(),
+        webpki::KeyUsage::client_auth(),
+        None,
+        None,
+    )
+    .ok()?;
+    crate::serve::user_from_cert(leaf)
 }
 
 /// A connection's client certificate chain, with the verdicts already reached for it: the
@@ -103,7 +76,7 @@ impl PeerCerts {
                 return user.clone().filter(|_| now < *expiry);
             }
         }
-        let user = trust.verify_client(&self.chain);
+        let user = verify_client(trust, &self.chain);
         let mut seen = self.verified.lock();
         // A connection talks to a handful of clusters; keep the memo small regardless.
         if seen.len() >= 16 {
@@ -114,88 +87,20 @@ impl PeerCerts {
     }
 }
 
-/// Per-cluster trust material, loaded from the root cluster's `matryoshka-system` Secrets and
-/// kept while the Secret's resourceVersion is unchanged.
-pub struct Authenticator {
-    root: Arc<Trust>,
-    clusters: RwLock<HashMap<String, (String, Arc<Trust>)>>,
-    /// The server's external URL (issuers are `<url>/clusters/<name>`).
-    pub external_url: String,
-}
-
-/// The Secret holding a cluster's PKI.
-pub fn pki_secret_name(cluster: &str) -> String {
-    format!("{cluster}-pki")
-}
-
-/// The service-account issuer of a cluster.
-pub fn issuer(external_url: &str, cluster: &str) -> String {
-    if cluster == apimachinery::cluster::ROOT {
-        external_url.to_string()
-    } else {
-        format!("{external_url}/clusters/{cluster}")
-    }
-}
+/// Authenticates requests against the trust of the cluster they address.
+pub struct Authenticator;
 
 impl Authenticator {
-    pub fn new(root: Trust, external_url: String) -> Self {
-        Authenticator {
-            root: Arc::new(root),
-            clusters: RwLock::new(HashMap::new()),
-            external_url,
-        }
-    }
-
-    /// The trust material of a cluster, if the cluster has been provisioned.
-    pub fn trust(&self, server: &ApiServer, cluster: &str) -> Option<Arc<Trust>> {
-        if cluster == apimachinery::cluster::ROOT {
-            return Some(self.root.clone());
-        }
-        let secret = server.store.cache.get(
-            "",
-            "secrets",
-            apimachinery::cluster::ROOT,
-            SYSTEM_NAMESPACE,
-            &pki_secret_name(cluster),
-        )?;
-        let rv = secret.rev.to_string();
-        if let Some((seen, t)) = self.clusters.read().get(cluster)
-            && *seen == rv
-        {
-            return Some(t.clone());
-        }
-        let secret = secret.value();
-        let data = |k: &str| {
-            secret
-                .get("data")
-                .and_then(|d| d.get(k))
-                .and_then(Value::as_str)
-                .and_then(|s| STANDARD.decode(s).ok())
-        };
-        let ca = String::from_utf8(data("ca.crt")?).ok()?;
-        let sa = data("sa.key")?;
-        let trust = Arc::new(Trust::new(&ca, &sa, issuer(&self.external_url, cluster)).ok()?);
-        self.clusters
-            .write()
-            .insert(cluster.to_string(), (rv, trust.clone()));
-        Some(trust)
-    }
-
-    /// Forgets a deleted cluster's material.
-    pub fn forget(&self, cluster: &str) {
-        self.clusters.write().remove(cluster);
-    }
-
     /// Authenticates a request to `cluster`.
     pub fn authenticate(
         &self,
-        server: &ApiServer,
+        cp: &ControlPlane,
         cluster: &str,
         peer: Option<&PeerCerts>,
         authorization: Option<&str>,
     ) -> Result<UserInfo, ApiError> {
         let unauthorized = || ApiError::unauthorized("Unauthorized");
-        let trust = self.trust(server, cluster).ok_or_else(unauthorized)?;
+        let trust = cp.trust(cluster).ok_or_else(unauthorized)?;
         let chain = peer.map(|p| p.chain.as_slice());
         if let Some(p) = peer.filter(|p| !p.chain.is_empty())
             && let Some(user) = p.user(cluster, &trust)
@@ -209,7 +114,7 @@ impl Authenticator {
                 .map(str::trim)
                 .ok_or_else(unauthorized)?;
             return self
-                .token_user(server, cluster, &trust, token)
+                .token_user(cp, cluster, &trust, token)
                 .ok_or_else(unauthorized);
         }
         if chain.is_some_and(|c| !c.is_empty()) {
@@ -221,19 +126,19 @@ impl Authenticator {
 
     fn token_user(
         &self,
-        server: &ApiServer,
+        cp: &ControlPlane,
         cluster: &str,
         trust: &Trust,
         token: &str,
     ) -> Option<UserInfo> {
-        if let Some(user) = bootstrap_token_user(server, cluster, token) {
+        if let Some(user) = bootstrap_token_user(cp, cluster, token) {
             return Some(user);
         }
         let claims = trust
             .sa_key
             .verify(token, registry::store::unix_now())
             .ok()?;
-        let cache = &server.store.cache;
+        let cache = &cp.store().cache;
         let iss = claims.get("iss").and_then(Value::as_str)?;
         if iss == LEGACY_ISSUER {
             // A legacy token Secret: the Secret must still exist and hold this very token.
@@ -306,9 +211,6 @@ impl Authenticator {
     }
 }
 
-/// The issuer of legacy (Secret-based) service-account tokens.
-pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
-
 fn sa_user(ns: &str, name: &str, uid: &str, extra: Vec<(String, Vec<String>)>) -> UserInfo {
     UserInfo {
         name: format!("system:serviceaccount:{ns}:{name}"),
@@ -323,7 +225,7 @@ fn sa_user(ns: &str, name: &str, uid: &str, extra: Vec<(String, Vec<String>)>) -
 }
 
 /// A bootstrap token `<id>.<secret>` backed by Secret `kube-system/bootstrap-token-<id>`.
-fn bootstrap_token_user(server: &ApiServer, cluster: &str, token: &str) -> Option<UserInfo> {
+fn bootstrap_token_user(cp: &ControlPlane, cluster: &str, token: &str) -> Option<UserInfo> {
     let (id, secret) = token.split_once('.')?;
     let lower_alnum = |s: &str, n: usize| {
         s.len() == n
@@ -333,7 +235,7 @@ fn bootstrap_token_user(server: &ApiServer, cluster: &str, token: &str) -> Optio
     if !lower_alnum(id, 6) || !lower_alnum(secret, 16) {
         return None;
     }
-    let s = server.store.cache.get(
+    let s = cp.store().cache.get(
         "",
         "secrets",
         cluster,

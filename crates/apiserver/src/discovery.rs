@@ -20,7 +20,7 @@ type Versions = Vec<(String, Vec<Arc<ResourceDef>>)>;
 /// Groups a cluster serves, in order, each with its versions (preferred first) and resources.
 fn grouped(server: &ApiServer, cluster: &str) -> Vec<(String, Versions)> {
     let mut groups: Vec<(String, Versions)> = Vec::new();
-    for r in server.catalog.all(cluster) {
+    for r in server.catalog().all(cluster) {
         let gi = match groups.iter().position(|(g, _)| *g == r.group) {
             Some(i) => i,
             None => {

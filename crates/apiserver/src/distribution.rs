@@ -146,7 +146,7 @@ fn authenticate(
             server
                 .authn
                 .authenticate(
-                    server,
+                    server.control_plane(),
                     apimachinery::cluster::ROOT,
                     chain.as_deref(),
                     auth.as_deref(),
@@ -202,7 +202,12 @@ where
         }
         let attrs =
             crate::authz::Attributes::resource(verb, GROUP, RESOURCE, "").named(&oreq.repository);
-        if let Err(e) = crate::authz::check(server, apimachinery::cluster::ROOT, &user, &attrs) {
+        if let Err(e) = crate::authz::check(
+            server.control_plane(),
+            apimachinery::cluster::ROOT,
+            &user,
+            &attrs,
+        ) {
             return refuse(ErrorCode::Denied, e.message);
         }
     }

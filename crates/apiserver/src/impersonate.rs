@@ -63,7 +63,7 @@ pub fn apply(server: &ApiServer, ctx: &mut Ctx) -> Result<(), ApiError> {
         if !sub.is_empty() {
             attrs = attrs.subresource(sub);
         }
-        authz::check(server, &ctx.cluster, &requester, &attrs)
+        authz::check(server.control_plane(), &ctx.cluster, &requester, &attrs)
     };
     let name = &user[0];
     if let Some(rest) = name.strip_prefix("system:serviceaccount:") {

@@ -185,7 +185,7 @@ impl KubeletClient {
         node: &str,
     ) -> Result<NodeLocation, ApiError> {
         let obj = server
-            .store
+            .store()
             .cache
             .get("", "nodes", cluster, "", node)
             .ok_or_else(|| ApiError::not_found("nodes", "", node))?
@@ -202,7 +202,7 @@ impl KubeletClient {
     /// Whether `node` of `cluster` is a virtual node (see [`is_virtual`]).
     pub fn is_virtual_node(&self, server: &ApiServer, cluster: &str, node: &str) -> bool {
         server
-            .store
+            .store()
             .cache
             .get("", "nodes", cluster, "", node)
             .is_some_and(|o| is_virtual(&o.value()))
@@ -214,7 +214,7 @@ impl KubeletClient {
         server: &ApiServer,
         cluster: &str,
     ) -> Result<Arc<rustls::ClientConfig>, ApiError> {
-        let ca = crate::tenancy::ca_of(server, cluster)?;
+        let ca = crate::tenancy::ca_of(server.control_plane(), cluster)?;
         {
             let cache = self.tls.lock();
             if let Some(c) = cache.get(cluster)

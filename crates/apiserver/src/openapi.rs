@@ -6,13 +6,8 @@
 //! one document per served group-version (built-in documents are shared by every cluster;
 //! a cluster's custom resources add documents of its own).
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
-
 use apimachinery::status::ApiError;
 use http::{Response, StatusCode, header};
-use openapi::DocumentSet;
-use parking_lot::RwLock;
 
 use crate::response::{self, Body};
 use crate::server::{ApiServer, Ctx};
@@ -21,41 +16,10 @@ use crate::server::{ApiServer, Ctx};
 /// what Go's MIME parser accepts.
 const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-static BUILTIN_ONLY: LazyLock<Arc<DocumentSet>> = LazyLock::new(|| Arc::new(DocumentSet::new()));
-
-/// The OpenAPI documents of every cluster with custom resources.
-#[derive(Default)]
-pub struct ClusterDocuments {
-    sets: RwLock<HashMap<String, Arc<DocumentSet>>>,
-}
-
-impl ClusterDocuments {
-    /// The document set a cluster serves.
-    pub fn get(&self, cluster: &str) -> Arc<DocumentSet> {
-        self.sets
-            .read()
-            .get(cluster)
-            .cloned()
-            .unwrap_or_else(|| BUILTIN_ONLY.clone())
-    }
-
-    /// Replaces a cluster's document set (after its CRDs changed).
-    pub fn set(&self, cluster: &str, set: Option<DocumentSet>) {
-        let mut sets = self.sets.write();
-        match set {
-            Some(s) => {
-                sets.insert(cluster.to_string(), Arc::new(s));
-            }
-            None => {
-                sets.remove(cluster);
-            }
-        }
-    }
-}
-
 pub fn v2(server: &ApiServer, ctx: &Ctx) -> Response<Body> {
     let doc = server
-        .openapi
+        .control_plane()
+        .openapi()
         .get(&ctx.cluster)
         .v2(crate::server::KUBE_VERSION.2);
     let accept = ctx.header("accept").unwrap_or("");
@@ -66,7 +30,7 @@ pub fn v2(server: &ApiServer, ctx: &Ctx) -> Response<Body> {
 }
 
 pub fn v3_index(server: &ApiServer, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
-    let set = server.openapi.get(&ctx.cluster);
+    let set = server.control_plane().openapi().get(&ctx.cluster);
     Ok(response::bytes(
         StatusCode::OK,
         "application/json",
@@ -75,7 +39,7 @@ pub fn v3_index(server: &ApiServer, ctx: &Ctx) -> Result<Response<Body>, ApiErro
 }
 
 pub fn v3_document(server: &ApiServer, ctx: &Ctx, path: &str) -> Result<Response<Body>, ApiError> {
-    let set = server.openapi.get(&ctx.cluster);
+    let set = server.control_plane().openapi().get(&ctx.cluster);
     let doc = set.get(path).ok_or_else(ApiError::no_route)?;
     let mut r = response::bytes(StatusCode::OK, "application/json", doc.bytes().to_vec());
     let cache = if ctx.query.get("hash") == Some(doc.hash()) {

@@ -128,7 +128,7 @@ fn access(
             &errs.into(),
         )
     })?;
-    Ok(crate::authz::allowed(server, cluster, user, &attrs).review_status())
+    Ok(crate::authz::allowed(server.control_plane(), cluster, user, &attrs).review_status())
 }
 
 /// Answers a review.
@@ -190,7 +190,7 @@ pub fn answer(
         }
         "selfsubjectrulesreviews" => {
             let ns = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
-            let policy = crate::authz::CachePolicy::load(server, &ctx.cluster, ns);
+            let policy = crate::authz::CachePolicy::load(server.control_plane(), &ctx.cluster, ns);
             Ok(reply(
                 res,
                 &req,
@@ -201,14 +201,16 @@ pub fn answer(
         "tokenreviews" => {
             let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
             let auth = format!("Bearer {token}");
-            let status = match server
-                .authn
-                .authenticate(server, &ctx.cluster, None, Some(&auth))
-            {
+            let status = match server.authn.authenticate(
+                server.control_plane(),
+                &ctx.cluster,
+                None,
+                Some(&auth),
+            ) {
                 Ok(u) if !token.is_empty() => {
                     let aud = server
-                        .authn
-                        .trust(server, &ctx.cluster)
+                        .control_plane()
+                        .trust(&ctx.cluster)
                         .map(|t| t.issuer.clone())
                         .unwrap_or_default();
                     json!({"authenticated": true, "user": u.to_json(), "audiences": [aud]})

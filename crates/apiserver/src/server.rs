@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use apimachinery::status::ApiError;
 use bytes::Bytes;
+use controlplane::ControlPlane;
 use futures::FutureExt;
 use http::{Method, Request, Response, StatusCode, header};
 use registry::catalog::Catalog;
@@ -18,7 +19,6 @@ use registry::store::Store;
 use serde_json::json;
 
 use crate::auth::{UserExt, UserInfo};
-use crate::metrics::Metrics;
 use crate::response::{self, Body};
 use crate::route::{self, Route};
 use crate::{discovery, handlers, health, openapi};
@@ -35,30 +35,16 @@ pub enum Caller {
     Internal(UserInfo),
 }
 
-/// What the server needs to know about itself.
-pub struct Config {
-    /// The URL clients reach the root cluster at (logical clusters are under `/clusters/`).
-    pub external_url: String,
-    /// The root cluster's CA (PEM certificate and key).
-    pub root_ca: pki::CertPair,
-    /// The root cluster's service-account signing key (PKCS#8 DER).
-    pub root_sa_key: Vec<u8>,
-}
+pub use controlplane::Config;
 
-/// The API server.
+/// The API server: the HTTP side of a [`ControlPlane`].
 pub struct ApiServer {
-    pub store: Store,
-    pub catalog: Catalog,
-    pub metrics: Metrics,
-    pub openapi: crate::openapi::ClusterDocuments,
+    cp: Arc<ControlPlane>,
     pub authn: crate::authn::Authenticator,
-    pub config: Config,
-    /// In-process validating admission hooks, by resource.
-    pub admission: crate::admission::Validators,
     /// How kubelets are reached (logs, exec, attach, port-forward, node proxy, metrics).
     pub kubelet: crate::kubelet::KubeletClient,
     /// The `metrics.k8s.io` resource metrics, scraped from kubelets on demand.
-    pub resource_metrics: crate::metrics_api::Scraper,
+    pub resource_metrics: Arc<crate::metrics_api::Scraper>,
     ready: AtomicBool,
     draining: AtomicBool,
     pub started: Instant,
@@ -113,40 +99,53 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The request's requester for the control plane (its warnings are the caller's to move
+    /// back into [`Ctx::warnings`]).
+    pub fn requester(&self) -> controlplane::Requester<'_> {
+        controlplane::Requester::new(&self.cluster, &self.user)
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
 impl ApiServer {
-    pub fn new(store: Store, catalog: Catalog, config: Config) -> Result<Arc<Self>, ApiError> {
-        crd::cel::cost::set_runner(off_the_async_worker);
+    /// The API server of `cp` (not ready until [`ApiServer::set_ready`]).
+    pub fn new(cp: Arc<ControlPlane>) -> Arc<Self> {
         let (shutdown, _) = tokio::sync::watch::channel(false);
-        let root_trust = crate::authn::Trust::new(
-            &config.root_ca.cert_pem,
-            &config.root_sa_key,
-            config.external_url.clone(),
-        )
-        .map_err(|e| {
-            ApiError::internal(format!("the root cluster's credentials are invalid: {e}"))
-        })?;
-        Ok(Arc::new(ApiServer {
-            store,
-            catalog,
-            metrics: Metrics::default(),
-            openapi: Default::default(),
-            authn: crate::authn::Authenticator::new(root_trust, config.external_url.clone()),
-            config,
-            admission: Default::default(),
+        let resource_metrics = Arc::new(crate::metrics_api::Scraper::default());
+        let scraped = Arc::downgrade(&resource_metrics);
+        cp.on_forget(move |cluster| {
+            if let Some(s) = scraped.upgrade() {
+                s.forget(cluster);
+            }
+        });
+        Arc::new(ApiServer {
+            cp,
+            authn: crate::authn::Authenticator,
             kubelet: Default::default(),
-            resource_metrics: Default::default(),
+            resource_metrics,
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             started: Instant::now(),
             shutdown,
             oci: std::sync::OnceLock::new(),
             flow: std::sync::OnceLock::new(),
-        }))
+        })
+    }
+
+    /// The control plane this server serves.
+    pub fn control_plane(&self) -> &Arc<ControlPlane> {
+        &self.cp
+    }
+
+    pub fn store(&self) -> &Store {
+        self.cp.store()
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        self.cp.catalog()
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -165,7 +164,7 @@ impl ApiServer {
 
     /// Whether a logical cluster is served.
     pub async fn cluster_exists(&self, cluster: &str) -> bool {
-        cluster == apimachinery::cluster::ROOT || crate::clusters::exists(self, cluster).await
+        self.cp.cluster_exists(cluster).await
     }
 
     /// Handles one request whose body is in memory.
@@ -238,7 +237,8 @@ impl ApiServer {
             "cache-control",
             http::HeaderValue::from_static("no-cache, private"),
         );
-        self.metrics
+        self.cp
+            .metrics()
             .observe(&verb, &resource, resp.status().as_u16(), started.elapsed());
         resp
     }
@@ -287,7 +287,7 @@ impl ApiServer {
             Route::Health { kind, check } if get => {
                 Ok(health::answer(self, kind, check.as_deref(), &ctx.query))
             }
-            Route::Metrics if get => Ok(self.metrics.render()),
+            Route::Metrics if get => Ok(crate::metrics::render(self.cp.metrics())),
             Route::OpenApiV2 if get => Ok(openapi::v2(self, ctx)),
             Route::OpenApiV3Index if get => openapi::v3_index(self, ctx),
             Route::OpenApiV3(path) if get => openapi::v3_document(self, ctx, path),
@@ -303,19 +303,6 @@ impl ApiServer {
             Route::NotFound => Err(ApiError::no_route()),
             _ => Err(ApiError::method_not_allowed(ctx.method.as_str(), "")),
         }
-    }
-}
-
-/// Runs an expensive CEL evaluation: on a worker of a multi-threaded runtime under
-/// `block_in_place`, so the worker's other tasks (every cluster's requests) move to another
-/// thread while it computes; elsewhere it simply runs.
-fn off_the_async_worker(f: &mut dyn FnMut()) {
-    let multi = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi {
-        tokio::task::block_in_place(f)
-    } else {
-        f()
     }
 }
 
@@ -380,7 +367,7 @@ impl ApiServer {
         }
         if let Caller::Tls(chain) = caller {
             ctx.user = self.authn.authenticate(
-                self,
+                &self.cp,
                 &ctx.cluster,
                 chain.as_deref(),
                 ctx.header("authorization"),
@@ -388,7 +375,7 @@ impl ApiServer {
         }
         crate::impersonate::apply(self, ctx)?;
         let attrs = crate::authz::request_attributes(&routed.route, &routed.path, ctx);
-        crate::authz::check(self, &ctx.cluster, &ctx.user, &attrs)
+        crate::authz::check(self.control_plane(), &ctx.cluster, &ctx.user, &attrs)
     }
 }
 
@@ -398,7 +385,7 @@ pub use apimachinery::cluster::VERSION_ANNOTATION;
 /// [`VERSION_ANNOTATION`] names, else the server's own.
 pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value {
     if cluster != apimachinery::cluster::ROOT
-        && let Some(lc) = server.store.cache.get(
+        && let Some(lc) = server.store().cache.get(
             crate::tenancy::GROUP,
             crate::tenancy::PLURAL,
             apimachinery::cluster::ROOT,
@@ -466,41 +453,16 @@ pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>,
     start_with(storage, config).await
 }
 
-/// Builds a ready API server over `storage`: the watch cache, the built-in catalogue and the
-/// seeded root cluster.
+/// Builds a ready API server over `storage`: the control plane (watch cache, built-in
+/// catalogue, seeded root cluster and its loops) and the HTTP side over it.
 pub async fn start_with(
     storage: Arc<dyn storage::Storage>,
     config: Config,
 ) -> Result<Arc<ApiServer>, ApiError> {
-    use registry::cache::{CacheOptions, WatchCache};
-    let mut opts = CacheOptions::default();
-    // Every request to a tenant cluster reads its LogicalCluster (does it exist, is it
-    // Ready): keep those decoded, as RBAC is.
-    opts.keep_decoded
-        .push((crate::tenancy::GROUP.into(), crate::tenancy::PLURAL.into()));
-    let cache = WatchCache::start(storage.clone(), opts)
-        .await
-        .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
-    let mut resources = registry::builtins::resources();
-    resources.push(crate::tenancy::logical_cluster_resource());
-    resources.extend(crate::reviews::extra_resources());
-    resources.extend(crate::metrics_api::resources());
-    let catalog = Catalog::new(resources).with_builtin_strategy(
-        crate::crds::GROUP,
-        crate::crds::PLURAL,
-        Arc::new(crd::CrdStrategy),
-    );
-    let store = Store::new(storage, cache).with_hook(
-        "",
-        "services",
-        Arc::new(crate::services::ServiceAllocator::default()),
-    );
-    let server = ApiServer::new(store, catalog, config)?;
-    crate::bootstrap::seed(&server, apimachinery::cluster::ROOT).await?;
-    crate::tenancy::start(server.clone()).await?;
-    crate::aggregation::start(&server)?;
-    crate::crds::start(&server)?;
-    crate::apiservices::start(&server)?;
+    let mut extra = crate::reviews::extra_resources();
+    extra.extend(crate::metrics_api::resources());
+    let cp = ControlPlane::start(storage, config, extra).await?;
+    let server = ApiServer::new(cp);
     server.set_ready(true);
     Ok(server)
 }

@@ -7,9 +7,9 @@ mod support;
 
 use std::sync::Arc;
 
-use apiserver::auth::{UserExt, UserInfo};
 use apiserver::server::{ApiServer, Caller};
 use bytes::Bytes;
+use controlplane::auth::{UserExt, UserInfo};
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};

@@ -151,7 +151,7 @@ async fn both_versions_are_served_through_the_conversion_webhook() {
         .uri(format!("{V2}?watch=1&timeoutSeconds=1"))
         .body(bytes::Bytes::new())
         .unwrap();
-    use apiserver::auth::{UserExt, UserInfo};
+    use controlplane::auth::{UserExt, UserInfo};
     use http_body_util::BodyExt;
     let resp = server
         .handle(req, apiserver::server::Caller::Internal(UserInfo::system()))

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiserver::auth::{UserExt, UserInfo};
 use apiserver::route::CLUSTER_ANNOTATION;
 use apiserver::server::{ApiServer, Caller};
 use bytes::Bytes;
+use controlplane::auth::{UserExt, UserInfo};
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};

@@ -271,8 +271,8 @@ fn cel_compiles_and_evaluates_or_errs() {
         if apimachinery::depth::exceeds(&obj, apimachinery::depth::MAX_DEPTH) {
             return;
         }
-        let vars = apiserver::admission::cel::Vars::default().json("object", Some(&obj));
-        let _ = apiserver::admission::cel::eval(&program, &vars);
+        let vars = controlplane::admission::cel::Vars::default().json("object", Some(&obj));
+        let _ = controlplane::admission::cel::eval(&program, &vars);
     });
 }
 

@@ -94,7 +94,7 @@ async fn a_pod_gets_the_default_account_and_its_token_volume_unless_automount_is
     )
     .await;
     assert_eq!(code, 201, "{sa}");
-    server.store.wait_for_cache().await;
+    server.store().wait_for_cache().await;
     let (code, p) = post(
         &server,
         pods,

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiserver::auth::{UserExt, UserInfo};
 use apiserver::server::{ApiServer, Caller};
 use bytes::Bytes;
+use controlplane::auth::{UserExt, UserInfo};
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use rustls::pki_types::CertificateDer;
@@ -73,7 +73,7 @@ async fn cluster(server: &Arc<ApiServer>, name: &str) {
 /// A client certificate chain issued by `cluster`'s CA.
 fn client_chain(server: &ApiServer, cluster: &str, user: &str, groups: &[&str]) -> Caller {
     use rustls::pki_types::pem::PemObject;
-    let ca = apiserver::tenancy::ca_of(server, cluster).unwrap();
+    let ca = controlplane::tenancy::ca_of(server.control_plane(), cluster).unwrap();
     let pair = ca.issue_client(user, groups).unwrap();
     let der = CertificateDer::from_pem_slice(pair.cert_pem.as_bytes()).unwrap();
     Caller::Tls(Some(Arc::new(apiserver::authn::PeerCerts::new(vec![der]))))
@@ -134,7 +134,7 @@ async fn objects_and_watch_events_never_cross_clusters() {
     cluster(&server, "a").await;
     cluster(&server, "b").await;
     let mut watch = server
-        .store
+        .store()
         .cache
         .watch(
             "",
@@ -143,7 +143,7 @@ async fn objects_and_watch_events_never_cross_clusters() {
                 cluster: Some("b".into()),
                 ..Default::default()
             },
-            registry::cache::Start::After(server.store.cache.revision()),
+            registry::cache::Start::After(server.store().cache.revision()),
             false,
         )
         .unwrap();
@@ -328,7 +328,7 @@ async fn deleting_a_cluster_leaves_no_key_and_no_credential() {
     let prefix = registry::key::cluster("doomed");
     assert!(
         !server
-            .store
+            .store()
             .storage
             .list(prefix.as_bytes(), Default::default())
             .await
@@ -365,7 +365,7 @@ async fn deleting_a_cluster_leaves_no_key_and_no_credential() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let left = server
-        .store
+        .store()
         .storage
         .list(prefix.as_bytes(), Default::default())
         .await
@@ -424,7 +424,7 @@ async fn a_deleted_builtin_api_service_is_registered_again_at_start_up() {
     let (code, _) = call(&server, system(), Method::GET, url, None).await;
     assert_eq!(code, 404);
     // What the server runs when it starts, for every served cluster.
-    apiserver::apiservices::register_on_start(&server).await;
+    controlplane::apiservices::register_on_start(server.control_plane()).await;
     let (code, body) = call(&server, system(), Method::GET, url, None).await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["spec"]["groupPriorityMinimum"], 17800);

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use apiserver::auth::{UserExt, UserInfo};
 use apiserver::server::Caller;
 use bytes::Bytes;
+use controlplane::auth::{UserExt, UserInfo};
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use serde_json::Value;

@@ -17,7 +17,7 @@ use support::{call, call_with};
 const JSON: (&str, &str) = ("content-type", "application/json");
 
 async fn metrics_text(server: &Arc<ApiServer>) -> String {
-    use apiserver::auth::{UserExt, UserInfo};
+    use controlplane::auth::{UserExt, UserInfo};
     use http_body_util::BodyExt;
     let req = http::Request::builder()
         .uri("/metrics")

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use apiserver::auth::{UserExt, UserInfo};
 use apiserver::server::{ApiServer, Caller};
 use base64::Engine;
 use bytes::Bytes;
+use controlplane::auth::{UserExt, UserInfo};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver::auth::{UserExt, UserInfo};
 use apiserver::server::{ApiServer, Caller};
 use bytes::Bytes;
+use controlplane::auth::{UserExt, UserInfo};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use registry::cache::{Filter, Start, WatchItem};
@@ -78,13 +78,13 @@ fn watch_ready(server: &Arc<ApiServer>) -> anyhow::Result<Waiters> {
         ..Filter::default()
     };
     let mut handle = server
-        .store
+        .store()
         .cache
         .watch(
             "core.matryoshka.dev",
             "logicalclusters",
             filter,
-            Start::After(server.store.cache.revision()),
+            Start::After(server.store().cache.revision()),
             false,
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;

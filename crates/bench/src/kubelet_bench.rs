@@ -225,7 +225,7 @@ pub async fn run(quick: bool, args: Args) -> anyhow::Result<()> {
     config.teardown = Teardown::RemovePods;
     config.kubelet_address = std::net::Ipv4Addr::LOCALHOST.into();
     config.kubelet_port = 0;
-    config.client_ca_pem = Some(server.config.root_ca.cert_pem.clone());
+    config.client_ca_pem = Some(server.control_plane().config().root_ca.cert_pem.clone());
     let kubelet = Kubelet::start(client.clone(), config.clone())
         .await
         .context("starting the agent")?;

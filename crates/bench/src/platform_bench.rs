@@ -48,7 +48,7 @@ fn ready_times(server: &Arc<ApiServer>) -> Arc<Mutex<HashMap<String, Instant>>> 
     let server = server.clone();
     tokio::spawn(async move {
         loop {
-            let (items, _) = server.store.cache.list(
+            let (items, _) = server.store().cache.list(
                 "platform.matryoshka.dev",
                 "tenantclusters",
                 &Filter::default(),
@@ -71,7 +71,10 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
     let (server, _data) = crate::setup::server().await?;
     let mut background = crate::setup::Background::control_plane(&server);
     for (group, plural, v) in platform::admission::validators() {
-        server.admission.register(group, plural, v);
+        server
+            .control_plane()
+            .admission()
+            .register(group, plural, v);
     }
     let clients = crate::setup::clients(&server);
     platform::install(&clients)
@@ -176,7 +179,7 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
     let mut report = Instant::now() + Duration::from_secs(10);
     loop {
         let left = server
-            .store
+            .store()
             .cache
             .list(
                 "platform.matryoshka.dev",

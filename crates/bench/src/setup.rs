@@ -38,7 +38,7 @@ pub async fn serve_https(
         options.flow.seats = n;
     }
     let ca = pki::Ca {
-        pair: server.config.root_ca.clone(),
+        pair: server.control_plane().config().root_ca.clone(),
     };
     let serving = ca.issue_server("bench", &["127.0.0.1".to_string()])?;
     let tls = apiserver::serve::tls_config(apiserver::serve::ServingCert::new(
@@ -77,7 +77,8 @@ impl Background {
         let s = bg.shutdown.clone();
         bg.spawn(controllers::run(
             clients(server),
-            controllers::Options::default().with_ca(server.config.root_ca.cert_pem.clone()),
+            controllers::Options::default()
+                .with_ca(server.control_plane().config().root_ca.cert_pem.clone()),
             s.clone().wait(),
         ));
         bg.spawn(scheduler::run(

@@ -1,6 +1,6 @@
 //! Regression tests for the two API server bugs found while building the controllers:
 //! - merge patches without a resourceVersion answered 409 under concurrent writes instead of
-//!   being retried (`apiserver::patching::apply` kept the read resourceVersion as a
+//!   being retried (`controlplane::patching::apply` kept the read resourceVersion as a
 //!   precondition);
 //! - metadata-only cross-cluster watch events lacked the `matryoshka.dev/cluster` annotation
 //!   (`apiserver::handlers::read::watch`).

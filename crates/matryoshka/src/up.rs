@@ -202,7 +202,7 @@ fn root_credentials(dir: &Path) -> anyhow::Result<(Ca, Vec<u8>)> {
         Ok(der) => der,
         Err(_) => {
             let der =
-                apiserver::jwt::SigningKey::generate_pkcs8().map_err(|e| anyhow::anyhow!(e))?;
+                controlplane::jwt::SigningKey::generate_pkcs8().map_err(|e| anyhow::anyhow!(e))?;
             pki::write_private_bytes(&sa_path, &der)?;
             der
         }
@@ -269,7 +269,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         ))
     };
     for (group, plural, v) in platform::admission::validators() {
-        server.admission.register(group, plural, v);
+        server
+            .control_plane()
+            .admission()
+            .register(group, plural, v);
     }
     platform::install(&clients())
         .await
@@ -303,7 +306,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         clients(),
         controllers::Options::default()
             .with_leader_election(identity.clone())
-            .with_ca(server.config.root_ca.cert_pem.clone()),
+            .with_ca(server.control_plane().config().root_ca.cert_pem.clone()),
         stopped.clone().wait(),
     ));
     let scheduler = tokio::spawn(scheduler::run(
@@ -439,9 +442,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             // written again.
             loop {
                 let cluster = apimachinery::cluster::ROOT;
-                if let Err(e) =
-                    apiserver::bootstrap::reconcile_kubernetes_endpoints(&server, cluster, ip, port)
-                        .await
+                if let Err(e) = controlplane::bootstrap::reconcile_kubernetes_endpoints(
+                    server.control_plane(),
+                    cluster,
+                    ip,
+                    port,
+                )
+                .await
                 {
                     tracing::warn!(error = %e, "reconciling the kubernetes Service's endpoints");
                 }

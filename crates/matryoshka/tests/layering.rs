@@ -79,6 +79,7 @@ fn api_clients_depend_on_nothing_of_the_server() {
     ];
     let server = [
         "apiserver",
+        "controlplane",
         "registry",
         "storage",
         "crd",
@@ -163,6 +164,52 @@ fn only_the_api_server_serves_http_among_the_control_plane_crates() {
         violations(&all, &control_plane, &servers),
         Vec::<String>::new()
     );
+}
+
+#[test]
+fn the_control_plane_knows_nothing_of_the_api_servers_http_side() {
+    let all = dependencies();
+    // Requests, routes, media types, compression, query strings, YAML bodies and connection
+    // upgrades are the API server's; the control plane gets objects.
+    let http_side = [
+        "apiserver",
+        "streaming",
+        "tower",
+        "flate2",
+        "form_urlencoded",
+        "serde-saphyr",
+        "pbcodec",
+        "printers",
+    ];
+    assert_eq!(
+        violations(&all, &["controlplane"], &http_side),
+        Vec::<String>::new()
+    );
+    // It calls webhooks as an HTTP client; it never listens or serves a connection.
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../controlplane/src");
+    let mut serving = Vec::new();
+    let mut dirs = vec![src];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("the control plane's sources") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            for needle in [
+                "TcpListener",
+                "hyper::server",
+                "serve_connection",
+                "UnixListener",
+            ] {
+                if text.contains(needle) {
+                    serving.push(format!("{} uses {needle}", path.display()));
+                }
+            }
+        }
+    }
+    assert_eq!(serving, Vec::<String>::new());
 }
 
 #[test]

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use apiserver::ApiServer;
-use apiserver::auth::{UserExt, UserInfo};
 use apiserver::local::LocalService;
 use apiserver::server::Caller;
 use bytes::Bytes;
+use controlplane::auth::{UserExt, UserInfo};
 use http::{HeaderMap, Method, Request};
 use http_body_util::BodyExt;
 use kube::api::{Api, DynamicObject, PostParams};

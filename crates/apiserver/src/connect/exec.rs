@@ -55,7 +55,7 @@ pub async fn pod(
     name: &str,
 ) -> Result<Value, ApiError> {
     let res = server
-        .catalog
+        .catalog()
         .lookup(&ctx.cluster, "", "v1", "pods")
         .ok_or_else(ApiError::no_route)?;
     let loc = Location {
@@ -63,7 +63,7 @@ pub async fn pod(
         namespace,
         name,
     };
-    server.store.get(&res, &loc).await
+    server.store().get(&res, &loc).await
 }
 
 /// The node a pod is bound to, or upstream's 400.

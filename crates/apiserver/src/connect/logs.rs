@@ -31,7 +31,7 @@ pub async fn log(
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
     let opts = LogRequest::from_query(&ctx.query, loc.name)?;
-    let pod = server.store.get(res, loc).await?;
+    let pod = server.store().get(res, loc).await?;
     let container = options::container(&pod, loc.name, opts.container.as_deref())?;
     let Some(node) = pod
         .pointer("/spec/nodeName")

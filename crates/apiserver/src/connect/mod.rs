@@ -99,7 +99,7 @@ where
         "cache-control",
         http::HeaderValue::from_static("no-cache, private"),
     );
-    server.metrics.observe(
+    server.control_plane().metrics().observe(
         "CONNECT",
         &resource,
         resp.status().as_u16(),
@@ -125,7 +125,7 @@ where
     };
     server.admit(ctx, routed, caller).await?;
     let res = server
-        .catalog
+        .catalog()
         .lookup(&ctx.cluster, &p.group, &p.version, &p.resource)
         .ok_or_else(ApiError::no_route)?;
     let sub = p.subresource.as_deref().unwrap_or("");

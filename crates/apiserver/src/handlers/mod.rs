@@ -52,7 +52,7 @@ pub async fn resource(
     p: &ResourcePath,
 ) -> Result<Response<Body>, ApiError> {
     let res = server
-        .catalog
+        .catalog()
         .lookup(&ctx.cluster, &p.group, &p.version, &p.resource)
         .ok_or_else(ApiError::no_route)?;
     if !res.namespaced && !p.namespace.is_empty() {

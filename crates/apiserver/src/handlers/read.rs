@@ -27,7 +27,7 @@ pub async fn get(
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
     if ctx.query.get("resourceVersion") == Some("0")
-        && let Some(o) = server.store.cache.get(
+        && let Some(o) = server.store().cache.get(
             &res.group,
             &res.plural,
             loc.cluster,
@@ -41,7 +41,7 @@ pub async fn get(
         let obj = render::served_object(res, o.to_value()).await?;
         return render::object(ctx, res, StatusCode::OK, &obj);
     }
-    let obj = server.store.get(res, loc).await?;
+    let obj = server.store().get(res, loc).await?;
     let obj = render::served_object(res, obj).await?;
     render::object(ctx, res, StatusCode::OK, &obj)
 }
@@ -93,7 +93,7 @@ pub async fn list(
         resource_version: rv,
         resource_version_match: ctx.query.get("resourceVersionMatch").map(String::from),
     };
-    let out = server.store.list(res, &req).await?;
+    let out = server.store().list(res, &req).await?;
     let md = render::list_metadata(out.revision, out.continue_token.as_deref(), out.remaining);
     let items = render::served_objects(res, out.items).await?;
     render::list(ctx, res, &items, md)
@@ -157,7 +157,7 @@ pub async fn watch(
         s.parse::<i64>()
             .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
     };
-    let cache = &server.store.cache;
+    let cache = &server.store().cache;
     // Wait until the cache has what the client has seen (or the latest write for a
     // consistent start).
     let need = match rv {
@@ -165,7 +165,7 @@ pub async fn watch(
         Some(s) => Some(parse_rv(s)?),
         None => Some(
             server
-                .store
+                .store()
                 .storage
                 .current_revision()
                 .await

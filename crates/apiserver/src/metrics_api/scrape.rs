@@ -244,7 +244,7 @@ async fn scrape(server: &Arc<ApiServer>, cluster: &str, points: &mut Points) {
         ..Filter::default()
     };
     let nodes: Vec<String> = server
-        .store
+        .store()
         .cache
         .list("", "nodes", &filter)
         .0

@@ -72,7 +72,7 @@ impl Cluster {
                 ..Default::default()
             });
         let ca = pki::Ca {
-            pair: server.config.root_ca.clone(),
+            pair: server.control_plane().config().root_ca.clone(),
         };
         let serving = ca
             .issue_server("kube-apiserver", &["127.0.0.1".into(), "localhost".into()])
@@ -123,7 +123,7 @@ impl Cluster {
 
     /// The CA of a logical cluster (its kubelets' client CA).
     pub fn ca_of(&self, logical: &str) -> pki::Ca {
-        apiserver::tenancy::ca_of(&self.server, logical).unwrap()
+        controlplane::tenancy::ca_of(self.server.control_plane(), logical).unwrap()
     }
 
     /// Creates a logical cluster, waits until it is served and writes an admin kubeconfig
@@ -157,7 +157,7 @@ impl Cluster {
         let admin = ca
             .issue_client("kubernetes-admin", &["system:masters"])
             .unwrap();
-        let serving_ca = &self.server.config.root_ca.cert_pem;
+        let serving_ca = &self.server.control_plane().config().root_ca.cert_pem;
         let url = format!("{}/clusters/{name}", self.url);
         let path = self.dir.path().join(format!("kubeconfig-{name}"));
         std::fs::write(

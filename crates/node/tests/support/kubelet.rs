@@ -59,7 +59,7 @@ impl TestNode {
         // The kubelet API on loopback, any free port; client certificates of the root CA.
         config.kubelet_address = std::net::Ipv4Addr::LOCALHOST.into();
         config.kubelet_port = 0;
-        config.client_ca_pem = Some(env.server.config.root_ca.cert_pem.clone());
+        config.client_ca_pem = Some(env.server.control_plane().config().root_ca.cert_pem.clone());
         tune(&mut config);
         let kubelet = Kubelet::start(env.client.clone(), config.clone())
             .await

@@ -43,7 +43,7 @@ impl Env {
         // pods' token volumes read `ca.crt` from it.
         let ca = serde_json::json!({
             "metadata": {"name": "kube-root-ca.crt"},
-            "data": {"ca.crt": server.config.root_ca.cert_pem.clone()},
+            "data": {"ca.crt": server.control_plane().config().root_ca.cert_pem.clone()},
         });
         let cm: k8s_openapi::api::core::v1::ConfigMap =
             serde_json::from_value(ca).expect("a ConfigMap");

@@ -41,7 +41,7 @@ impl Harness {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let ca = pki::Ca::generate("platform-test-ca").expect("ca");
-        let sa = apiserver::jwt::SigningKey::generate_pkcs8().expect("sa key");
+        let sa = controlplane::jwt::SigningKey::generate_pkcs8().expect("sa key");
         let config = apiserver::server::Config {
             external_url: format!("https://127.0.0.1:{}", addr.port()),
             root_ca: ca.pair.clone(),
@@ -70,14 +70,18 @@ impl Harness {
         tasks.push(tokio::spawn(async move {
             let _ = controllers::run(
                 ClusterClients::in_memory(LocalService::system(s.clone())),
-                controllers::Options::default().with_ca(s.config.root_ca.cert_pem.clone()),
+                controllers::Options::default()
+                    .with_ca(s.control_plane().config().root_ca.cert_pem.clone()),
                 shut,
             )
             .await;
         }));
         // The platform installs before the test goes on (CRDs established, tenant-root).
         for (group, plural, v) in platform::admission::validators() {
-            server.admission.register(group, plural, v);
+            server
+                .control_plane()
+                .admission()
+                .register(group, plural, v);
         }
         let clients = ClusterClients::in_memory(LocalService::system(server.clone()));
         platform::install(&clients)
@@ -115,7 +119,7 @@ impl Harness {
     pub async fn keys_of(&self, cluster: &str) -> usize {
         let prefix = registry::key::cluster(cluster);
         self.server
-            .store
+            .store()
             .storage
             .list(prefix.as_bytes(), storage::ListOptions::default())
             .await

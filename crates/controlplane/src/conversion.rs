@@ -18,16 +18,16 @@ use apimachinery::status::ApiError;
 use registry::{Converter, ResourceDef};
 use serde_json::{Value, json};
 
+use crate::ControlPlane;
 use crate::admission::webhook::client;
 use crate::admission::webhook::config::{Target, client_config, strings};
-use crate::server::ApiServer;
 
 /// Upstream's timeout of conversion webhook calls.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A CRD's conversion webhook in one cluster.
 pub struct WebhookConverter {
-    server: Weak<ApiServer>,
+    cp: Weak<ControlPlane>,
     cluster: String,
     kind: String,
     storage_api_version: String,
@@ -38,7 +38,7 @@ pub struct WebhookConverter {
 
 impl WebhookConverter {
     /// The converter of `crd` (in `cluster`), if it converts with a webhook.
-    pub fn of(server: &Arc<ApiServer>, cluster: &str, crd: &Value) -> Option<Arc<Self>> {
+    pub fn of(cp: &Arc<ControlPlane>, cluster: &str, crd: &Value) -> Option<Arc<Self>> {
         if !crd::webhook_conversion(crd) {
             return None;
         }
@@ -58,7 +58,7 @@ impl WebhookConverter {
             .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
             .and_then(|v| v.get("name").and_then(Value::as_str))?;
         Some(Arc::new(WebhookConverter {
-            server: Arc::downgrade(server),
+            cp: Arc::downgrade(cp),
             cluster: cluster.to_string(),
             kind: crd
                 .pointer("/spec/names/kind")
@@ -134,8 +134,8 @@ impl Converter for WebhookConverter {
                 self.kind
             ))
         };
-        let server = self
-            .server
+        let cp = self
+            .cp
             .upgrade()
             .ok_or_else(|| failed("the server is shutting down".into()))?;
         let uid = uuid::Uuid::new_v4().to_string();
@@ -145,7 +145,7 @@ impl Converter for WebhookConverter {
             "request": {"uid": uid, "desiredAPIVersion": api_version, "objects": objects},
         });
         let answer = client::call(
-            &server,
+            &cp,
             &self.cluster,
             &self.target,
             self.ca_bundle.as_deref(),
@@ -194,8 +194,8 @@ impl Converter for WebhookConverter {
 }
 
 /// The served definitions of `crd` in `cluster`, with its converter when it has one.
-pub fn resource_defs(server: &Arc<ApiServer>, cluster: &str, crd: &Value) -> Vec<ResourceDef> {
-    let converter = WebhookConverter::of(server, cluster, crd);
+pub fn resource_defs(cp: &Arc<ControlPlane>, cluster: &str, crd: &Value) -> Vec<ResourceDef> {
+    let converter = WebhookConverter::of(cp, cluster, crd);
     crd::resource_defs(crd)
         .into_iter()
         .map(|mut d| {

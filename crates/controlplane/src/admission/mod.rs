@@ -27,7 +27,7 @@ use registry::cache::Filter;
 use registry::store::{Location, WriteOptions};
 use serde_json::Value;
 
-use crate::server::{ApiServer, Ctx};
+use crate::{ControlPlane, Requester};
 use webhook::Attributes;
 
 pub use eviction::check_eviction;
@@ -49,7 +49,7 @@ fn display_name(obj: &Value) -> String {
 
 /// The objects of a core resource in one namespace, from the watch cache, in name order.
 fn namespace_objects(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     namespace: &str,
     plural: &str,
@@ -62,8 +62,7 @@ fn namespace_objects(
         namespace: Some(namespace.to_string()),
         predicate: None,
     };
-    server
-        .store
+    cp.store
         .cache
         .list("", plural, &filter)
         .0
@@ -93,39 +92,39 @@ pub fn admit_delete(res: &ResourceDef, loc: &Location<'_>) -> Result<(), ApiErro
 
 /// Whether admission outside the server applies to writes in `cluster` (webhook
 /// configurations exist there), the test before a write pays for anything more.
-pub fn any_external(server: &ApiServer, cluster: &str) -> bool {
-    webhook::any(server, cluster) || policy::any(server, cluster)
+pub fn any_external(cp: &ControlPlane, cluster: &str) -> bool {
+    webhook::any(cp, cluster) || policy::any(cp, cluster)
 }
 
 /// The validating stage outside the server, in upstream's plugin order:
 /// ValidatingAdmissionPolicies, then validating webhooks (in parallel).
 pub async fn validate_external(
-    server: &ApiServer,
+    cp: &ControlPlane,
     attrs: &Attributes,
     obj: Option<&Value>,
     old: Option<&Value>,
     warnings: &Mutex<Vec<String>>,
 ) -> Result<(), ApiError> {
-    policy::validate(server, attrs, obj, old, warnings)?;
-    webhook::validate(server, attrs, obj, old, warnings).await
+    policy::validate(cp, attrs, obj, old, warnings)?;
+    webhook::validate(cp, attrs, obj, old, warnings).await
 }
 
 /// Admission of a delete of `loc` by webhooks: mutating ones are told (their patches have no
 /// object to apply to), validating ones may refuse; both see the object as `oldObject`.
 pub async fn admit_delete_external(
-    server: &ApiServer,
-    ctx: &mut Ctx,
+    cp: &ControlPlane,
+    who: &mut Requester<'_>,
     res: &ResourceDef,
     loc: &Location<'_>,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    if !any_external(server, &ctx.cluster) {
+    if !any_external(cp, who.cluster) {
         return Ok(());
     }
-    let current = server.store.get(res, loc).await?;
+    let current = cp.store.get(res, loc).await?;
     let attrs = Attributes::new(
-        &ctx.cluster,
-        &ctx.user,
+        who.cluster,
+        who.user,
         res,
         None,
         webhook::Operation::Delete,
@@ -135,12 +134,12 @@ pub async fn admit_delete_external(
     );
     let warnings = Mutex::new(Vec::new());
     let result = async {
-        webhook::mutate(server, &attrs, None, Some(&current), &warnings).await?;
+        webhook::mutate(cp, &attrs, None, Some(&current), &warnings).await?;
 
-        validate_external(server, &attrs, None, Some(&current), &warnings).await
+        validate_external(cp, &attrs, None, Some(&current), &warnings).await
     }
     .await;
-    ctx.warnings.extend(warnings.into_inner());
+    who.warnings.extend(warnings.into_inner());
     result
 }
 
@@ -152,7 +151,7 @@ pub async fn admit_delete_external(
 /// left to the store's write (no dry run needed): returns whether they were.
 #[allow(clippy::too_many_arguments)]
 pub async fn admit_create(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     res: &ResourceDef,
     loc: &Location<'_>,
@@ -164,21 +163,21 @@ pub async fn admit_create(
     let namespaced = res.namespaced && !loc.namespace.is_empty();
     let core = res.group.is_empty();
     if namespaced && core && res.plural == "persistentvolumeclaims" {
-        default_storage_class(server, cluster, obj);
+        default_storage_class(cp, cluster, obj);
     }
     let ranged =
         namespaced && core && matches!(res.plural.as_str(), "pods" | "persistentvolumeclaims");
     let ranges = if ranged {
-        namespace_objects(server, cluster, loc.namespace, "limitranges")
+        namespace_objects(cp, cluster, loc.namespace, "limitranges")
     } else {
         Vec::new()
     };
     let quotas = if namespaced {
-        namespace_objects(server, cluster, loc.namespace, "resourcequotas")
+        namespace_objects(cp, cluster, loc.namespace, "resourcequotas")
     } else {
         Vec::new()
     };
-    let external = webhook::any_validating(server, cluster) || policy::any(server, cluster);
+    let external = webhook::any_validating(cp, cluster) || policy::any(cp, cluster);
     if ranges.is_empty() && quotas.is_empty() {
         return Ok(external);
     }
@@ -188,7 +187,7 @@ pub async fn admit_create(
         res.strategy.default(obj);
         limits::apply_defaults(&ranges, obj);
     }
-    let validated = server
+    let validated = cp
         .store
         .create(
             res,
@@ -208,11 +207,11 @@ pub async fn admit_create(
     if external {
         let mut attrs = attrs.clone();
         attrs.name = meta::name(&validated).to_string();
-        validate_external(server, &attrs, Some(&validated), None, warnings).await?;
+        validate_external(cp, &attrs, Some(&validated), None, warnings).await?;
     }
     if !quotas.is_empty() {
         quota::charge(
-            server,
+            cp,
             cluster,
             res,
             loc.namespace,
@@ -231,7 +230,7 @@ pub async fn admit_create(
 
 /// Upstream's DefaultStorageClass plugin: a claim that names no class (the field absent, not
 /// `""`) gets the default one, the newest if several are marked default.
-fn default_storage_class(server: &ApiServer, cluster: &str, claim: &mut Value) {
+fn default_storage_class(cp: &ControlPlane, cluster: &str, claim: &mut Value) {
     if claim
         .pointer("/spec/storageClassName")
         .is_some_and(|c| !c.is_null())
@@ -244,7 +243,7 @@ fn default_storage_class(server: &ApiServer, cluster: &str, claim: &mut Value) {
         namespace: None,
         predicate: None,
     };
-    let default = server
+    let default = cp
         .store
         .cache
         .list("storage.k8s.io", "storageclasses", &filter)

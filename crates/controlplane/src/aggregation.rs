@@ -12,21 +12,21 @@ use registry::cache::{Filter, Follow};
 use registry::store::{Location, WriteOptions};
 use serde_json::Value;
 
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// Recomputes the aggregated ClusterRoles of one cluster.
-pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+pub async fn reconcile(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError> {
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    let roles = server.store.cache.list(RBAC, "clusterroles", &filter).0;
+    let roles = cp.store.cache.list(RBAC, "clusterroles", &filter).0;
     // Cluster roles are kept decoded by the cache: this copies pointers.
     let values: Vec<Arc<Value>> = roles.iter().map(|r| r.value()).collect();
     let all: Vec<&Value> = values.iter().map(|v| &**v).collect();
-    let Some(res) = server.catalog.builtin(RBAC, "clusterroles") else {
+    let Some(res) = cp.catalog.builtin(RBAC, "clusterroles") else {
         return Ok(());
     };
     for role in &values {
@@ -39,7 +39,7 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<(), ApiError
             namespace: "",
             name: &name,
         };
-        let result = server
+        let result = cp
             .store
             .update_with(&res, &loc, &WriteOptions::default(), |cur| {
                 let mut next = cur
@@ -59,13 +59,13 @@ pub async fn reconcile(server: &ApiServer, cluster: &str) -> Result<(), ApiError
 }
 
 /// Starts the aggregation loop.
-pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
-    let mut follow = Follow::new(&server.store.cache, RBAC, "clusterroles", Filter::default())?;
-    let weak = Arc::downgrade(server);
+pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
+    let mut follow = Follow::new(&cp.store.cache, RBAC, "clusterroles", Filter::default())?;
+    let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
         loop {
             let (_, obj) = follow.recv().await;
-            let Some(server) = weak.upgrade() else { return };
+            let Some(cp) = weak.upgrade() else { return };
             // A burst of changes in one cluster is handled once.
             let mut clusters = vec![obj.cluster.to_string()];
             while let Some((_, o)) = follow.try_recv() {
@@ -74,7 +74,7 @@ pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
                 }
             }
             for c in clusters {
-                if let Err(e) = reconcile(&server, &c).await {
+                if let Err(e) = reconcile(&cp, &c).await {
                     tracing::warn!(cluster = %c, error = %e, "ClusterRole aggregation failed");
                 }
             }

@@ -1,11 +1,11 @@
 //! Which logical clusters exist. The root cluster always does; others are LogicalCluster
 //! objects in the root cluster.
 
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 /// Whether `cluster` (not the root) is a served logical cluster.
-pub async fn exists(server: &ApiServer, cluster: &str) -> bool {
-    let obj = server.store.cache.get(
+pub async fn exists(cp: &ControlPlane, cluster: &str) -> bool {
+    let obj = cp.store.cache.get(
         "core.matryoshka.dev",
         "logicalclusters",
         apimachinery::cluster::ROOT,

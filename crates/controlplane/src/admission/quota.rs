@@ -17,7 +17,7 @@ use registry::ResourceDef;
 use registry::store::{Location, WriteOptions, unix_now};
 use serde_json::Value;
 
-use crate::server::ApiServer;
+use crate::ControlPlane;
 use apimachinery::quota::{self as eval, ResourceList};
 
 /// Why a create was refused.
@@ -63,7 +63,7 @@ fn charged(quota: &Value, delta: &ResourceList) -> Result<Option<ResourceList>, 
 /// Checks `obj` (defaulted and validated) against the namespace's `quotas` and, unless
 /// `dry_run`, charges it to each quota that limits what it uses.
 pub async fn charge(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     res: &ResourceDef,
     namespace: &str,
@@ -105,7 +105,7 @@ pub async fn charge(
     if dry_run || delta.is_empty() {
         return Ok(());
     }
-    let Some(rq) = server.catalog.builtin("", "resourcequotas") else {
+    let Some(rq) = cp.catalog.builtin("", "resourcequotas") else {
         return Ok(());
     };
     let opts = WriteOptions {
@@ -119,7 +119,7 @@ pub async fn charge(
             namespace,
             name: &qname,
         };
-        let result = server
+        let result = cp
             .store
             .update_with(&rq, &loc, &opts, |cur| {
                 let Some(cur) = cur else {

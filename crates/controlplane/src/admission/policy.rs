@@ -32,7 +32,7 @@ use super::cel::{self as acel, Scope, Vars};
 use super::compiled::Compiled;
 use super::webhook::config::{self, Rule, selector, strings};
 use super::webhook::{self, Attributes};
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 const GROUP: &str = "admissionregistration.k8s.io";
 
@@ -205,18 +205,17 @@ fn compile_binding(b: &Value) -> Binding {
 static POLICIES: LazyLock<Compiled<Policy>> = LazyLock::new(Compiled::default);
 static BINDINGS: LazyLock<Compiled<Binding>> = LazyLock::new(Compiled::default);
 
-fn cluster_objects(server: &ApiServer, cluster: &str, plural: &str) -> Vec<Arc<CachedObject>> {
+fn cluster_objects(cp: &ControlPlane, cluster: &str, plural: &str) -> Vec<Arc<CachedObject>> {
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    server.store.cache.list(GROUP, plural, &filter).0
+    cp.store.cache.list(GROUP, plural, &filter).0
 }
 
 /// Whether the cluster has any policy binding (the cheap test before admission runs).
-pub fn any(server: &ApiServer, cluster: &str) -> bool {
-    server
-        .store
+pub fn any(cp: &ControlPlane, cluster: &str) -> bool {
+    cp.store
         .cache
         .count(GROUP, "validatingadmissionpolicybindings", cluster)
         > 0
@@ -225,7 +224,7 @@ pub fn any(server: &ApiServer, cluster: &str) -> bool {
 impl MatchResources {
     fn covers(
         &self,
-        server: &ApiServer,
+        cp: &ControlPlane,
         attrs: &Attributes,
         obj: Option<&Value>,
         old: Option<&Value>,
@@ -239,7 +238,7 @@ impl MatchResources {
         }
         let mut equivalents = None;
         let included = webhook::matched_version(
-            server,
+            cp,
             named(&self.rules, &attrs.name).into_iter(),
             self.equivalent,
             attrs,
@@ -251,7 +250,7 @@ impl MatchResources {
         }
         let excluded = !self.exclude.is_empty()
             && webhook::matched_version(
-                server,
+                cp,
                 named(&self.exclude, &attrs.name).into_iter(),
                 self.equivalent,
                 attrs,
@@ -259,7 +258,7 @@ impl MatchResources {
             )
             .is_some();
         !excluded
-            && webhook::namespace_matches(server, &self.namespace_selector, attrs, obj, old)
+            && webhook::namespace_matches(cp, &self.namespace_selector, attrs, obj, old)
             && webhook::object_matches(&self.object_selector, obj, old)
     }
 }
@@ -272,7 +271,7 @@ enum Decision {
 
 /// The parameter objects a binding selects (`None` when the policy takes none).
 fn params(
-    server: &ApiServer,
+    cp: &ControlPlane,
     attrs: &Attributes,
     policy: &Policy,
     binding: &Binding,
@@ -287,7 +286,7 @@ fn params(
         ));
     };
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let res = server
+    let res = cp
         .catalog
         .all(&attrs.cluster)
         .into_iter()
@@ -308,8 +307,7 @@ fn params(
         );
     };
     let found: Vec<Option<Value>> = if !pr.name.is_empty() {
-        server
-            .store
+        cp.store
             .cache
             .get(
                 &res.group,
@@ -328,8 +326,7 @@ fn params(
             ..Filter::default()
         };
         let sel = pr.selector.clone().unwrap_or_else(Selector::everything);
-        server
-            .store
+        cp.store
             .cache
             .list(&res.group, &res.plural, &filter)
             .0
@@ -464,7 +461,7 @@ fn code_of(reason: Reason) -> u16 {
 
 /// Runs the cluster's ValidatingAdmissionPolicies over a request.
 pub fn validate(
-    server: &ApiServer,
+    cp: &ControlPlane,
     attrs: &Attributes,
     obj: Option<&Value>,
     old: Option<&Value>,
@@ -473,12 +470,12 @@ pub fn validate(
     if attrs.group == GROUP {
         return Ok(());
     }
-    let bindings = cluster_objects(server, &attrs.cluster, "validatingadmissionpolicybindings");
+    let bindings = cluster_objects(cp, &attrs.cluster, "validatingadmissionpolicybindings");
     if bindings.is_empty() {
         return Ok(());
     }
     let policies: HashMap<String, Arc<CachedObject>> =
-        cluster_objects(server, &attrs.cluster, "validatingadmissionpolicies")
+        cluster_objects(cp, &attrs.cluster, "validatingadmissionpolicies")
             .into_iter()
             .map(|p| (p.name().to_string(), p))
             .collect();
@@ -497,11 +494,11 @@ pub fn validate(
         let covered = policy
             .constraints
             .as_ref()
-            .is_some_and(|m| m.covers(server, attrs, obj, old))
+            .is_some_and(|m| m.covers(cp, attrs, obj, old))
             && binding
                 .matches
                 .as_ref()
-                .is_none_or(|m| m.covers(server, attrs, obj, old));
+                .is_none_or(|m| m.covers(cp, attrs, obj, old));
         if !covered {
             continue;
         }
@@ -516,14 +513,14 @@ pub fn validate(
                 })
         });
         if policy.uses_namespace && !base.values.iter().any(|(n, _)| *n == "namespaceObject") {
-            let ns = webhook::namespace_object(server, attrs);
+            let ns = webhook::namespace_object(cp, attrs);
             let var = match ns {
                 Some(n) => acel::Var::Owned(n),
                 None => acel::Var::Json(None),
             };
             base.values.push(("namespaceObject", var));
         }
-        let decisions = match params(server, attrs, &policy, binding) {
+        let decisions = match params(cp, attrs, &policy, binding) {
             Ok(ps) => ps
                 .iter()
                 .flat_map(|p| evaluate(&policy, base, p.as_ref()))

@@ -23,7 +23,7 @@ use registry::cache::{Filter, Follow};
 use registry::store::{DeleteOptions, Location, WriteOptions};
 use serde_json::{Value, json};
 
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 pub const GROUP: &str = "apiregistration.k8s.io";
 pub const PLURAL: &str = "apiservices";
@@ -66,9 +66,9 @@ pub fn name(group: &str, version: &str) -> String {
 }
 
 /// The local APIServices `cluster` should have, by name, with their `automanaged` label.
-fn desired(server: &ApiServer, cluster: &str) -> BTreeMap<String, Value> {
+fn desired(cp: &ControlPlane, cluster: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
-    for r in server.catalog.all(cluster) {
+    for r in cp.catalog.all(cluster) {
         if r.group == GROUP {
             continue;
         }
@@ -97,9 +97,8 @@ fn desired(server: &ApiServer, cluster: &str) -> BTreeMap<String, Value> {
     out
 }
 
-fn resource(server: &ApiServer) -> Result<Arc<registry::ResourceDef>, ApiError> {
-    server
-        .catalog
+fn resource(cp: &ControlPlane) -> Result<Arc<registry::ResourceDef>, ApiError> {
+    cp.catalog
         .builtin(GROUP, PLURAL)
         .ok_or_else(|| ApiError::internal("apiservices are not served"))
 }
@@ -107,14 +106,14 @@ fn resource(server: &ApiServer) -> Result<Arc<registry::ResourceDef>, ApiError> 
 /// Registers the local APIServices `cluster` lacks. With `seeding`, only built-in group
 /// versions are registered when absent (a new cluster); otherwise CRD group versions are also
 /// brought in line: missing ones created, those of CRDs no longer served deleted.
-pub async fn sync(server: &ApiServer, cluster: &str, seeding: bool) -> Result<(), ApiError> {
-    let res = resource(server)?;
-    let want = desired(server, cluster);
+pub async fn sync(cp: &ControlPlane, cluster: &str, seeding: bool) -> Result<(), ApiError> {
+    let res = resource(cp)?;
+    let want = desired(cp, cluster);
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    let have: BTreeMap<String, Arc<Value>> = server
+    let have: BTreeMap<String, Arc<Value>> = cp
         .store
         .cache
         .list(GROUP, PLURAL, &filter)
@@ -141,7 +140,7 @@ pub async fn sync(server: &ApiServer, cluster: &str, seeding: bool) -> Result<()
                 namespace: "",
                 name: "",
             };
-            match server
+            match cp
                 .store
                 .create(&res, &loc, obj.clone(), &WriteOptions::default())
                 .await
@@ -171,11 +170,7 @@ pub async fn sync(server: &ApiServer, cluster: &str, seeding: bool) -> Result<()
                     namespace: "",
                     name: &n,
                 };
-                match server
-                    .store
-                    .delete(&res, &loc, &DeleteOptions::default())
-                    .await
-                {
+                match cp.store.delete(&res, &loc, &DeleteOptions::default()).await {
                     Ok(_) => Ok(()),
                     Err(e) if e.code == 404 => Ok(()),
                     Err(e) => Err(e),
@@ -190,7 +185,7 @@ pub async fn sync(server: &ApiServer, cluster: &str, seeding: bool) -> Result<()
 }
 
 /// The `Available` condition of a remote APIService: never true, since nothing is proxied.
-fn remote_condition(server: &ApiServer, cluster: &str, obj: &Value) -> (String, String) {
+fn remote_condition(cp: &ControlPlane, cluster: &str, obj: &Value) -> (String, String) {
     let field = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
     let (ns, svc) = (
         field("/spec/service/namespace"),
@@ -202,7 +197,7 @@ fn remote_condition(server: &ApiServer, cluster: &str, obj: &Value) -> (String, 
         ..Filter::default()
     };
     let exists = !ns.is_empty()
-        && server
+        && cp
             .store
             .cache
             .list("", "services", &filter)
@@ -225,11 +220,11 @@ fn remote_condition(server: &ApiServer, cluster: &str, obj: &Value) -> (String, 
 }
 
 /// Writes the status of a remote APIService when it changed.
-async fn report(server: &ApiServer, cluster: &str, obj: &Value) -> Result<(), ApiError> {
+async fn report(cp: &ControlPlane, cluster: &str, obj: &Value) -> Result<(), ApiError> {
     if registry::builtins::is_local(obj) {
         return Ok(());
     }
-    let (reason, message) = remote_condition(server, cluster, obj);
+    let (reason, message) = remote_condition(cp, cluster, obj);
     let current = obj
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -239,7 +234,7 @@ async fn report(server: &ApiServer, cluster: &str, obj: &Value) -> Result<(), Ap
     }) {
         return Ok(());
     }
-    let res = resource(server)?;
+    let res = resource(cp)?;
     let n = meta::name(obj).to_string();
     let loc = Location {
         cluster,
@@ -251,7 +246,7 @@ async fn report(server: &ApiServer, cluster: &str, obj: &Value) -> Result<(), Ap
         subresource: Some("status".into()),
         ..WriteOptions::default()
     };
-    let result = server
+    let result = cp
         .store
         .update_with(&res, &loc, &opts, |cur| {
             let mut next = cur
@@ -275,13 +270,12 @@ async fn report(server: &ApiServer, cluster: &str, obj: &Value) -> Result<(), Ap
 }
 
 /// The logical clusters served now (Ready, not being deleted).
-fn served_clusters(server: &ApiServer) -> Vec<String> {
+fn served_clusters(cp: &ControlPlane) -> Vec<String> {
     let filter = Filter {
         cluster: Some(apimachinery::cluster::ROOT.to_string()),
         ..Filter::default()
     };
-    server
-        .store
+    cp.store
         .cache
         .list(crate::tenancy::GROUP, crate::tenancy::PLURAL, &filter)
         .0
@@ -297,11 +291,11 @@ fn served_clusters(server: &ApiServer) -> Vec<String> {
 
 /// Registers every served cluster's built-in group versions (upstream registers its
 /// `onstart` APIServices at every start); the root cluster is seeded by the caller.
-pub async fn register_on_start(server: &ApiServer) {
+pub async fn register_on_start(cp: &ControlPlane) {
     // What is registered is read from the cache: let it catch up with storage first.
-    server.store.wait_for_cache().await;
-    for cluster in served_clusters(server) {
-        if let Err(e) = crate::bootstrap::seed_registrations(server, &cluster).await {
+    cp.store.wait_for_cache().await;
+    for cluster in served_clusters(cp) {
+        if let Err(e) = crate::bootstrap::seed_registrations(cp, &cluster).await {
             tracing::warn!(cluster = %cluster, error = %e, "registering APIServices and flow control failed");
         }
     }
@@ -309,21 +303,21 @@ pub async fn register_on_start(server: &ApiServer) {
 
 /// Registers the built-in APIServices of every served cluster, then runs the availability
 /// loop over every cluster's APIServices.
-pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
-    let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, Filter::default())?;
-    let weak = Arc::downgrade(server);
+pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
+    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, Filter::default())?;
+    let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
-        if let Some(server) = weak.upgrade() {
-            register_on_start(&server).await;
+        if let Some(cp) = weak.upgrade() {
+            register_on_start(&cp).await;
         }
         loop {
             let (ty, obj) = follow.recv().await;
-            let Some(server) = weak.upgrade() else { return };
+            let Some(cp) = weak.upgrade() else { return };
             if ty == registry::cache::EventType::Deleted {
                 continue;
             }
             let value = obj.value();
-            if let Err(e) = report(&server, &obj.cluster, &value).await {
+            if let Err(e) = report(&cp, &obj.cluster, &value).await {
                 tracing::warn!(cluster = %obj.cluster, apiservice = meta::name(&value), error = %e, "APIService status failed");
             }
         }

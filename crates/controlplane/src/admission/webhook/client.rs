@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 
 use super::config::Target;
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 /// The largest response a webhook may send (upstream reads at most 3 MiB as well).
 const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
@@ -39,7 +39,7 @@ struct Endpoint {
 }
 
 fn endpoint(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     target: &Target,
     timeout: Duration,
@@ -72,7 +72,7 @@ fn endpoint(
             path,
             port,
         } => {
-            let (ip, target_port) = service_endpoint(server, cluster, namespace, name, *port)?;
+            let (ip, target_port) = service_endpoint(cp, cluster, namespace, name, *port)?;
             let path = if path.is_empty() { "/" } else { path };
             Ok(Endpoint {
                 host: ip,
@@ -87,13 +87,13 @@ fn endpoint(
 
 /// A ready address and port of a Service's port `port` in `cluster`, from its Endpoints.
 fn service_endpoint(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     namespace: &str,
     name: &str,
     port: u16,
 ) -> Result<(String, u16), CallError> {
-    let cache = &server.store.cache;
+    let cache = &cp.store.cache;
     let svc = cache
         .get("", "services", cluster, namespace, name)
         .ok_or_else(|| CallError(format!("service \"{name}\" not found")))?
@@ -254,14 +254,14 @@ fn dial_text(addr: &str, e: &std::io::Error) -> String {
 /// POSTs `review` to `target` (verified with `ca_bundle`) and returns the response's JSON,
 /// all within `timeout`.
 pub async fn call(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     target: &Target,
     ca_bundle: Option<&[u8]>,
     review: &Value,
     timeout: Duration,
 ) -> Result<Value, CallError> {
-    let ep = endpoint(server, cluster, target, timeout)?;
+    let ep = endpoint(cp, cluster, target, timeout)?;
     let url = ep.url.clone();
     let post = |why: String| CallError(format!("Post \"{url}\": {why}"));
     let key: PoolKey = (

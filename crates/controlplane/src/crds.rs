@@ -15,18 +15,17 @@ use registry::cache::{CachedObject, Filter, Follow};
 use registry::store::{DeleteOptions, ListRequest, Location, WriteOptions};
 use serde_json::Value;
 
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 pub const GROUP: &str = "apiextensions.k8s.io";
 pub const PLURAL: &str = "customresourcedefinitions";
 
-fn crds_of(server: &ApiServer, cluster: &str) -> Vec<Value> {
+fn crds_of(cp: &ControlPlane, cluster: &str) -> Vec<Value> {
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    server
-        .store
+    cp.store
         .cache
         .list(GROUP, PLURAL, &filter)
         .0
@@ -36,12 +35,12 @@ fn crds_of(server: &ApiServer, cluster: &str) -> Vec<Value> {
 }
 
 async fn write_status(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     name: &str,
     status: Value,
 ) -> Result<(), ApiError> {
-    let res = server
+    let res = cp
         .catalog
         .builtin(GROUP, PLURAL)
         .ok_or_else(|| ApiError::internal("CRDs are not served"))?;
@@ -55,7 +54,7 @@ async fn write_status(
         subresource: Some("status".into()),
         ..Default::default()
     };
-    let result = server
+    let result = cp
         .store
         .update_with(&res, &loc, &opts, |cur| {
             // CRDs require a resourceVersion on update: the one just read (a conflict is
@@ -75,11 +74,7 @@ async fn write_status(
 }
 
 /// Deletes every custom resource of a CRD being deleted; `true` when none is left.
-async fn delete_instances(
-    server: &ApiServer,
-    cluster: &str,
-    crd: &Value,
-) -> Result<bool, ApiError> {
+async fn delete_instances(cp: &ControlPlane, cluster: &str, crd: &Value) -> Result<bool, ApiError> {
     let group = crd
         .pointer("/spec/group")
         .and_then(Value::as_str)
@@ -88,7 +83,7 @@ async fn delete_instances(
         .pointer("/spec/names/plural")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let Some(res) = server
+    let Some(res) = cp
         .catalog
         .lookup(cluster, group, &storage_version(crd), plural)
     else {
@@ -98,7 +93,7 @@ async fn delete_instances(
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    let items = server
+    let items = cp
         .store
         .list(
             &res,
@@ -119,11 +114,7 @@ async fn delete_instances(
             namespace: &ns,
             name: &name,
         };
-        match server
-            .store
-            .delete(&res, &loc, &DeleteOptions::default())
-            .await
-        {
+        match cp.store.delete(&res, &loc, &DeleteOptions::default()).await {
             Ok(_) => {}
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
@@ -145,11 +136,11 @@ fn storage_version(crd: &Value) -> String {
 }
 
 /// Finishes the deletion of a CRD once its custom resources are gone.
-async fn finish_deletion(server: &ApiServer, cluster: &str, crd: &Value) -> Result<bool, ApiError> {
-    if !delete_instances(server, cluster, crd).await? {
+async fn finish_deletion(cp: &ControlPlane, cluster: &str, crd: &Value) -> Result<bool, ApiError> {
+    if !delete_instances(cp, cluster, crd).await? {
         return Ok(false);
     }
-    let res = server
+    let res = cp
         .catalog
         .builtin(GROUP, PLURAL)
         .ok_or_else(|| ApiError::internal("CRDs are not served"))?;
@@ -160,7 +151,7 @@ async fn finish_deletion(server: &ApiServer, cluster: &str, crd: &Value) -> Resu
         name: &name,
     };
     let now = registry::store::now();
-    let result = server
+    let result = cp
         .store
         .update_with(&res, &loc, &WriteOptions::default(), |cur| {
             let mut next = cur
@@ -186,14 +177,14 @@ async fn finish_deletion(server: &ApiServer, cluster: &str, crd: &Value) -> Resu
 
 /// Brings one cluster's CRDs, served resources and OpenAPI documents up to date. Returns
 /// whether work remains (custom resources still being deleted).
-pub async fn reconcile(server: &Arc<ApiServer>, cluster: &str) -> Result<bool, ApiError> {
-    let crds = crds_of(server, cluster);
+pub async fn reconcile(cp: &Arc<ControlPlane>, cluster: &str) -> Result<bool, ApiError> {
+    let crds = crds_of(cp, cluster);
     let mut pending = false;
     let mut wrote = false;
     for c in &crds {
         let name = meta::name(c).to_string();
         if meta::deletion_timestamp(c).is_some() {
-            if !finish_deletion(server, cluster, c).await? {
+            if !finish_deletion(cp, cluster, c).await? {
                 pending = true;
             }
             continue;
@@ -205,16 +196,16 @@ pub async fn reconcile(server: &Arc<ApiServer>, cluster: &str) -> Result<bool, A
         let names_in_use = crd::names_in_group(&crds, group, &name);
         let status = crd::established_status(c, &names_in_use);
         if c.get("status") != Some(&status) {
-            write_status(server, cluster, &name, status).await?;
+            write_status(cp, cluster, &name, status).await?;
             wrote = true;
         }
     }
     // Serve what is established, reading the CRDs again once the cache has the statuses just
     // written (a client that sees Established must find the resource and its schema soon).
     if wrote {
-        server.store.wait_for_cache().await;
+        cp.store.wait_for_cache().await;
     }
-    let crds = crds_of(server, cluster);
+    let crds = crds_of(cp, cluster);
     let serving: Vec<Value> = crds
         .iter()
         .filter(|c| {
@@ -225,31 +216,31 @@ pub async fn reconcile(server: &Arc<ApiServer>, cluster: &str) -> Result<bool, A
         .collect();
     let defs: Vec<registry::ResourceDef> = serving
         .iter()
-        .flat_map(|c| crate::conversion::resource_defs(server, cluster, c))
+        .flat_map(|c| crate::conversion::resource_defs(cp, cluster, c))
         .collect();
-    server.catalog.replace_custom(cluster, defs);
+    cp.catalog.replace_custom(cluster, defs);
     let docs: Vec<Value> = serving
         .iter()
         .filter(|c| meta::deletion_timestamp(c).is_none())
         .cloned()
         .collect();
     if docs.is_empty() {
-        server.openapi.set(cluster, None);
+        cp.openapi.set(cluster, None);
     } else {
         let mut set = openapi::DocumentSet::new();
         for (g, v, doc) in crd::openapi_documents(&docs) {
             set.insert_custom(&g, &v, doc);
         }
-        server.openapi.set(cluster, Some(set));
+        cp.openapi.set(cluster, Some(set));
     }
-    crate::apiservices::sync(server, cluster, false).await?;
+    crate::apiservices::sync(cp, cluster, false).await?;
     Ok(pending)
 }
 
 /// Starts the CRD loop.
-pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
-    let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, Filter::default())?;
-    let weak = Arc::downgrade(server);
+pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
+    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, Filter::default())?;
+    let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
         let mut retry: Vec<String> = Vec::new();
         loop {
@@ -261,7 +252,7 @@ pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
                     .await
                     .ok()
             };
-            let Some(server) = weak.upgrade() else { return };
+            let Some(cp) = weak.upgrade() else { return };
             let mut clusters: Vec<String> = std::mem::take(&mut retry);
             let mut add = |o: &CachedObject| {
                 if !clusters.iter().any(|c| **c == *o.cluster) {
@@ -275,7 +266,7 @@ pub fn start(server: &Arc<ApiServer>) -> Result<(), ApiError> {
                 add(&o);
             }
             for c in clusters {
-                match reconcile(&server, &c).await {
+                match reconcile(&cp, &c).await {
                     Ok(true) => retry.push(c),
                     Ok(false) => {}
                     Err(e) => {

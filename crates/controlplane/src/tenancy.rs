@@ -24,8 +24,8 @@ use registry::store::{Location, WriteOptions};
 use registry::{ResourceDef, Strategy};
 use serde_json::{Value, json};
 
-use crate::authn::{SYSTEM_NAMESPACE, pki_secret_name};
-use crate::server::ApiServer;
+use crate::ControlPlane;
+use crate::trust::{SYSTEM_NAMESPACE, pki_secret_name};
 use apimachinery::cluster;
 use pki::Ca;
 
@@ -99,14 +99,14 @@ fn store_err(e: ApiError) -> ApiError {
 }
 
 async fn create_or_keep(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     group: &str,
     plural: &str,
     ns: &str,
     obj: Value,
 ) -> Result<(), ApiError> {
-    let res = server
+    let res = cp
         .catalog
         .builtin(group, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))?;
@@ -115,7 +115,7 @@ async fn create_or_keep(
         namespace: ns,
         name: "",
     };
-    match server
+    match cp
         .store
         .create(&res, &loc, obj, &WriteOptions::default())
         .await
@@ -141,20 +141,20 @@ fn secret(name: &str, data: &[(&str, &[u8])], labels: Value) -> Value {
 }
 
 /// The URL a cluster is served at.
-pub fn cluster_url(server: &ApiServer, cluster: &str) -> String {
-    format!("{}/clusters/{cluster}", server.config.external_url)
+pub fn cluster_url(cp: &ControlPlane, cluster: &str) -> String {
+    format!("{}/clusters/{cluster}", cp.config.external_url)
 }
 
 /// Makes a LogicalCluster served: credentials, seeded objects, admin kubeconfig, Ready.
-pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
+pub async fn provision(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
     let labels = json!({"core.matryoshka.dev/cluster": name});
     // 1. Credentials (kept when they exist: re-provisioning must not rotate the CA), the
     // seeded objects and the admin kubeconfig, all written concurrently so they share fsyncs.
     // The cluster is served once Ready, which is written last: the watch cache applies events
     // in revision order, so by then its credentials are loaded.
-    let existing = server.authn.trust(server, name).is_some();
+    let existing = cp.trust(name).is_some();
     let (ca, pki) = if existing {
-        (ca_of(server, name)?, None)
+        (ca_of(cp, name)?, None)
     } else {
         let ca = Ca::generate(&format!("{name}-ca")).map_err(ApiError::internal)?;
         let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
@@ -171,13 +171,13 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     };
     // Clients verify the server with the serving CA (one server serves every cluster); the
     // cluster's own CA only issues its client certificates.
-    let serving_ca = server.config.root_ca.cert_pem.clone();
+    let serving_ca = cp.config.root_ca.cert_pem.clone();
     let admin = ca
         .issue_client("kubernetes-admin", &["system:masters"])
         .map_err(ApiError::internal)?;
     let kubeconfig = pki::kubeconfig(
         name,
-        &cluster_url(server, name),
+        &cluster_url(cp, name),
         &serving_ca,
         "kubernetes-admin",
         &admin,
@@ -189,16 +189,14 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     );
     let pki_write = async {
         match pki {
-            Some(s) => {
-                create_or_keep(server, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, s).await
-            }
+            Some(s) => create_or_keep(cp, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, s).await,
             None => Ok(()),
         }
     };
     let (pki_done, namespaces, kc_done) = futures::join!(
         pki_write,
-        crate::bootstrap::seed_namespaces(server, name),
-        create_or_keep(server, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, kc),
+        crate::bootstrap::seed_namespaces(cp, name),
+        create_or_keep(cp, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, kc),
     );
     pki_done?;
     namespaces?;
@@ -207,17 +205,17 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     let configmaps = futures::future::join_all(
         crate::bootstrap::NAMESPACES
             .iter()
-            .map(|ns| create_or_keep(server, name, "", "configmaps", ns, ca_cm(ns))),
+            .map(|ns| create_or_keep(cp, name, "", "configmaps", ns, ca_cm(ns))),
     );
-    let (seeded, cms) = futures::join!(crate::bootstrap::seed_contents(server, name), configmaps);
+    let (seeded, cms) = futures::join!(crate::bootstrap::seed_contents(cp, name), configmaps);
     seeded?;
     for r in cms {
         r?;
     }
     // A racing provisioner may have stored other credentials first (kept by create_or_keep):
     // the kubeconfig just written would then not authenticate, so start over.
-    server.store.wait_for_cache().await;
-    match server.authn.trust(server, name) {
+    cp.store.wait_for_cache().await;
+    match cp.trust(name) {
         Some(t) if t.ca_pem == ca.pair.cert_pem => {}
         _ => {
             return Err(ApiError::internal(
@@ -226,7 +224,7 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         }
     }
     // 4. Ready.
-    let res = server
+    let res = cp
         .catalog
         .lookup(cluster::ROOT, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
@@ -235,14 +233,14 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         namespace: "",
         name,
     };
-    let url = cluster_url(server, name);
+    let url = cluster_url(cp, name);
     let ca_b64 = STANDARD.encode(serving_ca.as_bytes());
     let opts = WriteOptions {
         dry_run: false,
         subresource: Some("status".into()),
         ..Default::default()
     };
-    server
+    cp
         .store
         .update_with(&res, &loc, &opts, |cur| {
             let mut next = cur.cloned().ok_or_else(|| ApiError::not_found(PLURAL, GROUP, name))?;
@@ -259,20 +257,20 @@ pub async fn provision(server: &ApiServer, name: &str) -> Result<(), ApiError> {
     tracing::info!(cluster = name, "logical cluster ready");
     // 5. Registrations (APIServices, flow control), off the path to Ready; a start repairs
     // what a crash here left out.
-    if let Err(e) = crate::bootstrap::seed_registrations(server, name).await {
+    if let Err(e) = crate::bootstrap::seed_registrations(cp, name).await {
         tracing::warn!(cluster = name, error = %e, "registering APIServices and flow control failed");
     }
     Ok(())
 }
 
 /// The CA (with key) of a provisioned cluster.
-pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
+pub fn ca_of(cp: &ControlPlane, name: &str) -> Result<Ca, ApiError> {
     if name == cluster::ROOT {
         return Ok(Ca {
-            pair: server.config.root_ca.clone(),
+            pair: cp.config.root_ca.clone(),
         });
     }
-    let s = server
+    let s = cp
         .store
         .cache
         .get(
@@ -300,9 +298,9 @@ pub fn ca_of(server: &ApiServer, name: &str) -> Result<Ca, ApiError> {
 }
 
 /// Removes everything of a deleted cluster, then lets its LogicalCluster go.
-pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
+pub async fn cleanup(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
     let prefix = registry::key::cluster(name);
-    let deleted = server
+    let deleted = cp
         .store
         .storage
         .delete_prefix(prefix.as_bytes())
@@ -310,7 +308,7 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         .map_err(|e| {
             ApiError::service_unavailable(format!("deleting the cluster's keyspace: {e}"))
         })?;
-    let secrets = server
+    let secrets = cp
         .catalog
         .builtin("", "secrets")
         .ok_or_else(|| ApiError::internal("secrets are not served"))?;
@@ -320,21 +318,15 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
             namespace: SYSTEM_NAMESPACE,
             name: &s,
         };
-        match server
-            .store
-            .delete(&secrets, &loc, &Default::default())
-            .await
-        {
+        match cp.store.delete(&secrets, &loc, &Default::default()).await {
             Ok(_) => {}
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
     }
-    server.authn.forget(name);
-    server.resource_metrics.forget(name);
-    server.catalog.remove_cluster(name);
-    server.openapi.set(name, None);
-    let res = server
+    cp.catalog.remove_cluster(name);
+    cp.forget(name);
+    let res = cp
         .catalog
         .lookup(cluster::ROOT, GROUP, VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
@@ -343,7 +335,7 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
         namespace: "",
         name,
     };
-    let result = server
+    let result = cp
         .store
         .update_with(&res, &loc, &WriteOptions::default(), |cur| {
             let mut next = cur
@@ -371,19 +363,15 @@ pub async fn cleanup(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 const PARALLEL_PROVISIONING: usize = 32;
 
 /// Brings one cluster to its desired state: provisioned, or cleaned up when being deleted.
-async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
-    let Some(obj) = server
-        .store
-        .cache
-        .get(GROUP, PLURAL, cluster::ROOT, "", name)
-    else {
+async fn reconcile(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
+    let Some(obj) = cp.store.cache.get(GROUP, PLURAL, cluster::ROOT, "", name) else {
         return Ok(());
     };
     let obj = obj.value();
     if meta::deletion_timestamp(&obj).is_some() {
-        cleanup(server, name).await
+        cleanup(cp, name).await
     } else if obj.pointer("/status/phase").and_then(Value::as_str) != Some("Ready") {
-        provision(server, name).await
+        provision(cp, name).await
     } else {
         Ok(())
     }
@@ -391,9 +379,9 @@ async fn reconcile(server: &ApiServer, name: &str) -> Result<(), ApiError> {
 
 /// Starts the provisioner: every LogicalCluster that is not Ready is provisioned, every one
 /// being deleted is cleaned up, now and whenever one changes.
-pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
+pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
     create_or_keep(
-        &server,
+        &cp,
         cluster::ROOT,
         "",
         "namespaces",
@@ -405,8 +393,8 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
         cluster: Some(cluster::ROOT.into()),
         ..Filter::default()
     };
-    let mut follow = Follow::new(&server.store.cache, GROUP, PLURAL, filter)?;
-    let weak = Arc::downgrade(&server);
+    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, filter)?;
+    let weak = Arc::downgrade(&cp);
     // Clusters are provisioned concurrently (bounded), each by one task at a time: an event for
     // a cluster already being worked on marks it for another pass.
     let running: Arc<parking_lot::Mutex<std::collections::HashMap<String, bool>>> = Arc::default();
@@ -426,14 +414,14 @@ pub async fn start(server: Arc<ApiServer>) -> Result<(), ApiError> {
                 }
                 r.insert(name.clone(), false);
             }
-            let Some(server) = weak.upgrade() else { return };
+            let Some(cp) = weak.upgrade() else { return };
             let running = running.clone();
             let permits = permits.clone();
             tokio::spawn(async move {
                 loop {
                     let result = {
                         let _permit = permits.acquire().await;
-                        reconcile(&server, &name).await
+                        reconcile(&cp, &name).await
                     };
                     if let Err(e) = &result {
                         tracing::warn!(cluster = %name, error = %e, "logical cluster provisioning failed; retrying");

@@ -15,8 +15,8 @@ use cel::Program;
 use registry::cache::Filter;
 use serde_json::Value;
 
+use crate::ControlPlane;
 use crate::admission::compiled::Compiled;
-use crate::server::ApiServer;
 
 /// Where a webhook is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,16 +225,15 @@ static PARSED: LazyLock<Compiled<Vec<Webhook>>> = LazyLock::new(Compiled::defaul
 
 /// The webhooks of `kind` in `cluster`, configurations in name order (upstream sorts them so),
 /// each configuration's webhooks in their order.
-pub fn webhooks(server: &ApiServer, cluster: &str, kind: Kind) -> Vec<Arc<Vec<Webhook>>> {
+pub fn webhooks(cp: &ControlPlane, cluster: &str, kind: Kind) -> Vec<Arc<Vec<Webhook>>> {
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    let (configs, _) =
-        server
-            .store
-            .cache
-            .list("admissionregistration.k8s.io", kind.plural(), &filter);
+    let (configs, _) = cp
+        .store
+        .cache
+        .list("admissionregistration.k8s.io", kind.plural(), &filter);
     if configs.is_empty() {
         return Vec::new();
     }

@@ -8,7 +8,7 @@ use apimachinery::status::{ApiError, Reason};
 use registry::store::{Location, WriteOptions};
 use serde_json::{Value, json};
 
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 /// The namespaces of a new cluster.
 pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -16,43 +16,42 @@ pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube
 const RBAC: &str = "rbac.authorization.k8s.io";
 
 fn ensure_owned<'a>(
-    server: &'a ApiServer,
+    cp: &'a ControlPlane,
     cluster: &'a str,
     group: &'a str,
     plural: &'a str,
     namespace: String,
     obj: Value,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + 'a>> {
-    Box::pin(async move { ensure(server, cluster, group, plural, &namespace, obj).await })
+    Box::pin(async move { ensure(cp, cluster, group, plural, &namespace, obj).await })
 }
 
 /// A built-in resource every cluster serves (its absence is a bug: a 500).
 fn served(
-    server: &ApiServer,
+    cp: &ControlPlane,
     group: &str,
     plural: &str,
 ) -> Result<std::sync::Arc<registry::ResourceDef>, ApiError> {
-    server
-        .catalog
+    cp.catalog
         .builtin(group, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural} is not served")))
 }
 
 async fn ensure(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     group: &str,
     plural: &str,
     namespace: &str,
     obj: Value,
 ) -> Result<(), ApiError> {
-    let res = served(server, group, plural)?;
+    let res = served(cp, group, plural)?;
     let loc = Location {
         cluster,
         namespace,
         name: "",
     };
-    match server
+    match cp
         .store
         .create(&res, &loc, obj, &WriteOptions::default())
         .await
@@ -64,10 +63,10 @@ async fn ensure(
 }
 
 /// Creates what a cluster must have; existing objects are left alone.
-pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
-    seed_namespaces(server, cluster).await?;
-    seed_contents(server, cluster).await?;
-    seed_registrations(server, cluster).await
+pub async fn seed(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError> {
+    seed_namespaces(cp, cluster).await?;
+    seed_contents(cp, cluster).await?;
+    seed_registrations(cp, cluster).await
 }
 
 /// What the server registers in a cluster besides its contents: the mandatory flow-control
@@ -75,7 +74,7 @@ pub async fn seed(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
 /// A new logical cluster gets them right after it is Ready, as kube-apiserver's
 /// autoregistration registers APIServices after it starts serving; every start registers
 /// them again for every served cluster.
-pub async fn seed_registrations(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+pub async fn seed_registrations(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError> {
     let mut writes = Vec::new();
     // The mandatory flow-control objects (`exempt`, `catch-all`).
     for (plural, objects) in [
@@ -87,7 +86,7 @@ pub async fn seed_registrations(server: &ApiServer, cluster: &str) -> Result<(),
     ] {
         for obj in objects {
             writes.push(ensure_owned(
-                server,
+                cp,
                 cluster,
                 "flowcontrol.apiserver.k8s.io",
                 plural,
@@ -96,7 +95,7 @@ pub async fn seed_registrations(server: &ApiServer, cluster: &str) -> Result<(),
             ));
         }
     }
-    writes.push(Box::pin(crate::apiservices::sync(server, cluster, true)));
+    writes.push(Box::pin(crate::apiservices::sync(cp, cluster, true)));
     for r in futures::future::join_all(writes).await {
         r?;
     }
@@ -104,11 +103,11 @@ pub async fn seed_registrations(server: &ApiServer, cluster: &str) -> Result<(),
 }
 
 /// The namespaces of [`seed`], written concurrently (they share fsyncs).
-pub async fn seed_namespaces(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+pub async fn seed_namespaces(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError> {
     let mut writes = Vec::new();
     for ns in NAMESPACES {
         writes.push(ensure_owned(
-            server,
+            cp,
             cluster,
             "",
             "namespaces",
@@ -123,7 +122,7 @@ pub async fn seed_namespaces(server: &ApiServer, cluster: &str) -> Result<(), Ap
 }
 
 /// What [`seed`] puts in the namespaces, written concurrently (they share fsyncs).
-pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiError> {
+pub async fn seed_contents(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError> {
     let mut writes = Vec::new();
     let svc = json!({
         "apiVersion": "v1",
@@ -141,7 +140,7 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
         },
     });
     writes.push(ensure_owned(
-        server,
+        cp,
         cluster,
         "storage.k8s.io",
         "storageclasses",
@@ -152,16 +151,16 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
     // service that exists already holds it: creating it again would be refused as
     // "already allocated" before "already exists", so it is looked up first.
     writes.push(Box::pin(async move {
-        let services = served(server, "", "services")?;
+        let services = served(cp, "", "services")?;
         let at = Location {
             cluster,
             namespace: "default",
             name: "kubernetes",
         };
-        match server.store.get(&services, &at).await {
+        match cp.store.get(&services, &at).await {
             Ok(_) => Ok(()),
             Err(e) if e.reason == Reason::NotFound => {
-                ensure(server, cluster, "", "services", "default", svc).await
+                ensure(cp, cluster, "", "services", "default", svc).await
             }
             Err(e) => Err(e),
         }
@@ -171,7 +170,7 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
     for ns in NAMESPACES {
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
         writes.push(ensure_owned(
-            server,
+            cp,
             cluster,
             "",
             "serviceaccounts",
@@ -190,7 +189,7 @@ pub async fn seed_contents(server: &ApiServer, cluster: &str) -> Result<(), ApiE
     ] {
         for obj in objects {
             let ns = apimachinery::meta::namespace(&obj).to_string();
-            writes.push(ensure_owned(server, cluster, RBAC, plural, ns, obj));
+            writes.push(ensure_owned(cp, cluster, RBAC, plural, ns, obj));
         }
     }
     for r in futures::future::join_all(writes).await {
@@ -224,7 +223,7 @@ fn local_storage_class() -> Value {
 /// address), so in-cluster clients (`KUBERNETES_SERVICE_HOST`, `10.96.0.1:443`) get through
 /// the node's Service rules. Idempotent: an unchanged object is not written again.
 pub async fn reconcile_kubernetes_endpoints(
-    server: &ApiServer,
+    cp: &ControlPlane,
     cluster: &str,
     ip: std::net::IpAddr,
     port: u16,
@@ -258,14 +257,13 @@ pub async fn reconcile_kubernetes_endpoints(
         ),
     ];
     for (group, plural, obj) in wanted {
-        let res = served(server, group, plural)?;
+        let res = served(cp, group, plural)?;
         let at = Location {
             cluster,
             namespace: "default",
             name: "kubernetes",
         };
-        server
-            .store
+        cp.store
             .update_with(&res, &at, &WriteOptions::default(), |cur| {
                 let mut next = obj.clone();
                 if let Some(cur) = cur {

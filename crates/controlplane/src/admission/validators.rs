@@ -22,7 +22,7 @@ use serde_json::Value;
 
 pub use apimachinery::admission::{Objects, Operation, Request, Validator};
 
-use crate::server::{ApiServer, Ctx};
+use crate::{ControlPlane, Requester as Who};
 
 /// Validators keyed by (group, plural).
 type ByResource = HashMap<(String, String), Vec<Arc<dyn Validator>>>;
@@ -52,7 +52,7 @@ impl Validators {
     }
 }
 
-struct CacheObjects<'a>(&'a ApiServer);
+struct CacheObjects<'a>(&'a ControlPlane);
 
 impl Objects for CacheObjects<'_> {
     fn get(&self, group: &str, plural: &str, cluster: &str, ns: &str, name: &str) -> Option<Value> {
@@ -84,8 +84,8 @@ impl Objects for CacheObjects<'_> {
 /// writes are not admitted here).
 #[allow(clippy::too_many_arguments)]
 pub fn validate(
-    server: &ApiServer,
-    ctx: &Ctx,
+    cp: &ControlPlane,
+    who: &Who<'_>,
     res: &registry::ResourceDef,
     loc: &Location<'_>,
     subresource: Option<&str>,
@@ -96,12 +96,12 @@ pub fn validate(
     if subresource.is_some() {
         return Ok(());
     }
-    let validators = server.admission.of(&res.group, &res.plural);
+    let validators = cp.admission.of(&res.group, &res.plural);
     if validators.is_empty() {
         return Ok(());
     }
     let req = Request {
-        cluster: &ctx.cluster,
+        cluster: who.cluster,
         operation: if old.is_some() {
             Operation::Update
         } else {
@@ -110,10 +110,10 @@ pub fn validate(
         namespace: loc.namespace,
         object,
         old,
-        user: &ctx.user,
+        user: who.user,
         dry_run,
     };
-    let objects = CacheObjects(server);
+    let objects = CacheObjects(cp);
     for v in validators {
         v.validate(&req, &objects)?;
     }

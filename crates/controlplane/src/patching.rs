@@ -10,8 +10,6 @@ use registry::ResourceDef;
 use registry::store::Location;
 use serde_json::Value;
 
-use crate::negotiate::BodyType;
-
 /// The patch types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchKind {
@@ -19,34 +17,6 @@ pub enum PatchKind {
     Merge,
     Strategic,
     Apply,
-}
-
-const ACCEPTED_CR: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/apply-patch+yaml",
-];
-const ACCEPTED: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/apply-patch+yaml",
-];
-
-/// The patch type of a request, or 415 (strategic merge patch on custom resources included).
-pub fn patch_kind(
-    res: &ResourceDef,
-    ty: BodyType,
-    content_type: &str,
-) -> Result<PatchKind, ApiError> {
-    let accepted = if res.custom { ACCEPTED_CR } else { ACCEPTED };
-    match ty {
-        BodyType::JsonPatch => Ok(PatchKind::Json),
-        BodyType::MergePatch => Ok(PatchKind::Merge),
-        BodyType::StrategicMergePatch if !res.custom => Ok(PatchKind::Strategic),
-        BodyType::ApplyPatch => Ok(PatchKind::Apply),
-        _ => Err(ApiError::unsupported_media_type(content_type, accepted)),
-    }
 }
 
 /// RFC 7386 merge patch.

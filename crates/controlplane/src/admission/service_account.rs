@@ -13,7 +13,7 @@
 use apimachinery::meta;
 use serde_json::{Value, json};
 
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 /// Where the token, `ca.crt` and `namespace` are mounted.
 pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -35,7 +35,7 @@ fn suffix() -> String {
 }
 
 /// Admits a pod create into `namespace` of `cluster` (see the module documentation).
-pub fn admit_pod(server: &ApiServer, cluster: &str, namespace: &str, pod: &mut Value) {
+pub fn admit_pod(cp: &ControlPlane, cluster: &str, namespace: &str, pod: &mut Value) {
     // Mirror pods (static pods of a kubelet) may not use service accounts.
     if meta::annotation(pod, "kubernetes.io/config.mirror").is_some() {
         return;
@@ -57,7 +57,7 @@ pub fn admit_pod(server: &ApiServer, cluster: &str, namespace: &str, pod: &mut V
         .and_then(Value::as_bool)
     {
         Some(b) => b,
-        None => super::namespace_objects(server, cluster, namespace, "serviceaccounts")
+        None => super::namespace_objects(cp, cluster, namespace, "serviceaccounts")
             .iter()
             .find(|sa| meta::name(sa) == account)
             .and_then(|sa| {

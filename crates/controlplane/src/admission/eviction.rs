@@ -11,7 +11,7 @@ use registry::cache::Filter;
 use registry::store::{Location, WriteOptions, now};
 use serde_json::{Value, json};
 
-use crate::server::{ApiServer, Ctx};
+use crate::ControlPlane;
 
 /// Upstream's refusal message.
 pub const REFUSED: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
@@ -29,14 +29,13 @@ fn pod_ready(pod: &Value) -> bool {
 }
 
 /// The budgets whose (non-empty) selector matches the pod.
-fn budgets(server: &ApiServer, loc: &Location<'_>, pod: &Value) -> Vec<Value> {
+fn budgets(cp: &ControlPlane, loc: &Location<'_>, pod: &Value) -> Vec<Value> {
     let filter = Filter {
         cluster: Some(loc.cluster.to_string()),
         namespace: Some(loc.namespace.to_string()),
         predicate: None,
     };
-    server
-        .store
+    cp.store
         .cache
         .list("policy", "poddisruptionbudgets", &filter)
         .0
@@ -59,21 +58,21 @@ fn budgets(server: &ApiServer, loc: &Location<'_>, pod: &Value) -> Vec<Value> {
 /// Whether evicting a pod is allowed by the disruption budgets that cover it; takes one
 /// disruption from the budget when it is (not on a dry run).
 pub async fn check_eviction(
-    server: &ApiServer,
-    ctx: &Ctx,
+    cp: &ControlPlane,
     loc: &Location<'_>,
+    dry_run: bool,
 ) -> Result<(), ApiError> {
-    let Some(pods) = server.catalog.builtin("", "pods") else {
+    let Some(pods) = cp.catalog.builtin("", "pods") else {
         return Ok(());
     };
-    let pod = server.store.get(&pods, loc).await?;
+    let pod = cp.store.get(&pods, loc).await?;
     let phase = pod.pointer("/status/phase").and_then(Value::as_str);
     if matches!(phase, Some("Succeeded" | "Failed" | "Pending"))
         || meta::deletion_timestamp(&pod).is_some()
     {
         return Ok(());
     }
-    let covering = budgets(server, loc, &pod);
+    let covering = budgets(cp, loc, &pod);
     let pdb = match covering.as_slice() {
         [] => return Ok(()),
         [one] => one,
@@ -101,8 +100,7 @@ pub async fn check_eviction(
             return Ok(());
         }
     }
-    let dry_run = crate::handlers::dry_run(ctx)?;
-    let Some(res) = server.catalog.builtin("policy", "poddisruptionbudgets") else {
+    let Some(res) = cp.catalog.builtin("policy", "poddisruptionbudgets") else {
         return Ok(());
     };
     let name = meta::name(pdb).to_string();
@@ -117,8 +115,7 @@ pub async fn check_eviction(
         ..Default::default()
     };
     let pod_name = loc.name.to_string();
-    server
-        .store
+    cp.store
         .update_with(&res, &pdb_loc, &opts, |cur| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found("poddisruptionbudgets", "policy", &name));

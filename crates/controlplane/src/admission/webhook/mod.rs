@@ -34,7 +34,7 @@ use registry::ResourceDef;
 use serde_json::{Value, json};
 
 use self::config::{Kind, Webhook};
-use crate::server::ApiServer;
+use crate::ControlPlane;
 
 /// The operations of admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,19 +128,18 @@ impl Attributes {
 
 /// Whether `cluster` has any webhook configuration of either kind (the cheap test before a
 /// write sets up admission).
-pub fn any(server: &ApiServer, cluster: &str) -> bool {
-    configured(server, cluster, Kind::Mutating) || configured(server, cluster, Kind::Validating)
+pub fn any(cp: &ControlPlane, cluster: &str) -> bool {
+    configured(cp, cluster, Kind::Mutating) || configured(cp, cluster, Kind::Validating)
 }
 
 /// Whether `cluster` has validating webhook configurations.
-pub fn any_validating(server: &ApiServer, cluster: &str) -> bool {
-    configured(server, cluster, Kind::Validating)
+pub fn any_validating(cp: &ControlPlane, cluster: &str) -> bool {
+    configured(cp, cluster, Kind::Validating)
 }
 
 /// Whether `cluster` has configurations of `kind` (a count in the cache: nothing parsed).
-fn configured(server: &ApiServer, cluster: &str, kind: Kind) -> bool {
-    server
-        .store
+fn configured(cp: &ControlPlane, cluster: &str, kind: Kind) -> bool {
+    cp.store
         .cache
         .count("admissionregistration.k8s.io", kind.plural(), cluster)
         > 0
@@ -159,7 +158,7 @@ fn labels_of(obj: Option<&Value>) -> Option<&Value> {
 /// The version of the resource a rule set matches for this request: the request's own, or
 /// with `equivalent` (`matchPolicy: Equivalent`) another version the cluster serves.
 pub(crate) fn matched_version<'r>(
-    server: &ApiServer,
+    cp: &ControlPlane,
     rules: impl Iterator<Item = &'r config::Rule> + Clone,
     equivalent: bool,
     attrs: &Attributes,
@@ -173,8 +172,7 @@ pub(crate) fn matched_version<'r>(
         return None;
     }
     let versions = equivalents.get_or_insert_with(|| {
-        server
-            .catalog
+        cp.catalog
             .all(&attrs.cluster)
             .iter()
             .filter(|r| {
@@ -195,7 +193,7 @@ pub(crate) fn matched_version<'r>(
 /// Whether a namespace selector admits the request (upstream: a namespace is matched by its
 /// own labels, other cluster-scoped objects always match).
 pub(crate) fn namespace_matches(
-    server: &ApiServer,
+    cp: &ControlPlane,
     selector: &Selector,
     attrs: &Attributes,
     obj: Option<&Value>,
@@ -211,16 +209,15 @@ pub(crate) fn namespace_matches(
     if !attrs.namespaced {
         return true;
     }
-    selector.matches_json(labels_of(namespace_object(server, attrs).as_deref()))
+    selector.matches_json(labels_of(namespace_object(cp, attrs).as_deref()))
 }
 
 /// The namespace of a namespaced request, from the cache.
-pub(crate) fn namespace_object(server: &ApiServer, attrs: &Attributes) -> Option<Arc<Value>> {
+pub(crate) fn namespace_object(cp: &ControlPlane, attrs: &Attributes) -> Option<Arc<Value>> {
     if !attrs.namespaced || attrs.namespace.is_empty() {
         return None;
     }
-    server
-        .store
+    cp.store
         .cache
         .get("", "namespaces", &attrs.cluster, "", &attrs.namespace)
         .map(|n| n.value())
@@ -389,7 +386,7 @@ fn conditions_match(hook: &Webhook, request: &Value) -> Result<bool, String> {
 
 /// [`call_one_untimed`], observed in `/metrics`.
 async fn call_one(
-    server: &ApiServer,
+    cp: &ControlPlane,
     hook: &Webhook,
     attrs: &Attributes,
     version: &str,
@@ -398,10 +395,10 @@ async fn call_one(
     warnings: &Mutex<Vec<String>>,
 ) -> Result<Outcome, ApiError> {
     let started = std::time::Instant::now();
-    let outcome = call_one_untimed(server, hook, attrs, version, obj, old, warnings).await;
+    let outcome = call_one_untimed(cp, hook, attrs, version, obj, old, warnings).await;
     if !matches!(outcome, Ok(Outcome::Skipped)) {
         let kind = if hook.mutating { "admit" } else { "validating" };
-        server.metrics.observe_webhook(
+        cp.metrics.observe_webhook(
             kind,
             attrs.operation.as_str(),
             outcome.is_err(),
@@ -414,7 +411,7 @@ async fn call_one(
 /// Sends one review and reads its answer; `Err` is the request's refusal (a denial, or a
 /// failure under `failurePolicy: Fail`). `Ok(Skipped)` also covers an ignored failure.
 async fn call_one_untimed(
-    server: &ApiServer,
+    cp: &ControlPlane,
     hook: &Webhook,
     attrs: &Attributes,
     version: &str,
@@ -452,7 +449,7 @@ async fn call_one_untimed(
         "request": request,
     });
     let answer = match client::call(
-        server,
+        cp,
         &attrs.cluster,
         &hook.target,
         hook.ca_bundle.as_deref(),
@@ -512,21 +509,15 @@ async fn call_one_untimed(
 
 /// The version `hook` wants if it is interested in the request.
 fn interested(
-    server: &ApiServer,
+    cp: &ControlPlane,
     hook: &Webhook,
     attrs: &Attributes,
     obj: Option<&Value>,
     old: Option<&Value>,
     equivalents: &mut Option<Vec<String>>,
 ) -> Option<String> {
-    let v = matched_version(
-        server,
-        hook.rules.iter(),
-        hook.equivalent,
-        attrs,
-        equivalents,
-    )?;
-    (namespace_matches(server, &hook.namespace_selector, attrs, obj, old)
+    let v = matched_version(cp, hook.rules.iter(), hook.equivalent, attrs, equivalents)?;
+    (namespace_matches(cp, &hook.namespace_selector, attrs, obj, old)
         && object_matches(&hook.object_selector, obj, old))
     .then_some(v)
 }
@@ -534,7 +525,7 @@ fn interested(
 /// Calls one mutating webhook over `obj` and applies its patch; returns whether it changed
 /// the object.
 async fn mutate_one(
-    server: &ApiServer,
+    cp: &ControlPlane,
     hook: &Webhook,
     attrs: &Attributes,
     version: &str,
@@ -554,7 +545,7 @@ async fn mutate_one(
         old.cloned()
     };
     let outcome = call_one(
-        server,
+        cp,
         hook,
         attrs,
         version,
@@ -594,13 +585,13 @@ async fn mutate_one(
 /// Runs the mutating webhooks over `obj` (absent for a delete, whose patches are ignored);
 /// returns whether any changed it.
 pub async fn mutate(
-    server: &ApiServer,
+    cp: &ControlPlane,
     attrs: &Attributes,
     mut obj: Option<&mut Value>,
     old: Option<&Value>,
     warnings: &Mutex<Vec<String>>,
 ) -> Result<bool, ApiError> {
-    let configs = config::webhooks(server, &attrs.cluster, Kind::Mutating);
+    let configs = config::webhooks(cp, &attrs.cluster, Kind::Mutating);
     if configs.is_empty() || exempt(attrs) {
         return Ok(false);
     }
@@ -610,14 +601,14 @@ pub async fn mutate(
     let mut called: Vec<(usize, String)> = Vec::new();
     let mut changed: Vec<bool> = Vec::new();
     for (i, hook) in hooks.iter().enumerate() {
-        let Some(version) = interested(server, hook, attrs, obj.as_deref(), old, &mut equivalents)
+        let Some(version) = interested(cp, hook, attrs, obj.as_deref(), old, &mut equivalents)
         else {
             continue;
         };
         let did = match obj.as_deref_mut() {
-            Some(o) => mutate_one(server, hook, attrs, &version, o, old, warnings).await?,
+            Some(o) => mutate_one(cp, hook, attrs, &version, o, old, warnings).await?,
             None => {
-                call_one(server, hook, attrs, &version, None, old, warnings).await?;
+                call_one(cp, hook, attrs, &version, None, old, warnings).await?;
                 false
             }
         };
@@ -631,9 +622,9 @@ pub async fn mutate(
     for (k, (i, version)) in called.iter().enumerate() {
         let hook = hooks[*i];
         if hook.reinvoke && changed[k + 1..].iter().any(|c| *c) {
-            let still = interested(server, hook, attrs, Some(o), old, &mut equivalents);
+            let still = interested(cp, hook, attrs, Some(o), old, &mut equivalents);
             if still.is_some() {
-                mutate_one(server, hook, attrs, version, o, old, warnings).await?;
+                mutate_one(cp, hook, attrs, version, o, old, warnings).await?;
             }
         }
     }
@@ -642,13 +633,13 @@ pub async fn mutate(
 
 /// Runs the validating webhooks (in parallel) over `obj` (absent for a delete).
 pub async fn validate(
-    server: &ApiServer,
+    cp: &ControlPlane,
     attrs: &Attributes,
     obj: Option<&Value>,
     old: Option<&Value>,
     warnings: &Mutex<Vec<String>>,
 ) -> Result<(), ApiError> {
-    let configs = config::webhooks(server, &attrs.cluster, Kind::Validating);
+    let configs = config::webhooks(cp, &attrs.cluster, Kind::Validating);
     if configs.is_empty() || exempt(attrs) {
         return Ok(());
     }
@@ -657,23 +648,14 @@ pub async fn validate(
         .iter()
         .flat_map(|c| c.iter())
         .filter_map(|hook| {
-            let version = interested(server, hook, attrs, obj, old, &mut equivalents)?;
+            let version = interested(cp, hook, attrs, obj, old, &mut equivalents)?;
             Some(async move {
                 if version == attrs.version {
-                    call_one(server, hook, attrs, &version, obj, old, warnings).await
+                    call_one(cp, hook, attrs, &version, obj, old, warnings).await
                 } else {
                     let o = in_version(obj, &attrs.group, &version);
                     let p = in_version(old, &attrs.group, &version);
-                    call_one(
-                        server,
-                        hook,
-                        attrs,
-                        &version,
-                        o.as_ref(),
-                        p.as_ref(),
-                        warnings,
-                    )
-                    .await
+                    call_one(cp, hook, attrs, &version, o.as_ref(), p.as_ref(), warnings).await
                 }
             })
         })
@@ -688,7 +670,7 @@ pub async fn validate(
 /// object is prepared and valid) validating webhooks and admission policies. A write whose
 /// object does not exist yet (server-side apply creating it) is admitted as a CREATE.
 pub struct StoreAdmission {
-    pub server: Arc<ApiServer>,
+    pub cp: Arc<ControlPlane>,
     pub attrs: Attributes,
     /// Whether mutating webhooks run here (a create runs them in its handler).
     pub mutating: bool,
@@ -713,7 +695,7 @@ impl registry::store::Admit for StoreAdmission {
             return Ok(false);
         }
         let attrs = self.attrs_for(old);
-        mutate(&self.server, &attrs, Some(new), old, &self.warnings).await
+        mutate(&self.cp, &attrs, Some(new), old, &self.warnings).await
     }
 
     async fn validate(&self, new: &Value, old: Option<&Value>) -> Result<(), ApiError> {
@@ -721,8 +703,7 @@ impl registry::store::Admit for StoreAdmission {
         if attrs.name.is_empty() {
             attrs.name = meta::name(new).to_string();
         }
-        crate::admission::validate_external(&self.server, &attrs, Some(new), old, &self.warnings)
-            .await
+        crate::admission::validate_external(&self.cp, &attrs, Some(new), old, &self.warnings).await
     }
 }
 

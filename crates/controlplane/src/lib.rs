@@ -1,0 +1,218 @@
+//! The control plane: everything the API server does that is not HTTP.
+//!
+//! The write pipeline ([`write`]) in upstream's order and the admission chain it runs
+//! ([`admission`]), the subresources that are objects of their own ([`subresources`]: binding,
+//! eviction, scale, finalize; [`tokens`]: TokenRequest), authorization decisions ([`authz`]),
+//! credentials ([`trust`], [`jwt`], [`tokens`]), service IP allocation ([`services`]), tenancy
+//! provisioning ([`tenancy`]), CRD serving ([`crds`], [`conversion`], [`openapi`]), APIService
+//! registration ([`apiservices`]), ClusterRole aggregation ([`aggregation`]) and the seeded
+//! contents of every cluster ([`bootstrap`]).
+//!
+//! **Architecture Invariant:** nothing here serves HTTP or knows of requests, routes, media
+//! types or responses; the `apiserver` crate decodes a request, calls in here with objects and a
+//! [`Requester`], and renders what comes back. The only HTTP this crate speaks is as a client,
+//! to the admission and conversion webhooks tenants configure.
+
+pub mod admission;
+pub mod aggregation;
+pub mod apiservices;
+pub mod auth;
+pub mod authz;
+pub mod bootstrap;
+pub mod clusters;
+pub mod conversion;
+pub mod crds;
+pub mod fields;
+pub mod jwt;
+pub mod metrics;
+pub mod openapi;
+pub mod patching;
+pub mod services;
+pub mod subresources;
+pub mod tenancy;
+pub mod tokens;
+pub mod trust;
+pub mod write;
+
+use std::sync::Arc;
+
+use apimachinery::status::ApiError;
+use parking_lot::Mutex;
+use registry::ResourceDef;
+use registry::catalog::Catalog;
+use registry::store::Store;
+
+use crate::auth::UserInfo;
+use crate::trust::{Trust, Trusts};
+
+/// What the control plane needs to know about itself.
+pub struct Config {
+    /// The URL clients reach the root cluster at (logical clusters are under `/clusters/`).
+    pub external_url: String,
+    /// The root cluster's CA (PEM certificate and key).
+    pub root_ca: pki::CertPair,
+    /// The root cluster's service-account signing key (PKCS#8 DER).
+    pub root_sa_key: Vec<u8>,
+}
+
+/// Who makes a request, in which cluster, and the warnings the answer carries.
+pub struct Requester<'a> {
+    pub cluster: &'a str,
+    pub user: &'a UserInfo,
+    /// `Warning`s for the client (unknown fields, webhooks' and strategies' warnings).
+    pub warnings: Vec<String>,
+}
+
+impl<'a> Requester<'a> {
+    pub fn new(cluster: &'a str, user: &'a UserInfo) -> Self {
+        Requester {
+            cluster,
+            user,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+type ForgetHook = Box<dyn Fn(&str) + Send + Sync>;
+
+/// The control plane's state: storage, the served resources, the clusters' credentials and
+/// the admission configuration. Fields are reached through methods outside this crate.
+pub struct ControlPlane {
+    pub(crate) store: Store,
+    pub(crate) catalog: Catalog,
+    pub(crate) config: Config,
+    pub(crate) trusts: Trusts,
+    pub(crate) openapi: openapi::ClusterDocuments,
+    pub(crate) admission: admission::Validators,
+    pub(crate) metrics: metrics::Metrics,
+    /// Called with the name of each logical cluster whose deletion completed, so caches
+    /// outside the control plane (metrics scrapes, say) let go of it.
+    forget_hooks: Mutex<Vec<ForgetHook>>,
+}
+
+impl ControlPlane {
+    /// A control plane over `store` serving `catalog`, with nothing started.
+    pub fn new(store: Store, catalog: Catalog, config: Config) -> Result<Arc<Self>, ApiError> {
+        crd::cel::cost::set_runner(off_the_async_worker);
+        let root_trust = Trust::new(
+            &config.root_ca.cert_pem,
+            &config.root_sa_key,
+            config.external_url.clone(),
+        )
+        .map_err(|e| {
+            ApiError::internal(format!("the root cluster's credentials are invalid: {e}"))
+        })?;
+        Ok(Arc::new(ControlPlane {
+            store,
+            catalog,
+            trusts: Trusts::new(root_trust, config.external_url.clone()),
+            config,
+            openapi: Default::default(),
+            admission: Default::default(),
+            metrics: Default::default(),
+            forget_hooks: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Builds the control plane over `storage`: the watch cache, the built-in catalogue plus
+    /// `extra` resources (those the HTTP layer serves itself: reviews, metrics), the seeded root
+    /// cluster, and its loops (tenancy, ClusterRole aggregation, CRD serving, APIServices).
+    pub async fn start(
+        storage: Arc<dyn storage::Storage>,
+        config: Config,
+        extra: Vec<ResourceDef>,
+    ) -> Result<Arc<Self>, ApiError> {
+        use registry::cache::{CacheOptions, WatchCache};
+        let mut opts = CacheOptions::default();
+        // Every request to a tenant cluster reads its LogicalCluster (does it exist, is it
+        // Ready): keep those decoded, as RBAC is.
+        opts.keep_decoded
+            .push((tenancy::GROUP.into(), tenancy::PLURAL.into()));
+        let cache = WatchCache::start(storage.clone(), opts)
+            .await
+            .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
+        let mut resources = registry::builtins::resources();
+        resources.push(tenancy::logical_cluster_resource());
+        resources.extend(extra);
+        let catalog = Catalog::new(resources).with_builtin_strategy(
+            crds::GROUP,
+            crds::PLURAL,
+            Arc::new(crd::CrdStrategy),
+        );
+        let store = Store::new(storage, cache).with_hook(
+            "",
+            "services",
+            Arc::new(services::ServiceAllocator::default()),
+        );
+        let cp = ControlPlane::new(store, catalog, config)?;
+        bootstrap::seed(&cp, apimachinery::cluster::ROOT).await?;
+        tenancy::start(cp.clone()).await?;
+        aggregation::start(&cp)?;
+        crds::start(&cp)?;
+        apiservices::start(&cp)?;
+        Ok(cp)
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The OpenAPI documents each cluster serves.
+    pub fn openapi(&self) -> &openapi::ClusterDocuments {
+        &self.openapi
+    }
+
+    /// In-process validating admission hooks, by resource.
+    pub fn admission(&self) -> &admission::Validators {
+        &self.admission
+    }
+
+    pub fn metrics(&self) -> &metrics::Metrics {
+        &self.metrics
+    }
+
+    /// The trust material of a cluster (its CA and service-account key), if it is provisioned.
+    pub fn trust(&self, cluster: &str) -> Option<Arc<Trust>> {
+        self.trusts.get(&self.store.cache, cluster)
+    }
+
+    /// Whether a logical cluster is served.
+    pub async fn cluster_exists(&self, cluster: &str) -> bool {
+        cluster == apimachinery::cluster::ROOT || clusters::exists(self, cluster).await
+    }
+
+    /// Registers `hook`, called with each logical cluster whose deletion completed.
+    pub fn on_forget(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
+        self.forget_hooks.lock().push(Box::new(hook));
+    }
+
+    /// Lets go of everything kept about a deleted cluster.
+    pub(crate) fn forget(&self, cluster: &str) {
+        self.trusts.forget(cluster);
+        self.openapi.set(cluster, None);
+        for hook in self.forget_hooks.lock().iter() {
+            hook(cluster);
+        }
+    }
+}
+
+/// Runs an expensive CEL evaluation: on a worker of a multi-threaded runtime under
+/// `block_in_place`, so the worker's other tasks (every cluster's requests) move to another
+/// thread while it computes; elsewhere it simply runs.
+fn off_the_async_worker(f: &mut dyn FnMut()) {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
