@@ -40,20 +40,19 @@ pub use controlplane::Config;
 /// The API server: the HTTP side of a [`ControlPlane`].
 pub struct ApiServer {
     cp: Arc<ControlPlane>,
-    pub authn: crate::authn::Authenticator,
+    pub(crate) authn: crate::authn::Authenticator,
     /// How kubelets are reached (logs, exec, attach, port-forward, node proxy, metrics).
-    pub kubelet: crate::kubelet::KubeletClient,
+    pub(crate) kubelet: crate::kubelet::KubeletClient,
     /// The `metrics.k8s.io` resource metrics, scraped from kubelets on demand.
-    pub resource_metrics: Arc<crate::metrics_api::Scraper>,
+    pub(crate) resource_metrics: Arc<crate::metrics_api::Scraper>,
     ready: AtomicBool,
     draining: AtomicBool,
-    pub started: Instant,
     /// Watches end when this is notified (graceful shutdown).
-    pub shutdown: tokio::sync::watch::Sender<bool>,
+    pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
     /// The OCI registry served at `/v2/` (set by `matryoshka up`; absent: `/v2/` is 404).
-    pub oci: std::sync::OnceLock<Arc<oci::Registry>>,
+    pub(crate) oci: std::sync::OnceLock<Arc<oci::Registry>>,
     /// Flow control of network requests (set by [`crate::serve::serve`]).
-    pub flow: std::sync::OnceLock<Arc<crate::flow::FlowControl>>,
+    pub(crate) flow: std::sync::OnceLock<Arc<crate::flow::FlowControl>>,
 }
 
 /// Query parameters of a request.
@@ -128,11 +127,20 @@ impl ApiServer {
             resource_metrics,
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            started: Instant::now(),
             shutdown,
             oci: std::sync::OnceLock::new(),
             flow: std::sync::OnceLock::new(),
         })
+    }
+
+    /// How kubelets are reached.
+    pub fn kubelet(&self) -> &crate::kubelet::KubeletClient {
+        &self.kubelet
+    }
+
+    /// Serves `registry` at `/v2/` (once; later calls change nothing).
+    pub fn serve_registry(&self, registry: Arc<oci::Registry>) {
+        let _ = self.oci.set(registry);
     }
 
     /// The control plane this server serves.

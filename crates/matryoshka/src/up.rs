@@ -239,7 +239,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let registry = oci::Registry::open(&registry_dir)
         .await
         .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
-    let _ = server.oci.set(Arc::new(registry));
+    server.serve_registry(Arc::new(registry));
 
     let advertise = advertise_address(&args);
     let validity = Duration::from_secs(args.serving_cert_validity_seconds.max(3));

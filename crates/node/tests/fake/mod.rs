@@ -66,7 +66,7 @@ impl Cluster {
         // kube-apiserver's `--kubelet-preferred-address-types=InternalIP,Hostname`: the fake
         // node's hostname does not resolve.
         server
-            .kubelet
+            .kubelet()
             .configure(apiserver::kubelet::KubeletOptions {
                 preferred_address_types: vec!["InternalIP".into(), "Hostname".into()],
                 ..Default::default()
