@@ -6,9 +6,10 @@ use http::{Response, StatusCode};
 use crate::response::{self, Body};
 use crate::server::{ApiServer, Query};
 
-/// The checks each endpoint runs: (name, passing).
-fn checks(server: &ApiServer, kind: &str) -> Vec<(&'static str, bool)> {
-    let mut c = vec![("ping", true), ("log", true), ("etcd", true)];
+/// The checks each endpoint runs: (name, passing). `etcd` reads the storage's revision.
+async fn checks(server: &ApiServer, kind: &str) -> Vec<(&'static str, bool)> {
+    let etcd = server.control_plane().storage_healthy().await;
+    let mut c = vec![("ping", true), ("log", true), ("etcd", etcd)];
     if kind == "readyz" {
         c.push(("informer-sync", server.is_ready()));
         c.push(("shutdown", server.is_ready()));
@@ -16,13 +17,13 @@ fn checks(server: &ApiServer, kind: &str) -> Vec<(&'static str, bool)> {
     c
 }
 
-pub fn answer(
+pub async fn answer(
     server: &ApiServer,
     kind: &str,
     check: Option<&str>,
     query: &Query,
 ) -> Response<Body> {
-    let all = checks(server, kind);
+    let all = checks(server, kind).await;
     if let Some(name) = check {
         return match all.iter().find(|(n, _)| *n == name) {
             Some((_, true)) => response::text(StatusCode::OK, "ok"),

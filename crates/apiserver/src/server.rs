@@ -293,7 +293,7 @@ impl ApiServer {
                 &version_info_for(self, &ctx.cluster),
             )),
             Route::Health { kind, check } if get => {
-                Ok(health::answer(self, kind, check.as_deref(), &ctx.query))
+                Ok(health::answer(self, kind, check.as_deref(), &ctx.query).await)
             }
             Route::Metrics if get => Ok(crate::metrics::render(self.cp.metrics())),
             Route::OpenApiV2 if get => Ok(openapi::v2(self, ctx)),
@@ -457,6 +457,7 @@ pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>,
         external_url: "https://127.0.0.1:6443".into(),
         root_ca: ca.pair,
         root_sa_key: sa,
+        elected: false,
     };
     start_with(storage, config).await
 }

@@ -9,8 +9,6 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
 use crate::clock::SharedClock;
 use crate::cronjob::CronJobController;
 use crate::daemonset::DaemonSetController;
@@ -26,7 +24,7 @@ use crate::statefulset::StatefulSetController;
 use crate::ttl::TtlAfterFinishedController;
 use runtime::client::{ClusterClients, ROOT};
 use runtime::error::Result;
-use runtime::leader::{LeaderConfig, LeaderElector};
+use runtime::leader::LeaderConfig;
 use runtime::queue::run_workers;
 use runtime::shared::{Informers, Shutdown};
 
@@ -92,8 +90,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
     let clients = clients.with_user_agent(USER_AGENT);
-    let (stop_all, stopped) = Shutdown::new();
     let Some(leader) = options.leader_election.clone() else {
+        let (stop_all, stopped) = Shutdown::new();
         let controllers = run_controllers(clients, options, stopped);
         tokio::pin!(controllers);
         tokio::select! {
@@ -102,32 +100,11 @@ pub async fn run(
         }
         return controllers.await;
     };
-    let (leading_tx, mut leading) = watch::channel(false);
-    let elector = LeaderElector::new(clients.cluster(ROOT)?, leader);
-    let election = tokio::spawn(elector.run(leading_tx, stopped.clone().wait()));
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            r = leading.wait_for(|l| *l) => { if r.is_err() { break } }
-            () = &mut shutdown => break,
-        }
-        // Lead until the lease is lost or shutdown.
-        let (stop, term) = Shutdown::new();
-        let controllers = tokio::spawn(run_controllers(clients.clone(), options.clone(), term));
-        let done = tokio::select! {
-            _ = leading.wait_for(|l| !*l) => false,
-            () = &mut shutdown => true,
-        };
-        stop.trigger();
-        if let Ok(Err(e)) = controllers.await {
-            tracing::warn!(error = %e, "controllers stopped with an error");
-        }
-        if done {
-            break;
-        }
-    }
-    stop_all.trigger();
-    let _ = election.await;
+    let root = clients.cluster(ROOT)?;
+    runtime::leader::run_while_leading(root, leader, shutdown, move |term| {
+        run_controllers(clients.clone(), options.clone(), term)
+    })
+    .await;
     Ok(())
 }
 

@@ -58,20 +58,35 @@ pub async fn reconcile(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError>
     Ok(())
 }
 
-/// Starts the aggregation loop.
+/// Starts the aggregation loop (a singleton: it writes only where the control plane leads,
+/// and aggregates every cluster again when it gains leadership).
 pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
     let mut follow = Follow::new(&cp.store.cache, RBAC, "clusterroles", Filter::default())?;
+    let mut leadership = cp.leadership();
     let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
         loop {
-            let (_, obj) = follow.recv().await;
+            let mut clusters = Vec::new();
+            tokio::select! {
+                (_, obj) = follow.recv() => clusters.push(obj.cluster.to_string()),
+                gained = crate::gained_leadership(&mut leadership) => {
+                    if gained.is_none() {
+                        return;
+                    }
+                    let Some(cp) = weak.upgrade() else { return };
+                    clusters.push(apimachinery::cluster::ROOT.to_string());
+                    clusters.extend(crate::clusters::served(&cp));
+                }
+            }
             let Some(cp) = weak.upgrade() else { return };
             // A burst of changes in one cluster is handled once.
-            let mut clusters = vec![obj.cluster.to_string()];
             while let Some((_, o)) = follow.try_recv() {
                 if !clusters.iter().any(|c| **c == *o.cluster) {
                     clusters.push(o.cluster.to_string());
                 }
+            }
+            if !cp.leads() {
+                continue;
             }
             for c in clusters {
                 if let Err(e) = reconcile(&cp, &c).await {

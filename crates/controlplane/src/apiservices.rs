@@ -269,32 +269,12 @@ async fn report(cp: &ControlPlane, cluster: &str, obj: &Value) -> Result<(), Api
     }
 }
 
-/// The logical clusters served now (Ready, not being deleted).
-fn served_clusters(cp: &ControlPlane) -> Vec<String> {
-    let filter = Filter {
-        cluster: Some(apimachinery::cluster::ROOT.to_string()),
-        ..Filter::default()
-    };
-    cp.store
-        .cache
-        .list(crate::tenancy::GROUP, crate::tenancy::PLURAL, &filter)
-        .0
-        .iter()
-        .map(|o| o.value())
-        .filter(|v| {
-            meta::deletion_timestamp(v).is_none()
-                && v.pointer("/status/phase").and_then(Value::as_str) == Some("Ready")
-        })
-        .map(|v| meta::name(&v).to_string())
-        .collect()
-}
-
 /// Registers every served cluster's built-in group versions (upstream registers its
 /// `onstart` APIServices at every start); the root cluster is seeded by the caller.
 pub async fn register_on_start(cp: &ControlPlane) {
     // What is registered is read from the cache: let it catch up with storage first.
     cp.store.wait_for_cache().await;
-    for cluster in served_clusters(cp) {
+    for cluster in crate::clusters::served(cp) {
         if let Err(e) = crate::bootstrap::seed_registrations(cp, &cluster).await {
             tracing::warn!(cluster = %cluster, error = %e, "registering APIServices and flow control failed");
         }
@@ -303,17 +283,39 @@ pub async fn register_on_start(cp: &ControlPlane) {
 
 /// Registers the built-in APIServices of every served cluster, then runs the availability
 /// loop over every cluster's APIServices.
+/// A singleton: it writes only where the control plane leads, and registers and reports
+/// everything again when it gains leadership.
 pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
     let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, Filter::default())?;
+    let mut leadership = cp.leadership();
     let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
-        if let Some(cp) = weak.upgrade() {
+        if let Some(cp) = weak.upgrade()
+            && cp.leads()
+        {
             register_on_start(&cp).await;
         }
         loop {
-            let (ty, obj) = follow.recv().await;
+            let (ty, obj) = tokio::select! {
+                event = follow.recv() => event,
+                gained = crate::gained_leadership(&mut leadership) => {
+                    if gained.is_none() {
+                        return;
+                    }
+                    let Some(cp) = weak.upgrade() else { return };
+                    register_on_start(&cp).await;
+                    let (all, _) = cp.store.cache.list(GROUP, PLURAL, &Filter::default());
+                    for obj in all {
+                        let value = obj.value();
+                        if let Err(e) = report(&cp, &obj.cluster, &value).await {
+                            tracing::warn!(cluster = %obj.cluster, apiservice = meta::name(&value), error = %e, "APIService status failed");
+                        }
+                    }
+                    continue;
+                }
+            };
             let Some(cp) = weak.upgrade() else { return };
-            if ty == registry::cache::EventType::Deleted {
+            if ty == registry::cache::EventType::Deleted || !cp.leads() {
                 continue;
             }
             let value = obj.value();

@@ -181,7 +181,10 @@ pub async fn reconcile(cp: &Arc<ControlPlane>, cluster: &str) -> Result<bool, Ap
     let crds = crds_of(cp, cluster);
     let mut pending = false;
     let mut wrote = false;
-    for c in &crds {
+    // Every replica serves what is established; only the leader writes conditions, deletes
+    // instances and registers APIServices.
+    let leads = cp.leads();
+    for c in crds.iter().filter(|_| leads) {
         let name = meta::name(c).to_string();
         if meta::deletion_timestamp(c).is_some() {
             if !finish_deletion(cp, cluster, c).await? {
@@ -233,27 +236,51 @@ pub async fn reconcile(cp: &Arc<ControlPlane>, cluster: &str) -> Result<bool, Ap
         }
         cp.openapi.set(cluster, Some(set));
     }
-    crate::apiservices::sync(cp, cluster, false).await?;
+    if leads {
+        crate::apiservices::sync(cp, cluster, false).await?;
+    }
     Ok(pending)
 }
 
 /// Starts the CRD loop.
 pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
     let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, Filter::default())?;
+    let mut leadership = cp.leadership();
     let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
         let mut retry: Vec<String> = Vec::new();
         loop {
-            let first = if retry.is_empty() {
-                Some(follow.recv().await)
-            } else {
-                // Nothing new within the tick: retry what is pending.
-                tokio::time::timeout(Duration::from_millis(200), follow.recv())
-                    .await
-                    .ok()
+            let mut gained = false;
+            let first = tokio::select! {
+                first = async {
+                    if retry.is_empty() {
+                        Some(follow.recv().await)
+                    } else {
+                        // Nothing new within the tick: retry what is pending.
+                        tokio::time::timeout(Duration::from_millis(200), follow.recv())
+                            .await
+                            .ok()
+                    }
+                } => first,
+                g = crate::gained_leadership(&mut leadership) => {
+                    if g.is_none() {
+                        return;
+                    }
+                    gained = true;
+                    None
+                }
             };
             let Some(cp) = weak.upgrade() else { return };
             let mut clusters: Vec<String> = std::mem::take(&mut retry);
+            if gained {
+                // Write what was only served while following: every cluster with CRDs.
+                let (all, _) = cp.store.cache.list(GROUP, PLURAL, &Filter::default());
+                for o in all {
+                    if !clusters.iter().any(|c| **c == *o.cluster) {
+                        clusters.push(o.cluster.to_string());
+                    }
+                }
+            }
             let mut add = |o: &CachedObject| {
                 if !clusters.iter().any(|c| **c == *o.cluster) {
                     clusters.push(o.cluster.to_string());

@@ -53,6 +53,10 @@ pub struct Config {
     pub root_ca: pki::CertPair,
     /// The root cluster's service-account signing key (PKCS#8 DER).
     pub root_sa_key: Vec<u8>,
+    /// Several replicas serve one store: the singleton loops (provisioning, CRD status,
+    /// APIServices, ClusterRole aggregation) write only once told this replica leads
+    /// ([`ControlPlane::set_leading`]). Otherwise this process leads from the start.
+    pub elected: bool,
 }
 
 /// Who makes a request, in which cluster, and the warnings the answer carries.
@@ -85,6 +89,8 @@ pub struct ControlPlane {
     pub(crate) openapi: openapi::ClusterDocuments,
     pub(crate) admission: admission::Validators,
     pub(crate) metrics: metrics::Metrics,
+    /// Whether this replica runs the singleton loops' writes (see [`Config::elected`]).
+    leading: tokio::sync::watch::Sender<bool>,
     /// Called with the name of each logical cluster whose deletion completed, so caches
     /// outside the control plane (metrics scrapes, say) let go of it.
     forget_hooks: Mutex<Vec<ForgetHook>>,
@@ -102,7 +108,9 @@ impl ControlPlane {
         .map_err(|e| {
             ApiError::internal(format!("the root cluster's credentials are invalid: {e}"))
         })?;
+        let (leading, _) = tokio::sync::watch::channel(!config.elected);
         Ok(Arc::new(ControlPlane {
+            leading,
             store,
             catalog,
             trusts: Trusts::new(root_trust, config.external_url.clone()),
@@ -184,9 +192,36 @@ impl ControlPlane {
         self.trusts.get(&self.store.cache, cluster)
     }
 
+    /// Whether the storage answers (the `etcd` health check): its current revision is read
+    /// within two seconds.
+    pub async fn storage_healthy(&self) -> bool {
+        let probe = self.store.storage.current_revision();
+        matches!(
+            tokio::time::timeout(std::time::Duration::from_secs(2), probe).await,
+            Ok(Ok(_))
+        )
+    }
+
     /// Whether a logical cluster is served.
     pub async fn cluster_exists(&self, cluster: &str) -> bool {
         cluster == apimachinery::cluster::ROOT || clusters::exists(self, cluster).await
+    }
+
+    /// Whether this replica leads: its singleton loops write.
+    pub fn leads(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Tells the singleton loops whether this replica leads (from a Lease election); on
+    /// gaining leadership they reconcile everything, as nothing was written while following.
+    pub fn set_leading(&self, leading: bool) {
+        self.leading
+            .send_if_modified(|l| std::mem::replace(l, leading) != leading);
+    }
+
+    /// Follows [`ControlPlane::leads`].
+    pub fn leadership(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.leading.subscribe()
     }
 
     /// Registers `hook`, called with each logical cluster whose deletion completed.
@@ -200,6 +235,17 @@ impl ControlPlane {
         self.openapi.set(cluster, None);
         for hook in self.forget_hooks.lock().iter() {
             hook(cluster);
+        }
+    }
+}
+
+/// Waits until this replica gains leadership (see [`ControlPlane::leadership`]); `None` once
+/// the control plane is gone.
+pub(crate) async fn gained_leadership(rx: &mut tokio::sync::watch::Receiver<bool>) -> Option<()> {
+    loop {
+        rx.changed().await.ok()?;
+        if *rx.borrow_and_update() {
+            return Some(());
         }
     }
 }

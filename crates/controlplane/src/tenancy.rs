@@ -393,19 +393,43 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
         cluster: Some(cluster::ROOT.into()),
         ..Filter::default()
     };
-    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, filter)?;
+    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, filter.clone())?;
+    let mut leadership = cp.leadership();
     let weak = Arc::downgrade(&cp);
     // Clusters are provisioned concurrently (bounded), each by one task at a time: an event for
     // a cluster already being worked on marks it for another pass.
     let running: Arc<parking_lot::Mutex<std::collections::HashMap<String, bool>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(PARALLEL_PROVISIONING));
     tokio::spawn(async move {
+        let mut todo: Vec<String> = Vec::new();
         loop {
-            let (ty, obj) = follow.recv().await;
-            if ty == EventType::Deleted {
-                continue;
+            if todo.is_empty() {
+                tokio::select! {
+                    (ty, obj) = follow.recv() => {
+                        let Some(cp) = weak.upgrade() else { return };
+                        if ty == EventType::Deleted {
+                            // Every replica lets go of what it kept about the cluster.
+                            cp.catalog.remove_cluster(obj.name());
+                            cp.forget(obj.name());
+                            continue;
+                        }
+                        if !cp.leads() {
+                            continue;
+                        }
+                        todo.push(obj.name().to_string());
+                    }
+                    gained = crate::gained_leadership(&mut leadership) => {
+                        if gained.is_none() {
+                            return;
+                        }
+                        // Provision and clean up what was only followed until now.
+                        let Some(cp) = weak.upgrade() else { return };
+                        let (all, _) = cp.store.cache.list(GROUP, PLURAL, &filter);
+                        todo.extend(all.iter().map(|o| o.name().to_string()));
+                    }
+                }
             }
-            let name = obj.name().to_string();
+            let Some(name) = todo.pop() else { continue };
             {
                 let mut r = running.lock();
                 if let Some(dirty) = r.get_mut(&name) {
@@ -419,6 +443,11 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
             let permits = permits.clone();
             tokio::spawn(async move {
                 loop {
+                    if !cp.leads() {
+                        // Another replica took over; it provisions from the current state.
+                        running.lock().remove(&name);
+                        return;
+                    }
                     let result = {
                         let _permit = permits.acquire().await;
                         reconcile(&cp, &name).await

@@ -17,6 +17,19 @@ pub struct UpArgs {
     /// Where data, certificates and admin.conf live.
     #[arg(long, default_value = "./matryoshka-data")]
     pub data_dir: PathBuf,
+    /// Where the root CA and the service-account key live (default `<data-dir>/pki`).
+    /// Replicas over one etcd are given the same directory: the first creates what is
+    /// missing, the others use it, so credentials of one replica work against every other.
+    #[arg(long)]
+    pub pki_dir: Option<PathBuf>,
+    /// The host (and `:port` when it differs from `--secure-port`) clients reach the
+    /// platform at — a load balancer in front of replicas, say: the admin kubeconfig's
+    /// server, the service-account issuer, and a name of every serving certificate.
+    #[arg(long)]
+    pub external_hostname: Option<String>,
+    /// This replica's identity in leader elections (default: hostname and process id).
+    #[arg(long)]
+    pub leader_identity: Option<String>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind_address: IpAddr,
@@ -192,11 +205,19 @@ async fn open_storage(args: &UpArgs) -> anyhow::Result<Arc<dyn Storage>> {
     }
 }
 
-/// The root cluster's CA and service-account key, created on first start.
-fn root_credentials(dir: &Path) -> anyhow::Result<(Ca, Vec<u8>)> {
-    let pki = dir.join("pki");
-    std::fs::create_dir_all(&pki)?;
-    let ca = Ca::load_or_create(&pki, "ca", "matryoshka-ca")?;
+/// The root cluster's CA and service-account key in `pki`, created on first start. Replicas
+/// starting at once over one directory take a lock, so exactly one creates them.
+fn root_credentials(pki: &Path) -> anyhow::Result<(Ca, Vec<u8>)> {
+    std::fs::create_dir_all(pki).with_context(|| format!("creating {}", pki.display()))?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(pki.join(".lock"))
+        .with_context(|| format!("opening the lock of {}", pki.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", pki.display()))?;
+    let ca = Ca::load_or_create(pki, "ca", "matryoshka-ca")?;
     let sa_path = pki.join("sa.key");
     let sa = match std::fs::read(&sa_path) {
         Ok(der) => der,
@@ -214,22 +235,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let (ca, sa_key) = root_credentials(&args.data_dir)?;
-    let host = if args.bind_address.is_unspecified() {
-        "127.0.0.1".to_string()
-    } else {
-        args.bind_address.to_string()
-    };
-    let url = if host.contains(':') {
-        format!("https://[{host}]:{}", args.secure_port)
-    } else {
-        format!("https://{host}:{}", args.secure_port)
-    };
+    let pki_dir = args
+        .pki_dir
+        .clone()
+        .unwrap_or_else(|| args.data_dir.join("pki"));
+    let (ca, sa_key) = root_credentials(&pki_dir)?;
+    let url = external_url(&args);
     let storage = open_storage(&args).await?;
+    // Over etcd, replicas may share the store: the control plane's singleton loops write only
+    // on the replica holding their Lease (the embedded store has one process by construction).
+    let replicated = !args.etcd_servers.is_empty();
     let config = apiserver::server::Config {
         external_url: url.clone(),
         root_ca: ca.pair.clone(),
         root_sa_key: sa_key,
+        elected: replicated,
     };
     let server = apiserver::server::start_with(storage, config)
         .await
@@ -247,6 +267,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         let ca = ca.clone();
         let mut names = sans(args.bind_address);
         names.extend(advertise.map(|a| a.to_string()));
+        names.extend(external_host(&args));
         names.dedup();
         move || ca.issue_server_for("kube-apiserver", &names, validity)
     };
@@ -268,6 +289,39 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             server.clone(),
         ))
     };
+    let (stop, stopped) = runtime::shared::Shutdown::new();
+    let identity = args.leader_identity.clone().unwrap_or_else(|| {
+        format!(
+            "{}-{}",
+            hostname().unwrap_or_else(|| "matryoshka".into()),
+            std::process::id()
+        )
+    });
+    let election = replicated.then(|| {
+        let cp = server.control_plane().clone();
+        let root = clients().cluster(runtime::client::ROOT);
+        let config =
+            runtime::leader::LeaderConfig::named("matryoshka-control-plane", identity.clone());
+        let stopped = stopped.clone();
+        tokio::spawn(async move {
+            let root = match root {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "no client for the control plane's election");
+                    return;
+                }
+            };
+            let (tx, mut rx) = tokio::sync::watch::channel(false);
+            let forward = tokio::spawn(async move {
+                while rx.changed().await.is_ok() {
+                    cp.set_leading(*rx.borrow_and_update());
+                }
+                cp.set_leading(false);
+            });
+            runtime::leader::campaign(root, config, tx, stopped.wait()).await;
+            let _ = forward.await;
+        })
+    });
     for (group, plural, v) in platform::admission::validators() {
         server
             .control_plane()
@@ -296,12 +350,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     // The controllers run in process over the in-memory transport, once per set of replicas
     // (leader election on a Lease in the root cluster).
-    let (stop, stopped) = runtime::shared::Shutdown::new();
-    let identity = format!(
-        "{}-{}",
-        hostname().unwrap_or_else(|| "matryoshka".into()),
-        std::process::id()
-    );
     let controllers = tokio::spawn(controllers::run(
         clients(),
         controllers::Options::default()
@@ -316,7 +364,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     ));
     let platform = tokio::spawn(platform::run_controllers(
         clients(),
-        platform::Options::default(),
+        platform::Options::default().with_leader_election(identity.clone()),
         stopped.clone().wait(),
     ));
     let usable = if matches!(args.node, Some(NodeMode::Virtual | NodeMode::None))
@@ -442,6 +490,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             // written again.
             loop {
                 let cluster = apimachinery::cluster::ROOT;
+                // The leading replica writes them (each replica would overwrite the others').
+                if !server.control_plane().leads() {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    continue;
+                }
                 if let Err(e) = controlplane::bootstrap::reconcile_kubernetes_endpoints(
                     server.control_plane(),
                     cluster,
@@ -464,6 +517,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), scheduler).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), platform).await;
+    if let Some(election) = election {
+        let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+    }
     if let Some(nodes) = nodes {
         let _ = tokio::time::timeout(Duration::from_secs(5), nodes).await;
     }
@@ -474,6 +530,50 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     rotation.abort();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `--external-hostname` as host and port: `HOST`, `HOST:PORT`, `[V6]`, `[V6]:PORT` or a bare
+/// IPv6 address.
+fn split_host_port(h: &str) -> (String, Option<u16>) {
+    if let Some(rest) = h.strip_prefix('[')
+        && let Some((host, after)) = rest.split_once(']')
+    {
+        return (
+            host.to_string(),
+            after.strip_prefix(':').and_then(|p| p.parse().ok()),
+        );
+    }
+    match h.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse() {
+            Ok(p) => (host.to_string(), Some(p)),
+            Err(_) => (h.to_string(), None),
+        },
+        _ => (h.to_string(), None),
+    }
+}
+
+/// `--external-hostname` without its port.
+fn external_host(args: &UpArgs) -> Option<String> {
+    let h = args.external_hostname.as_deref()?;
+    Some(split_host_port(h).0)
+}
+
+/// The URL clients reach the root cluster at: `--external-hostname` (with its port, else
+/// `--secure-port`), else the bind address (loopback when it is unspecified).
+fn external_url(args: &UpArgs) -> String {
+    let (host, port) = match &args.external_hostname {
+        Some(h) => {
+            let (host, port) = split_host_port(h);
+            (host, port.unwrap_or(args.secure_port))
+        }
+        None if args.bind_address.is_unspecified() => ("127.0.0.1".to_string(), args.secure_port),
+        None => (args.bind_address.to_string(), args.secure_port),
+    };
+    if host.contains(':') {
+        format!("https://[{host}]:{port}")
+    } else {
+        format!("https://{host}:{port}")
+    }
 }
 
 /// The advertise address (see [`UpArgs::advertise_address`]): the flag, else a routable bind
@@ -540,6 +640,37 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod node_plan_tests {
     use super::*;
+
+    #[test]
+    fn an_external_hostname_gives_the_url_with_its_port_or_the_secure_port() {
+        assert_eq!(
+            split_host_port("lb.example.com:8443"),
+            ("lb.example.com".into(), Some(8443))
+        );
+        assert_eq!(
+            split_host_port("lb.example.com"),
+            ("lb.example.com".into(), None)
+        );
+        assert_eq!(
+            split_host_port("[fd00::1]:443"),
+            ("fd00::1".into(), Some(443))
+        );
+        assert_eq!(split_host_port("fd00::1"), ("fd00::1".into(), None));
+        #[derive(clap::Parser)]
+        struct Up {
+            #[command(flatten)]
+            up: UpArgs,
+        }
+        let parsed = <Up as clap::Parser>::try_parse_from(["up", "--secure-port", "7443"]);
+        let mut args = parsed.unwrap().up;
+        assert_eq!(external_url(&args), "https://127.0.0.1:7443");
+        args.external_hostname = Some("lb.example.com".into());
+        assert_eq!(external_url(&args), "https://lb.example.com:7443");
+        args.external_hostname = Some("lb.example.com:443".into());
+        assert_eq!(external_url(&args), "https://lb.example.com:443");
+        args.external_hostname = Some("fd00::1".into());
+        assert_eq!(external_url(&args), "https://[fd00::1]:7443");
+    }
 
     #[test]
     fn virtual_nodes_without_a_node_mode_keep_the_old_behaviour() {

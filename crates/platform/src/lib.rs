@@ -55,6 +55,9 @@ pub struct Options {
     pub workers: usize,
     /// Options of the tenant clusters' virtual nodes.
     pub nodes: node::Options,
+    /// Lease-based leader election (several replicas, one running the platform's controllers
+    /// and node pools); `None` runs them at once.
+    pub leader_election: Option<runtime::leader::LeaderConfig>,
 }
 
 impl Default for Options {
@@ -62,7 +65,19 @@ impl Default for Options {
         Options {
             workers: 8,
             nodes: node::Options::default(),
+            leader_election: None,
         }
+    }
+}
+
+impl Options {
+    /// Leader election on the `matryoshka-platform` Lease; `identity` is unique per replica.
+    pub fn with_leader_election(mut self, identity: impl Into<String>) -> Self {
+        self.leader_election = Some(runtime::leader::LeaderConfig::named(
+            "matryoshka-platform",
+            identity,
+        ));
+        self
     }
 }
 
@@ -102,8 +117,25 @@ pub async fn run(
     run_controllers(clients, options, shutdown).await
 }
 
-/// Runs the platform's controllers through `clients` (the platform must be installed).
+/// Runs the platform's controllers through `clients` (the platform must be installed); with
+/// leader election, only while this replica leads.
 pub async fn run_controllers(
+    clients: ClusterClients,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let Some(leader) = options.leader_election.clone() else {
+        return run_controllers_now(clients, options, shutdown).await;
+    };
+    let root = clients.cluster(ROOT)?;
+    runtime::leader::run_while_leading(root, leader, shutdown, move |term| {
+        run_controllers_now(clients.clone(), options.clone(), term.wait())
+    })
+    .await;
+    Ok(())
+}
+
+async fn run_controllers_now(
     clients: ClusterClients,
     options: Options,
     shutdown: impl Future<Output = ()> + Send,

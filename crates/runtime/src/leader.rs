@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::Result;
+use crate::shared::Shutdown;
 
 /// Timing of an election; the defaults are kube-controller-manager's.
 #[derive(Debug, Clone)]
@@ -34,9 +35,14 @@ pub struct LeaderConfig {
 
 impl LeaderConfig {
     pub fn new(identity: impl Into<String>) -> Self {
+        LeaderConfig::named("matryoshka-controller-manager", identity)
+    }
+
+    /// The election of the Lease `name` in `kube-system`, with kube-controller-manager's timing.
+    pub fn named(name: impl Into<String>, identity: impl Into<String>) -> Self {
         LeaderConfig {
             namespace: "kube-system".into(),
-            name: "matryoshka-controller-manager".into(),
+            name: name.into(),
             identity: identity.into(),
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -222,6 +228,62 @@ impl LeaderElector {
             }
         }
     }
+}
+
+/// Runs `work` only while this candidate leads: campaigns for `config`'s lease through `root`
+/// (a client of the root cluster), starts `work` each time leadership is gained and stops it
+/// (triggering the [`Shutdown`] it was given, then awaiting it) when leadership is lost or at
+/// `shutdown`, after which the lease is released. Several replicas running this run `work` once.
+pub async fn run_while_leading<F, Fut>(
+    root: kube::Client,
+    config: LeaderConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+    work: F,
+) where
+    F: Fn(Shutdown) -> Fut,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    let (stop_all, stopped) = Shutdown::new();
+    let (leading_tx, mut leading) = watch::channel(false);
+    let name = config.name.clone();
+    let elector = LeaderElector::new(root, config);
+    let election = tokio::spawn(elector.run(leading_tx, stopped.wait()));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            r = leading.wait_for(|l| *l) => { if r.is_err() { break } }
+            () = &mut shutdown => break,
+        }
+        // Lead until the lease is lost or shutdown.
+        let (stop, term) = Shutdown::new();
+        let running = tokio::spawn(work(term));
+        let done = tokio::select! {
+            _ = leading.wait_for(|l| !*l) => false,
+            () = &mut shutdown => true,
+        };
+        stop.trigger();
+        if let Ok(Err(e)) = running.await {
+            tracing::warn!(lease = %name, error = %e, "work under leader election stopped with an error");
+        }
+        if done {
+            break;
+        }
+    }
+    stop_all.trigger();
+    let _ = election.await;
+}
+
+/// Publishes leadership of `config`'s lease on `leading` until `shutdown` (for work that runs
+/// everywhere but writes only where it leads); the lease is released at the end.
+pub async fn campaign(
+    root: kube::Client,
+    config: LeaderConfig,
+    leading: watch::Sender<bool>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    LeaderElector::new(root, config)
+        .run(leading, shutdown)
+        .await
 }
 
 #[cfg(test)]

@@ -103,8 +103,37 @@ impl EtcdServer {
     }
 }
 
+impl EtcdServer {
+    /// Freezes etcd (SIGSTOP): it keeps its connections but answers nothing.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Resumes a frozen etcd (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn thaw_quietly(&self) {
+        let _ = Command::new("kill")
+            .arg("-CONT")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(sig)
+            .arg(self.child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} etcd");
+    }
+}
+
 impl Drop for EtcdServer {
     fn drop(&mut self) {
+        self.thaw_quietly();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

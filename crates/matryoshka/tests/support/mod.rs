@@ -36,6 +36,11 @@ pub fn watchdog(pid: u32) {
 pub enum Backend {
     Embedded,
     Etcd(String),
+    /// etcd at an endpoint, under a key prefix other servers may share (replicas).
+    EtcdShared {
+        endpoint: String,
+        prefix: String,
+    },
 }
 
 /// A running `matryoshka up`.
@@ -79,11 +84,20 @@ impl Server {
             .arg(&self.dir)
             .arg("--secure-port")
             .arg(self.port.to_string());
-        if let Backend::Etcd(endpoint) = &self.backend {
-            cmd.arg("--etcd-servers")
-                .arg(endpoint)
-                .arg("--etcd-prefix")
-                .arg(format!("/m{}", self.port));
+        match &self.backend {
+            Backend::Embedded => {}
+            Backend::Etcd(endpoint) => {
+                cmd.arg("--etcd-servers")
+                    .arg(endpoint)
+                    .arg("--etcd-prefix")
+                    .arg(format!("/m{}", self.port));
+            }
+            Backend::EtcdShared { endpoint, prefix } => {
+                cmd.arg("--etcd-servers")
+                    .arg(endpoint)
+                    .arg("--etcd-prefix")
+                    .arg(prefix);
+            }
         }
         cmd.args(&self.args);
         // No real node unless a test asks for nodes: a killed server would leave its

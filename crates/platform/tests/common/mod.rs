@@ -46,6 +46,7 @@ impl Harness {
             external_url: format!("https://127.0.0.1:{}", addr.port()),
             root_ca: ca.pair.clone(),
             root_sa_key: sa,
+            elected: false,
         };
         let server = apiserver::server::start_with(Arc::new(store), config)
             .await
