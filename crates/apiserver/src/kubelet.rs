@@ -173,6 +173,16 @@ impl KubeletClient {
         self.tls.lock().clear();
     }
 
+    /// Forgets a deleted cluster's client configuration.
+    pub fn forget(&self, cluster: &str) {
+        self.tls.lock().remove(cluster);
+    }
+
+    /// Clusters with a cached client configuration.
+    pub fn cached_clusters(&self) -> usize {
+        self.tls.lock().len()
+    }
+
     pub fn options(&self) -> Arc<KubeletOptions> {
         self.options.read().clone()
     }

@@ -114,13 +114,7 @@ impl ApiServer {
     pub fn new(cp: Arc<ControlPlane>) -> Arc<Self> {
         let (shutdown, _) = tokio::sync::watch::channel(false);
         let resource_metrics = Arc::new(crate::metrics_api::Scraper::default());
-        let scraped = Arc::downgrade(&resource_metrics);
-        cp.on_forget(move |cluster| {
-            if let Some(s) = scraped.upgrade() {
-                s.forget(cluster);
-            }
-        });
-        Arc::new(ApiServer {
+        let server = Arc::new(ApiServer {
             cp,
             authn: crate::authn::Authenticator,
             kubelet: Default::default(),
@@ -130,7 +124,32 @@ impl ApiServer {
             shutdown,
             oci: std::sync::OnceLock::new(),
             flow: std::sync::OnceLock::new(),
-        })
+        });
+        // What the HTTP side keeps per cluster goes with the cluster.
+        let weak = Arc::downgrade(&server);
+        server.cp.on_forget(move |cluster| {
+            if let Some(s) = weak.upgrade() {
+                s.resource_metrics.forget(cluster);
+                s.kubelet.forget(cluster);
+            }
+        });
+        server
+    }
+
+    /// The sizes of what the server keeps per logical cluster (the control plane's and the
+    /// HTTP side's), by name: after clusters are created and deleted again, each is back to
+    /// what it was before them.
+    pub fn per_cluster_state(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut state = self.cp.per_cluster_state();
+        state.insert(
+            "kubelet client configurations",
+            self.kubelet.cached_clusters(),
+        );
+        state.insert(
+            "resource metrics scrapes",
+            self.resource_metrics.cluster_count(),
+        );
+        state
     }
 
     /// How kubelets are reached.

@@ -429,3 +429,86 @@ async fn a_deleted_builtin_api_service_is_registered_again_at_start_up() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["spec"]["groupPriorityMinimum"], 17800);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_and_deleting_clusters_leaves_every_per_cluster_map_as_it_was() {
+    let (server, _dir) = server().await;
+    // Settled: the root cluster's registrations are written.
+    server.store().wait_for_cache().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = server.per_cluster_state();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let names: Vec<String> = (0..50).map(|i| format!("churn-{i}")).collect();
+    for name in &names {
+        cluster(&server, name).await;
+    }
+    // Every kind of per-cluster state is used: a token (trust), a CRD (catalogue and documents).
+    for name in names.iter().take(10) {
+        let (code, body) = call(
+            &server,
+            system(),
+            Method::POST,
+            &format!("/clusters/{name}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+            Some(crd.clone()),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        let (code, body) = call(
+            &server,
+            system(),
+            Method::POST,
+            &format!("/clusters/{name}/api/v1/namespaces/default/serviceaccounts/default/token"),
+            Some(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while server.per_cluster_state()["custom resource catalogues"] < 10 {
+        assert!(tokio::time::Instant::now() < deadline, "CRDs never served");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let during = server.per_cluster_state();
+    assert!(during["trust"] >= 10, "{during:?}");
+    assert!(during["openapi documents"] >= 10, "{during:?}");
+    assert!(
+        during["cached objects"] > before["cached objects"],
+        "{during:?}"
+    );
+    for name in &names {
+        let (code, body) = call(
+            &server,
+            system(),
+            Method::DELETE,
+            &format!("/apis/core.matryoshka.dev/v1alpha1/logicalclusters/{name}"),
+            None,
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = server.per_cluster_state();
+        if now == before {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let left: Vec<_> = server
+                .store()
+                .cache
+                .object_counts()
+                .into_iter()
+                .filter(|((c, _, _), _)| c.starts_with("churn-") || c == "root")
+                .collect();
+            panic!("per-cluster state {now:?}, before the clusters {before:?}; held: {left:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

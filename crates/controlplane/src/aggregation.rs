@@ -18,6 +18,9 @@ const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// Recomputes the aggregated ClusterRoles of one cluster.
 pub async fn reconcile(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError> {
+    if !crate::clusters::live(cp, cluster) {
+        return Ok(());
+    }
     let filter = Filter {
         cluster: Some(cluster.to_string()),
         ..Filter::default()

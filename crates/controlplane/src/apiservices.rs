@@ -107,6 +107,9 @@ fn resource(cp: &ControlPlane) -> Result<Arc<registry::ResourceDef>, ApiError> {
 /// versions are registered when absent (a new cluster); otherwise CRD group versions are also
 /// brought in line: missing ones created, those of CRDs no longer served deleted.
 pub async fn sync(cp: &ControlPlane, cluster: &str, seeding: bool) -> Result<(), ApiError> {
+    if !crate::clusters::live(cp, cluster) {
+        return Ok(());
+    }
     let res = resource(cp)?;
     let want = desired(cp, cluster);
     let filter = Filter {
@@ -221,6 +224,9 @@ fn remote_condition(cp: &ControlPlane, cluster: &str, obj: &Value) -> (String, S
 
 /// Writes the status of a remote APIService when it changed.
 async fn report(cp: &ControlPlane, cluster: &str, obj: &Value) -> Result<(), ApiError> {
+    if !crate::clusters::live(cp, cluster) {
+        return Ok(());
+    }
     if registry::builtins::is_local(obj) {
         return Ok(());
     }

@@ -25,6 +25,24 @@ pub async fn exists(cp: &ControlPlane, cluster: &str) -> bool {
     })
 }
 
+/// Whether the control plane's loops may write into `cluster`: the root cluster, or a
+/// logical cluster that exists and is not being deleted (provisioning or Ready). A loop woken
+/// by the deletion of a cluster's keys must not write them again.
+pub fn live(cp: &ControlPlane, cluster: &str) -> bool {
+    cluster == apimachinery::cluster::ROOT
+        || cp
+            .store
+            .cache
+            .get(
+                crate::tenancy::GROUP,
+                crate::tenancy::PLURAL,
+                apimachinery::cluster::ROOT,
+                "",
+                cluster,
+            )
+            .is_some_and(|o| meta::deletion_timestamp(&o.value()).is_none())
+}
+
 /// The logical clusters served now (Ready, not being deleted).
 pub fn served(cp: &ControlPlane) -> Vec<String> {
     let filter = Filter {

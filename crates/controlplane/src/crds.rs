@@ -178,6 +178,10 @@ async fn finish_deletion(cp: &ControlPlane, cluster: &str, crd: &Value) -> Resul
 /// Brings one cluster's CRDs, served resources and OpenAPI documents up to date. Returns
 /// whether work remains (custom resources still being deleted).
 pub async fn reconcile(cp: &Arc<ControlPlane>, cluster: &str) -> Result<bool, ApiError> {
+    if !crate::clusters::live(cp, cluster) {
+        // Woken by the removal of a deleted cluster's keys: nothing to serve or write.
+        return Ok(false);
+    }
     let crds = crds_of(cp, cluster);
     let mut pending = false;
     let mut wrote = false;

@@ -224,6 +224,18 @@ impl ControlPlane {
         self.leading.subscribe()
     }
 
+    /// The sizes of what the control plane keeps per logical cluster, by name (see
+    /// `ApiServer::per_cluster_state`).
+    pub fn per_cluster_state(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        std::collections::BTreeMap::from([
+            ("trust", self.trusts.cached()),
+            ("openapi documents", self.openapi.clusters()),
+            ("custom resource catalogues", self.catalog.custom_clusters()),
+            ("cached objects", self.store.cache.object_count()),
+            ("watchers", self.store.cache.watcher_count()),
+        ])
+    }
+
     /// Registers `hook`, called with each logical cluster whose deletion completed.
     pub fn on_forget(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
         self.forget_hooks.lock().push(Box::new(hook));

@@ -25,6 +25,11 @@ impl ClusterDocuments {
             .unwrap_or_else(|| BUILTIN_ONLY.clone())
     }
 
+    /// Clusters with documents of their own.
+    pub fn clusters(&self) -> usize {
+        self.sets.read().len()
+    }
+
     /// Replaces a cluster's document set (after its CRDs changed).
     pub fn set(&self, cluster: &str, set: Option<DocumentSet>) {
         let mut sets = self.sets.write();

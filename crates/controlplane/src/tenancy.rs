@@ -297,6 +297,19 @@ pub fn ca_of(cp: &ControlPlane, name: &str) -> Result<Ca, ApiError> {
     })
 }
 
+/// Deletes the keys of a cluster whose LogicalCluster is gone again: a loop that decided to
+/// write before the deletion began may have written after its keys were removed.
+async fn sweep(cp: &ControlPlane, name: &str) {
+    let prefix = registry::key::cluster(name);
+    match cp.store.storage.delete_prefix(prefix.as_bytes()).await {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::warn!(cluster = %name, keys = n, "removed keys written after the cluster's deletion began")
+        }
+        Err(e) => tracing::warn!(cluster = %name, error = %e, "sweeping a deleted cluster's keys"),
+    }
+}
+
 /// Removes everything of a deleted cluster, then lets its LogicalCluster go.
 pub async fn cleanup(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
     let prefix = registry::key::cluster(name);
@@ -411,6 +424,9 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
                             // Every replica lets go of what it kept about the cluster.
                             cp.catalog.remove_cluster(obj.name());
                             cp.forget(obj.name());
+                            if cp.leads() {
+                                sweep(&cp, obj.name()).await;
+                            }
                             continue;
                         }
                         if !cp.leads() {

@@ -66,6 +66,11 @@ pub fn issuer(external_url: &str, cluster: &str) -> String {
 }
 
 impl Trusts {
+    /// Logical clusters whose trust is cached.
+    pub fn cached(&self) -> usize {
+        self.clusters.read().len()
+    }
+
     pub fn new(root: Trust, external_url: String) -> Self {
         Trusts {
             root: Arc::new(root),

@@ -147,6 +147,11 @@ impl Catalog {
     }
 
     /// Forgets every custom resource of a cluster (the cluster was deleted).
+    /// Clusters serving custom resources.
+    pub fn custom_clusters(&self) -> usize {
+        self.custom.read().len()
+    }
+
     pub fn remove_cluster(&self, cluster: &str) {
         self.custom.write().remove(cluster);
     }

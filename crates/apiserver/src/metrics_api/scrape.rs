@@ -232,6 +232,11 @@ impl Scraper {
     }
 
     /// Forgets a deleted cluster.
+    /// Clusters with scraped points.
+    pub fn cluster_count(&self) -> usize {
+        self.clusters.lock().len()
+    }
+
     pub fn forget(&self, cluster: &str) {
         self.clusters.lock().remove(cluster);
     }

@@ -393,6 +393,29 @@ impl WatchCache {
     }
 
     /// Number of open watches (metrics, tests).
+    /// Objects held, over every resource and cluster.
+    pub fn object_count(&self) -> usize {
+        self.state
+            .read()
+            .resources
+            .values()
+            .map(|r| r.objects.len())
+            .sum()
+    }
+
+    /// Objects held per (cluster, group, resource): what a cluster leaves in the cache.
+    pub fn object_counts(&self) -> std::collections::BTreeMap<(String, String, String), usize> {
+        let st = self.state.read();
+        let mut out = std::collections::BTreeMap::new();
+        for ((group, plural), rs) in &st.resources {
+            for o in rs.objects.values() {
+                *out.entry((o.cluster.to_string(), group.clone(), plural.clone()))
+                    .or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
     pub fn watcher_count(&self) -> usize {
         self.state
             .read()

@@ -1,0 +1,156 @@
+//! The churn soak: cycles of creating logical clusters and deleting them again in one process,
+//! with the controllers and the scheduler running. After each deletion it prints the resident
+//! memory and the server's per-cluster state (trust, OpenAPI documents, custom-resource
+//! catalogues, kubelet connections, metrics scrapes, cached objects), which must return to
+//! what it was before the clusters existed. Target (issue 17): RSS flat within 10 % after the
+//! second cycle.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apiserver::ApiServer;
+use serde_json::json;
+
+use crate::clusters_bench::{call, rss_bytes};
+
+/// Creates `count` logical clusters, `parallel` at a time, and waits until each is Ready.
+async fn create_all(server: &Arc<ApiServer>, prefix: &str, count: usize) -> anyhow::Result<()> {
+    for i in 0..count {
+        let lc = json!({"apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": format!("{prefix}-{i}")}});
+        let (code, body) = call(
+            server,
+            "POST",
+            "/apis/core.matryoshka.dev/v1alpha1/logicalclusters",
+            Some(lc),
+        )
+        .await;
+        anyhow::ensure!(
+            code == 201,
+            "create: {code} {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    wait("every cluster Ready", || {
+        (0..count).all(|i| {
+            server
+                .store()
+                .cache
+                .get(
+                    "core.matryoshka.dev",
+                    "logicalclusters",
+                    "root",
+                    "",
+                    &format!("{prefix}-{i}"),
+                )
+                .is_some_and(|o| {
+                    o.value().pointer("/status/phase").and_then(|p| p.as_str()) == Some("Ready")
+                })
+        })
+    })
+    .await
+}
+
+/// Deletes the clusters and waits until they are gone.
+async fn delete_all(server: &Arc<ApiServer>, prefix: &str, count: usize) -> anyhow::Result<()> {
+    for i in 0..count {
+        let (code, body) = call(
+            server,
+            "DELETE",
+            &format!("/apis/core.matryoshka.dev/v1alpha1/logicalclusters/{prefix}-{i}"),
+            None,
+        )
+        .await;
+        anyhow::ensure!(
+            code == 200 || code == 202,
+            "delete: {code} {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    wait("every cluster gone", || {
+        server
+            .store()
+            .cache
+            .count("core.matryoshka.dev", "logicalclusters", "root")
+            == 0
+    })
+    .await
+}
+
+async fn wait(what: &str, check: impl Fn() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !check() {
+        anyhow::ensure!(Instant::now() < deadline, "{what} within 5 minutes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / 1048576.0
+}
+
+fn state_line(state: &BTreeMap<&'static str, usize>) -> String {
+    state
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub async fn run(quick: bool, cycles: Option<usize>, count: Option<usize>) -> anyhow::Result<()> {
+    let cycles = cycles.unwrap_or(if quick { 4 } else { 20 });
+    let count = count.unwrap_or(100);
+    let (server, _data) = crate::setup::server().await?;
+    let background = crate::setup::Background::control_plane(&server);
+    println!(
+        "churn soak: {cycles} cycles of creating {count} logical clusters and deleting them, controllers and scheduler running"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = server.per_cluster_state();
+    let rss0 = rss_bytes();
+    println!(
+        "before                 RSS {:>7.1} MiB   {}",
+        mib(rss0),
+        state_line(&before)
+    );
+    let mut after_each = Vec::new();
+    for cycle in 0..cycles {
+        let started = Instant::now();
+        let prefix = format!("churn{cycle}");
+        create_all(&server, &prefix, count).await?;
+        let peak = rss_bytes();
+        delete_all(&server, &prefix, count).await?;
+        // Let deletions settle (namespace and garbage collection, cache history, compaction).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let rss = rss_bytes();
+        let state = server.per_cluster_state();
+        println!(
+            "cycle {:>2} ({:>5.1} s)   RSS {:>7.1} MiB (with {count} clusters {:>7.1} MiB)   {}",
+            cycle + 1,
+            started.elapsed().as_secs_f64(),
+            mib(rss),
+            mib(peak),
+            state_line(&state)
+        );
+        after_each.push(rss);
+        anyhow::ensure!(
+            state == before,
+            "per-cluster state after cycle {}: {} (before: {})",
+            cycle + 1,
+            state_line(&state),
+            state_line(&before)
+        );
+    }
+    if after_each.len() >= 2 {
+        let base = after_each[1] as f64;
+        let last = *after_each.last().expect("a cycle") as f64;
+        let growth = (last - base) / base * 100.0;
+        println!(
+            "RSS after the last deletion vs after the second: {:+.1} % (target within ±10 %)",
+            growth
+        );
+    }
+    background.stop().await;
+    Ok(())
+}
