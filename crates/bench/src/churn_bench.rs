@@ -98,13 +98,23 @@ fn state_line(state: &BTreeMap<&'static str, usize>) -> String {
         .join(", ")
 }
 
-pub async fn run(quick: bool, cycles: Option<usize>, count: Option<usize>) -> anyhow::Result<()> {
+pub async fn run(
+    quick: bool,
+    cycles: Option<usize>,
+    count: Option<usize>,
+    server_only: bool,
+) -> anyhow::Result<()> {
     let cycles = cycles.unwrap_or(if quick { 4 } else { 20 });
     let count = count.unwrap_or(100);
     let (server, _data) = crate::setup::server().await?;
-    let background = crate::setup::Background::control_plane(&server);
+    let background = (!server_only).then(|| crate::setup::Background::control_plane(&server));
     println!(
-        "churn soak: {cycles} cycles of creating {count} logical clusters and deleting them, controllers and scheduler running"
+        "churn soak: {cycles} cycles of creating {count} logical clusters and deleting them, {}",
+        if server_only {
+            "the API server alone (--server-only)"
+        } else {
+            "controllers and scheduler running"
+        }
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = server.per_cluster_state();
@@ -151,6 +161,8 @@ pub async fn run(quick: bool, cycles: Option<usize>, count: Option<usize>) -> an
             growth
         );
     }
-    background.stop().await;
+    if let Some(b) = background {
+        b.stop().await;
+    }
     Ok(())
 }

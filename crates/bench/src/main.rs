@@ -1,7 +1,7 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
@@ -90,7 +90,13 @@ fn main() -> anyhow::Result<()> {
                     .and_then(|i| args.get(i + 1))
                     .and_then(|v| v.parse().ok())
             };
-            rt.block_on(churn_bench::run(quick, num("--cycles"), num("--count")))
+            let server_only = args.iter().any(|a| a == "--server-only");
+            rt.block_on(churn_bench::run(
+                quick,
+                num("--cycles"),
+                num("--count"),
+                server_only,
+            ))
         }
         Some("clusters") => {
             let count = args
@@ -108,7 +114,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
             );
             std::process::exit(2);
         }
