@@ -103,6 +103,7 @@ pub async fn run(
     cycles: Option<usize>,
     count: Option<usize>,
     server_only: bool,
+    pause: Option<u64>,
 ) -> anyhow::Result<()> {
     let cycles = cycles.unwrap_or(if quick { 4 } else { 20 });
     let count = count.unwrap_or(100);
@@ -144,12 +145,28 @@ pub async fn run(
             state_line(&state)
         );
         after_each.push(rss);
+        if let Some(p) = pause {
+            // Past the watch cache's window and tick: freed memory is reused by the next cycle.
+            tokio::time::sleep(Duration::from_secs(p)).await;
+            println!("  after a {p} s pause RSS {:>7.1} MiB", mib(rss_bytes()));
+        }
         anyhow::ensure!(
             state == before,
             "per-cluster state after cycle {}: {} (before: {})",
             cycle + 1,
             state_line(&state),
             state_line(&before)
+        );
+    }
+    // The watch cache keeps 75 s of events for watch resumption and trims on its minute tick:
+    // once that has passed, what the clusters left behind should be gone.
+    if !quick {
+        tokio::time::sleep(Duration::from_secs(140)).await;
+        let rss = rss_bytes();
+        println!(
+            "settled (140 s later)  RSS {:>7.1} MiB   {}",
+            mib(rss),
+            state_line(&server.per_cluster_state())
         );
     }
     if after_each.len() >= 2 {

@@ -245,15 +245,7 @@ impl WatchCache {
             prev,
         });
         rs.history.push_back(hist.clone());
-        while let Some(front) = rs.history.front() {
-            let len = rs.history.len();
-            let expired = len > history_cap && at.duration_since(front.at) >= window;
-            if len <= history_max && !expired {
-                break;
-            }
-            rs.floor = rs.floor.max(front.rev);
-            rs.history.pop_front();
-        }
+        rs.trim_history(at, history_cap, window, history_max);
         for key in [Some(hist.obj.cluster.to_string()), None] {
             let Some(ws) = rs.watchers.get_mut(&key) else {
                 continue;

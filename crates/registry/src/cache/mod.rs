@@ -109,6 +109,28 @@ struct ResourceState {
     watchers: HashMap<Option<String>, HashMap<u64, Watcher>>,
 }
 
+impl ResourceState {
+    /// Drops the oldest events beyond `cap` that are older than `window`, and any beyond
+    /// `max`; watches may then start only after the newest dropped one.
+    fn trim_history(
+        &mut self,
+        now: tokio::time::Instant,
+        cap: usize,
+        window: Duration,
+        max: usize,
+    ) {
+        while let Some(front) = self.history.front() {
+            let len = self.history.len();
+            let expired = len > cap && now.duration_since(front.at) >= window;
+            if len <= max && !expired {
+                break;
+            }
+            self.floor = self.floor.max(front.rev);
+            self.history.pop_front();
+        }
+    }
+}
+
 struct State {
     rev: i64,
     /// The revision the cache was (re)built at: resources first seen later have every event
@@ -120,7 +142,8 @@ struct State {
 /// Tuning of the cache.
 #[derive(Debug, Clone)]
 pub struct CacheOptions {
-    /// Events always kept per resource for watch resumption.
+    /// Events always kept per resource for watch resumption (older than the window, the
+    /// oldest beyond this many are dropped, on the next event or the next bookmark tick).
     pub history: usize,
     /// Beyond `history`, events younger than this are kept too (up to `history_max`), so a
     /// client that re-lists a large resource during a burst can still start its watch at the
@@ -148,9 +171,10 @@ pub struct CacheOptions {
 impl Default for CacheOptions {
     fn default() -> Self {
         // Upstream sends bookmarks about once a minute; its per-resource history is sized for
-        // ~75 s of events, between 100 and ~100k. A count keeps memory bounded under any rate.
+        // ~75 s of events, between 100 and ~100k. A count keeps memory bounded under any rate;
+        // the floor holds the events of a quiet resource (one history serves every cluster).
         CacheOptions {
-            history: 10_000,
+            history: 1_000,
             history_window: Duration::from_secs(75),
             history_max: 100_000,
             max_write_lag: 2_000,
@@ -229,7 +253,10 @@ impl WatchCache {
             loop {
                 tick.tick().await;
                 match weak.upgrade() {
-                    Some(c) => c.send_bookmarks(),
+                    Some(c) => {
+                        c.send_bookmarks();
+                        c.trim_histories();
+                    }
                     None => return,
                 }
             }
@@ -424,6 +451,17 @@ impl WatchCache {
             .flat_map(|r| r.watchers.values())
             .map(HashMap::len)
             .sum()
+    }
+
+    /// Trims every resource's history by age, also those no event has touched since a burst
+    /// (events are otherwise trimmed when the next one of their resource arrives).
+    fn trim_histories(&self) {
+        let now = tokio::time::Instant::now();
+        let o = &self.opts;
+        let mut st = self.state.write();
+        for rs in st.resources.values_mut() {
+            rs.trim_history(now, o.history, o.history_window, o.history_max);
+        }
     }
 
     fn send_bookmarks(&self) {

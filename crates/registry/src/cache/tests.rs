@@ -471,6 +471,33 @@ async fn history_older_than_the_window_shrinks_to_the_minimum() {
 }
 
 #[tokio::test]
+async fn a_quiet_resources_history_is_trimmed_by_age_on_the_tick_without_new_events() {
+    let opts = CacheOptions {
+        history: 2,
+        history_window: std::time::Duration::from_millis(200),
+        history_max: 100,
+        bookmark_interval: std::time::Duration::from_millis(100),
+        ..CacheOptions::default()
+    };
+    let (cache, storage, _dir) = cache_with(opts).await;
+    let revs = pods_written(&cache, &storage, 6).await;
+    // Young: every event kept.
+    assert!(starts(&cache, revs[0]));
+    // Once the burst is older than the window, the tick trims it to the minimum although no
+    // pod changed since.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while starts(&cache, revs[2]) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the history was never trimmed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // The minimum stays: a watch may still resume after the fourth write.
+    assert!(starts(&cache, revs[3]));
+}
+
+#[tokio::test]
 async fn a_writer_waits_while_the_cache_trails_by_more_than_the_allowed_lag() {
     let opts = CacheOptions {
         max_write_lag: 2,
