@@ -1,13 +1,13 @@
 //! Admission that needs more than the object itself: ServiceAccount (a pod's account and its
 //! token volume, `service_account`), NamespaceLifecycle's immortal namespaces,
-//! DefaultStorageClass (claims without a class get the cluster's default), LimitRanger (defaults and bounds from the namespace's
-//! LimitRanges), ResourceQuota (charging creates to the namespace's quotas) and the
-//! disruption-budget check of evictions.
+//! DefaultStorageClass (claims without a class get the cluster's default), LimitRanger
+//! (defaults and bounds from the namespace's LimitRanges), ResourceQuota (charging creates to
+//! the namespace's quotas) and the disruption-budget check of evictions.
 //!
-//! [`admit_create`] runs in the create handler in upstream's order: LimitRanger's defaults
-//! (mutating), then the object's own defaulting and validation (a dry run of the store's
-//! create), then LimitRanger's bounds and the quota charge (validating). Updates are not
-//! charged (upstream charges only pod resizes and claim expansions there).
+//! [`admit_create`] runs in the create pipeline ([`crate::write::create`]) in upstream's order:
+//! LimitRanger's defaults (mutating), then the object's own defaulting and validation (a dry
+//! run of the store's create), then LimitRanger's bounds and the quota charge (validating).
+//! Updates are not charged (upstream charges only pod resizes and claim expansions there).
 
 pub mod cel;
 mod compiled;

@@ -14,8 +14,8 @@
 //! to the client. Only the request's own cluster's configurations are consulted, so one
 //! cluster's webhooks never see another's objects.
 //!
-//! Where they run: a create calls mutating webhooks in the handler after the built-in mutating
-//! admission and validating webhooks on the prepared object before the quota charge
+//! Where they run: a create calls mutating webhooks in the write pipeline after the built-in
+//! mutating admission and validating webhooks on the prepared object before the quota charge
 //! (`admission::admit_create`); updates and patches run both inside the store's retry loop
 //! ([`StoreAdmission`], so they see the object as it is when written); deletes call them with
 //! the object being deleted as `oldObject`.
