@@ -471,7 +471,11 @@ async fn creating_and_deleting_clusters_leaves_every_per_cluster_map_as_it_was()
         assert_eq!(code, 201, "{body}");
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while server.per_cluster_state()["custom resource catalogues"] < 10 {
+    // Served: each cluster's catalogue, then its OpenAPI documents, are set.
+    while {
+        let now = server.per_cluster_state();
+        now["custom resource catalogues"] < 10 || now["openapi documents"] < 10
+    } {
         assert!(tokio::time::Instant::now() < deadline, "CRDs never served");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
