@@ -142,6 +142,15 @@ async fn settle(cp: &ControlPlane, res: &ResourceDef, written: &Value) {
     }
 }
 
+/// In-process validators judge a write against other objects read from the watch cache (a
+/// child tenant's quota against its siblings', say): before they run, the cache catches up
+/// with every write already acknowledged, so a sibling created just before is seen.
+async fn catch_up_for_validators(cp: &ControlPlane, res: &ResourceDef) {
+    if cp.admission.any_for(&res.group, &res.plural) {
+        cp.store.wait_for_cache().await;
+    }
+}
+
 /// Moves the warnings of webhooks run by the store to the requester.
 fn take_warnings(who: &mut Requester<'_>, adm: Option<Arc<StoreAdmission>>) {
     if let Some(a) = adm {
@@ -171,6 +180,7 @@ pub async fn create(
         crate::admission::service_account::admit_pod(cp, who.cluster, loc.namespace, &mut obj);
     }
     rbac_guard(cp, who, res, loc.namespace, &obj, None)?;
+    catch_up_for_validators(cp, res).await;
     let mut attrs = Attributes::new(
         who.cluster,
         who.user,
@@ -258,6 +268,7 @@ pub async fn update(
     }
     let subresource = w.opts.subresource.clone();
     let subresource = subresource.as_deref();
+    catch_up_for_validators(cp, res).await;
     let result = {
         let who = &*who;
         cp.store
@@ -311,6 +322,7 @@ pub async fn patch(
     // warns once it is written. The object is then pruned like an update's.
     let mut unknown = Vec::new();
     let adm = store_admission(cp, who, res, loc, &mut w);
+    catch_up_for_validators(cp, res).await;
     let result = {
         let who = &*who;
         cp.store

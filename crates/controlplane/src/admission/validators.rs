@@ -43,6 +43,13 @@ impl Validators {
             .push(v);
     }
 
+    /// Whether writes of `group`/`plural` have validators (which read the watch cache).
+    pub fn any_for(&self, group: &str, plural: &str) -> bool {
+        self.map
+            .read()
+            .contains_key(&(group.to_string(), plural.to_string()))
+    }
+
     fn of(&self, group: &str, plural: &str) -> Vec<Arc<dyn Validator>> {
         self.map
             .read()
