@@ -9,27 +9,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::clusters_bench::{call, post_cluster, rss_bytes};
 use apiserver::ApiServer;
-use serde_json::json;
-
-use crate::clusters_bench::{call, rss_bytes};
 
 /// Creates `count` logical clusters, `parallel` at a time, and waits until each is Ready.
 async fn create_all(server: &Arc<ApiServer>, prefix: &str, count: usize) -> anyhow::Result<()> {
     for i in 0..count {
-        let lc = json!({"apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": format!("{prefix}-{i}")}});
-        let (code, body) = call(
-            server,
-            "POST",
-            "/apis/core.matryoshka.dev/v1alpha1/logicalclusters",
-            Some(lc),
-        )
-        .await;
-        anyhow::ensure!(
-            code == 201,
-            "create: {code} {}",
-            String::from_utf8_lossy(&body)
-        );
+        post_cluster(server, &format!("{prefix}-{i}")).await?;
     }
     wait("every cluster Ready", || {
         (0..count).all(|i| {

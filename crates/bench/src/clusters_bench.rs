@@ -102,14 +102,8 @@ fn watch_ready(server: &Arc<ApiServer>) -> anyhow::Result<Waiters> {
     Ok(waiters)
 }
 
-async fn create_cluster(
-    server: &Arc<ApiServer>,
-    waiters: &Waiters,
-    name: &str,
-) -> anyhow::Result<Duration> {
-    let (tx, rx) = oneshot::channel();
-    waiters.lock().insert(name.to_string(), tx);
-    let started = Instant::now();
+/// Creates the LogicalCluster `name` (without waiting for it to be Ready).
+pub async fn post_cluster(server: &Arc<ApiServer>, name: &str) -> anyhow::Result<()> {
     let lc = json!({"apiVersion": "core.matryoshka.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name}});
     let (code, body) = call(
         server,
@@ -123,6 +117,18 @@ async fn create_cluster(
         "create {name}: {code} {}",
         String::from_utf8_lossy(&body)
     );
+    Ok(())
+}
+
+async fn create_cluster(
+    server: &Arc<ApiServer>,
+    waiters: &Waiters,
+    name: &str,
+) -> anyhow::Result<Duration> {
+    let (tx, rx) = oneshot::channel();
+    waiters.lock().insert(name.to_string(), tx);
+    let started = Instant::now();
+    post_cluster(server, name).await?;
     tokio::time::timeout(Duration::from_secs(60), rx).await??;
     Ok(started.elapsed())
 }
