@@ -477,6 +477,7 @@ pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>,
         root_ca: ca.pair,
         root_sa_key: sa,
         elected: false,
+        rotation: Default::default(),
     };
     start_with(storage, config).await
 }

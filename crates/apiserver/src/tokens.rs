@@ -33,7 +33,7 @@ pub fn jwks(server: &ApiServer, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         .trust(&ctx.cluster)
         .ok_or_else(ApiError::no_route)?;
     let body =
-        serde_json::to_vec(&json!({"keys": [trust.sa_key.jwk()]})).map_err(ApiError::internal)?;
+        serde_json::to_vec(&trust.jwks(registry::store::unix_now())).map_err(ApiError::internal)?;
     Ok(response::bytes(
         StatusCode::OK,
         "application/jwk-set+json",

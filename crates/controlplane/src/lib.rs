@@ -5,7 +5,8 @@
 //! eviction, scale, finalize; [`tokens`]: TokenRequest), authorization decisions ([`authz`]),
 //! credentials ([`trust`], [`jwt`], [`tokens`]), service IP allocation ([`services`]), tenancy
 //! provisioning ([`tenancy`]), CRD serving ([`crds`], [`conversion`], [`openapi`]), APIService
-//! registration ([`apiservices`]), ClusterRole aggregation ([`aggregation`]) and the seeded
+//! registration ([`apiservices`]), ClusterRole aggregation ([`aggregation`]), credential
+//! rotation ([`rotation`]), backups and restores of clusters ([`backup`]) and the seeded
 //! contents of every cluster ([`bootstrap`]).
 //!
 //! **Architecture Invariant:** nothing here serves HTTP or knows of requests, routes, media
@@ -18,6 +19,7 @@ pub mod aggregation;
 pub mod apiservices;
 pub mod auth;
 pub mod authz;
+pub mod backup;
 pub mod bootstrap;
 pub mod clusters;
 pub mod conversion;
@@ -27,6 +29,7 @@ pub mod jwt;
 pub mod metrics;
 pub mod openapi;
 pub mod patching;
+pub mod rotation;
 pub mod services;
 pub mod subresources;
 pub mod tenancy;
@@ -57,6 +60,8 @@ pub struct Config {
     /// APIServices, ClusterRole aggregation) write only once told this replica leads
     /// ([`ControlPlane::set_leading`]). Otherwise this process leads from the start.
     pub elected: bool,
+    /// How often credentials rotate.
+    pub rotation: rotation::Rotation,
 }
 
 /// Who makes a request, in which cluster, and the warnings the answer carries.
@@ -113,7 +118,11 @@ impl ControlPlane {
             leading,
             store,
             catalog,
-            trusts: Trusts::new(root_trust, config.external_url.clone()),
+            trusts: Trusts::new(
+                root_trust,
+                config.external_url.clone(),
+                config.rotation.max_token_expiration,
+            ),
             config,
             openapi: Default::default(),
             admission: Default::default(),
@@ -158,6 +167,7 @@ impl ControlPlane {
         aggregation::start(&cp)?;
         crds::start(&cp)?;
         apiservices::start(&cp)?;
+        rotation::start(&cp)?;
         Ok(cp)
     }
 

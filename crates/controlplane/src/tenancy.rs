@@ -45,13 +45,31 @@ static LOGICAL_CLUSTERS: Resource = Resource {
     short_names: &["lc"],
     categories: &[],
     verbs: ALL,
-    subresources: &[Subresource {
-        name: "status",
-        group: GROUP,
-        version: VERSION,
-        kind: "LogicalCluster",
-        verbs: &["get", "patch", "update"],
-    }],
+    subresources: &[
+        Subresource {
+            name: "status",
+            group: GROUP,
+            version: VERSION,
+            kind: "LogicalCluster",
+            verbs: &["get", "patch", "update"],
+        },
+        // A backup of the cluster ([`crate::backup`]), streamed as JSON lines.
+        Subresource {
+            name: "snapshot",
+            group: GROUP,
+            version: VERSION,
+            kind: "LogicalClusterSnapshot",
+            verbs: &["get"],
+        },
+        // One chunk of a restore into a new cluster of that name.
+        Subresource {
+            name: "restore",
+            group: GROUP,
+            version: VERSION,
+            kind: "LogicalClusterRestore",
+            verbs: &["create"],
+        },
+    ],
 };
 
 /// Names that are not clusters.
@@ -145,9 +163,43 @@ pub fn cluster_url(cp: &ControlPlane, cluster: &str) -> String {
     format!("{}/clusters/{cluster}", cp.config.external_url)
 }
 
+/// The name of the Secret holding a logical cluster's admin kubeconfig.
+pub fn admin_kubeconfig_name(cluster: &str) -> String {
+    format!("{cluster}-admin-kubeconfig")
+}
+
+/// The Secret `matryoshka-system/<name>-admin-kubeconfig`: `admin.conf` with a fresh client
+/// certificate of `system:masters` issued by the cluster's CA, valid for the configured
+/// client-certificate lifetime. Clients verify the server with the serving CA (one server
+/// serves every cluster); the cluster's own CA only issues its client certificates.
+pub(crate) fn admin_kubeconfig_secret(
+    cp: &ControlPlane,
+    name: &str,
+    ca: &Ca,
+) -> Result<Value, ApiError> {
+    let admin = ca
+        .issue_client_for(
+            "kubernetes-admin",
+            &["system:masters"],
+            cp.config.rotation.client_cert_validity,
+        )
+        .map_err(ApiError::internal)?;
+    let kubeconfig = pki::kubeconfig(
+        name,
+        &cluster_url(cp, name),
+        &cp.config.root_ca.cert_pem,
+        "kubernetes-admin",
+        &admin,
+    );
+    Ok(secret(
+        &admin_kubeconfig_name(name),
+        &[("admin.conf", kubeconfig.as_bytes())],
+        json!({"core.matryoshka.dev/cluster": name}),
+    ))
+}
+
 /// Makes a LogicalCluster served: credentials, seeded objects, admin kubeconfig, Ready.
 pub async fn provision(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
-    let labels = json!({"core.matryoshka.dev/cluster": name});
     // 1. Credentials (kept when they exist: re-provisioning must not rotate the CA), the
     // seeded objects and the admin kubeconfig, all written concurrently so they share fsyncs.
     // The cluster is served once Ready, which is written last: the watch cache applies events
@@ -158,35 +210,22 @@ pub async fn provision(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
     } else {
         let ca = Ca::generate(&format!("{name}-ca")).map_err(ApiError::internal)?;
         let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
-        let s = secret(
+        let mut s = secret(
             &pki_secret_name(name),
             &[
                 ("ca.crt", ca.pair.cert_pem.as_bytes()),
                 ("ca.key", ca.pair.key_pem.as_bytes()),
-                ("sa.key", &sa),
+                (crate::trust::SA_KEY, &sa),
             ],
-            labels.clone(),
+            json!({"core.matryoshka.dev/cluster": name}),
         );
+        s["metadata"]["annotations"] = json!({
+            crate::trust::SA_KEY_SINCE: registry::store::unix_now().to_string(),
+        });
         (ca, Some(s))
     };
-    // Clients verify the server with the serving CA (one server serves every cluster); the
-    // cluster's own CA only issues its client certificates.
     let serving_ca = cp.config.root_ca.cert_pem.clone();
-    let admin = ca
-        .issue_client("kubernetes-admin", &["system:masters"])
-        .map_err(ApiError::internal)?;
-    let kubeconfig = pki::kubeconfig(
-        name,
-        &cluster_url(cp, name),
-        &serving_ca,
-        "kubernetes-admin",
-        &admin,
-    );
-    let kc = secret(
-        &format!("{name}-admin-kubeconfig"),
-        &[("admin.conf", kubeconfig.as_bytes())],
-        labels,
-    );
+    let kc = admin_kubeconfig_secret(cp, name, &ca)?;
     let pki_write = async {
         match pki {
             Some(s) => create_or_keep(cp, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, s).await,
@@ -325,7 +364,7 @@ pub async fn cleanup(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
         .catalog
         .builtin("", "secrets")
         .ok_or_else(|| ApiError::internal("secrets are not served"))?;
-    for s in [pki_secret_name(name), format!("{name}-admin-kubeconfig")] {
+    for s in [pki_secret_name(name), admin_kubeconfig_name(name)] {
         let loc = Location {
             cluster: cluster::ROOT,
             namespace: SYSTEM_NAMESPACE,
@@ -383,6 +422,9 @@ async fn reconcile(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
     let obj = obj.value();
     if meta::deletion_timestamp(&obj).is_some() {
         cleanup(cp, name).await
+    } else if crate::backup::restoring(&obj) {
+        // Provisioned once its restore has written every key.
+        Ok(())
     } else if obj.pointer("/status/phase").and_then(Value::as_str) != Some("Ready") {
         provision(cp, name).await
     } else {

@@ -14,8 +14,6 @@ use crate::trust::LEGACY_ISSUER;
 /// Upstream's default and minimum token lifetimes.
 const DEFAULT_EXPIRATION: i64 = 3600;
 const MIN_EXPIRATION: i64 = 600;
-/// Upstream caps requested lifetimes at 48 h unless configured otherwise.
-const MAX_EXPIRATION: i64 = 48 * 3600;
 
 /// `POST .../serviceaccounts/<name>/token`: the TokenRequest `req`, answered with its token.
 pub async fn token_request(
@@ -65,7 +63,11 @@ pub async fn token_request(
         _ => vec![trust.issuer.clone()],
     };
     let now = registry::store::unix_now();
-    let exp = now + expiration.min(MAX_EXPIRATION);
+    // Capped at the longest lifetime (upstream's `--service-account-max-token-expiration`),
+    // which is also how long a rotated-out key keeps verifying: no token outlives its key.
+    let max = i64::try_from(cp.config.rotation.max_token_expiration.as_secs()).unwrap_or(i64::MAX);
+    let expiration = expiration.min(max.max(1));
+    let exp = now + expiration;
     let mut k8s =
         json!({"namespace": namespace, "serviceaccount": {"name": sa_name, "uid": sa.uid()}});
     if let Some(bound) = spec.get("boundObjectRef").filter(|b| !b.is_null()) {

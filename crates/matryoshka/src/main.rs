@@ -4,10 +4,14 @@
 //! with `--etcd-servers`), the watch cache, the API server over HTTPS and the in-process
 //! components. On first start it creates a CA and a serving certificate in the data directory;
 //! once it serves it writes `<data-dir>/admin.conf`. `matryoshka image import` pushes image
-//! archives into the registry that `up` serves at `/v2/`.
+//! archives into the registry that `up` serves at `/v2/`. `matryoshka pki rotate-ca` rotates a
+//! logical cluster's CA in two phases; `matryoshka backup` backs a logical cluster up to a file
+//! and restores it as a new one.
 
+mod backup_cmd;
 mod image;
 mod node_agent;
+mod pki_cmd;
 mod real_node;
 mod up;
 
@@ -34,6 +38,12 @@ enum Command {
     /// Manages the images of the platform's registry.
     #[command(subcommand)]
     Image(image::ImageCommand),
+    /// Backups of logical clusters: create one, restore one as a new cluster.
+    #[command(subcommand)]
+    Backup(backup_cmd::BackupCommand),
+    /// Certificate authorities: rotating a logical cluster's CA.
+    #[command(subcommand)]
+    Pki(pki_cmd::PkiCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,6 +55,9 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,hickory_server=warn".into()),
         )
         .with_target(false)
+        // Logs go to stderr, as kube-apiserver's and the kubelet's do; stdout is for output.
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -53,5 +66,7 @@ fn main() -> anyhow::Result<()> {
         Command::Up(args) => rt.block_on(up::run(*args)),
         Command::Node(args) => rt.block_on(node_agent::run(*args)),
         Command::Image(cmd) => rt.block_on(image::run(cmd)),
+        Command::Pki(cmd) => rt.block_on(pki_cmd::run(cmd)),
+        Command::Backup(cmd) => rt.block_on(backup_cmd::run(cmd)),
     }
 }

@@ -61,9 +61,23 @@ pub struct UpArgs {
     /// The key prefix in etcd.
     #[arg(long, default_value = "/matryoshka")]
     pub etcd_prefix: String,
-    /// Lifetime of the serving certificate; it is re-issued when a third of it is left.
-    #[arg(long, default_value_t = 365 * 24 * 3600, hide = true)]
+    /// Lifetime of the serving certificate; it is re-issued, without a restart, once two
+    /// thirds of it have passed.
+    #[arg(long, default_value_t = 365 * 24 * 3600)]
     pub serving_cert_validity_seconds: u64,
+    /// Lifetime of the client certificates the platform issues (the admin kubeconfigs of the
+    /// root cluster, of every logical cluster and of every tenant cluster); they are re-issued
+    /// once two thirds of it have passed.
+    #[arg(long, default_value_t = 365 * 24 * 3600)]
+    pub client_cert_validity_seconds: u64,
+    /// How long a service-account signing key signs before a new one takes over (the old one
+    /// keeps verifying for the longest token lifetime).
+    #[arg(long, default_value_t = 90 * 24 * 3600)]
+    pub service_account_key_rotation_seconds: u64,
+    /// The longest lifetime of a token from TokenRequest (longer requests get this), and so how
+    /// long a rotated-out service-account key keeps verifying.
+    #[arg(long, default_value_t = 48 * 3600)]
+    pub service_account_max_token_expiration_seconds: u64,
     /// Which node the root cluster gets: `auto` runs a real node when this machine can (root,
     /// a container runtime, the CNI plugins) and none otherwise; `real` requires one;
     /// `virtual` runs virtual nodes (`--virtual-nodes`, at least one); `none` runs no node.
@@ -250,6 +264,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         root_ca: ca.pair.clone(),
         root_sa_key: sa_key,
         elected: replicated,
+        rotation: rotation(&args),
     };
     let server = apiserver::server::start_with(storage, config)
         .await
@@ -273,7 +288,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
     let serving = issue()?;
     let serving_cert = ServingCert::new(&serving.cert_pem, &serving.key_pem)?;
-    let rotation = tokio::spawn(rotate(serving_cert.clone(), validity, issue));
+    let install = {
+        let serving_cert = serving_cert.clone();
+        move |c: &pki::CertPair| Ok(serving_cert.replace(&c.cert_pem, &c.key_pem)?)
+    };
+    let serving_renewal =
+        tokio::spawn(keep_renewed("serving certificate", serving, issue, install));
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -331,16 +351,29 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     platform::install(&clients())
         .await
         .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;
-    let admin = ca.issue_client("kubernetes-admin", &["system:masters"])?;
-    let kubeconfig = pki::kubeconfig(
-        "matryoshka",
-        &url,
-        &ca.pair.cert_pem,
-        "kubernetes-admin",
-        &admin,
-    );
+    // The root cluster's admin kubeconfig, re-written with a fresh certificate before the
+    // old one expires.
     let admin_path = args.data_dir.join("admin.conf");
-    pki::write_private(&admin_path, &kubeconfig)?;
+    let issue_admin = {
+        let ca = ca.clone();
+        let validity = Duration::from_secs(args.client_cert_validity_seconds.max(3));
+        move || ca.issue_client_for("kubernetes-admin", &["system:masters"], validity)
+    };
+    let write_admin = {
+        let (path, url, ca_pem) = (admin_path.clone(), url.clone(), ca.pair.cert_pem.clone());
+        move |c: &pki::CertPair| {
+            let conf = pki::kubeconfig("matryoshka", &url, &ca_pem, "kubernetes-admin", c);
+            Ok(pki::write_private(&path, &conf)?)
+        }
+    };
+    let admin = issue_admin()?;
+    write_admin(&admin)?;
+    let admin_renewal = tokio::spawn(keep_renewed(
+        "admin kubeconfig",
+        admin,
+        issue_admin,
+        write_admin,
+    ));
     tracing::info!(
         address = %addr,
         kubeconfig = %admin_path.display(),
@@ -364,7 +397,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     ));
     let platform = tokio::spawn(platform::run_controllers(
         clients(),
-        platform::Options::default().with_leader_election(identity.clone()),
+        platform::Options {
+            client_cert_validity: Duration::from_secs(args.client_cert_validity_seconds.max(3)),
+            ..Default::default()
+        }
+        .with_leader_election(identity.clone()),
         stopped.clone().wait(),
     ));
     let usable = if matches!(args.node, Some(NodeMode::Virtual | NodeMode::None))
@@ -527,7 +564,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         // containerd takes up to 10 s to stop.
         let _ = tokio::time::timeout(Duration::from_secs(15), real).await;
     }
-    rotation.abort();
+    serving_renewal.abort();
+    admin_renewal.abort();
     tracing::info!("stopped");
     Ok(())
 }
@@ -605,22 +643,44 @@ fn advertise_asked(args: &UpArgs) -> bool {
         || (!args.bind_address.is_unspecified() && !args.bind_address.is_loopback())
 }
 
-/// Re-issues the serving certificate when a third of its lifetime is left, without a restart.
-async fn rotate(
-    serving: Arc<ServingCert>,
-    validity: Duration,
+/// How credentials rotate, from the flags.
+fn rotation(args: &UpArgs) -> controlplane::rotation::Rotation {
+    controlplane::rotation::Rotation {
+        client_cert_validity: Duration::from_secs(args.client_cert_validity_seconds.max(3)),
+        sa_key_period: Duration::from_secs(args.service_account_key_rotation_seconds.max(1)),
+        max_token_expiration: Duration::from_secs(
+            args.service_account_max_token_expiration_seconds.max(1),
+        ),
+    }
+}
+
+/// Re-issues a certificate once two thirds of its lifetime have passed ([`pki::renewal_time`]),
+/// without a restart: `issue` makes the next one and `install` puts it in place.
+async fn keep_renewed(
+    what: &'static str,
+    first: pki::CertPair,
     issue: impl Fn() -> Result<pki::CertPair, pki::Error> + Send + 'static,
+    install: impl Fn(&pki::CertPair) -> anyhow::Result<()> + Send + 'static,
 ) {
-    let renew_after = validity * 2 / 3;
+    let mut current = first;
     loop {
-        tokio::time::sleep(renew_after).await;
-        match issue().map_err(anyhow::Error::from).and_then(|c| {
-            serving
-                .replace(&c.cert_pem, &c.key_pem)
-                .map_err(anyhow::Error::from)
-        }) {
-            Ok(()) => tracing::info!("serving certificate rotated"),
-            Err(e) => tracing::warn!(error = %e, "serving certificate rotation failed; will retry"),
+        let due = pki::renewal_time(&current.cert_pem)
+            .and_then(|at| at.duration_since(std::time::SystemTime::now()).ok())
+            .unwrap_or_default();
+        tokio::time::sleep(due.max(Duration::from_millis(100))).await;
+        let next = issue().map_err(anyhow::Error::from).and_then(|c| {
+            install(&c)?;
+            Ok(c)
+        });
+        match next {
+            Ok(c) => {
+                tracing::info!(what, "certificate rotated");
+                current = c;
+            }
+            Err(e) => {
+                tracing::warn!(what, error = %e, "certificate rotation failed; will retry");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
     }
 }

@@ -95,24 +95,18 @@ impl CliArgs {
     }
 }
 
-/// A client for the kubeconfig at `path` (and `context`, or the current one).
+/// A client for the kubeconfig at `path` (and `context`, or the current one), following the
+/// file's client certificate as the platform renews it ([`runtime::renewing`]).
 pub async fn client_from_kubeconfig(
     path: &std::path::Path,
     context: Option<&str>,
 ) -> Result<kube::Client> {
-    let err = |reason: String| Error::Kubeconfig {
-        path: path.display().to_string(),
-        reason,
-    };
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
-    let opts = kube::config::KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..Default::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kc, &opts)
+    runtime::renewing::client(path, context)
         .await
-        .map_err(|e| err(e.to_string()))?;
-    kube::Client::try_from(config).map_err(|e| err(e.to_string()))
+        .map_err(|e| Error::Kubeconfig {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
 }
 
 /// `matryoshka node --virtual`: runs the nodes the arguments describe until `shutdown`.

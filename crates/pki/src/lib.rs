@@ -41,8 +41,10 @@ pub struct Ca {
 
 fn validity(params: &mut CertificateParams, valid_for: Duration) {
     let now = SystemTime::now();
-    // Back-date a little so clients with a slow clock accept a fresh certificate.
-    params.not_before = (now - Duration::from_secs(300)).into();
+    // Back-date a little so clients with a slow clock accept a fresh certificate: five
+    // minutes, or a tenth of a short lifetime (which would otherwise be mostly in the past).
+    let backdate = Duration::from_secs(300).min(valid_for / 10);
+    params.not_before = (now - backdate).into();
     params.not_after = (now + valid_for).into();
 }
 
@@ -116,6 +118,16 @@ impl Ca {
     /// attribute type, so a second group goes under the same OID spelled as a custom type: at
     /// most two groups.
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<CertPair, Error> {
+        self.issue_client_for(user, groups, LEAF_VALIDITY)
+    }
+
+    /// A client certificate valid for `valid_for`.
+    pub fn issue_client_for(
+        &self,
+        user: &str,
+        groups: &[&str],
+        valid_for: Duration,
+    ) -> Result<CertPair, Error> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
@@ -133,7 +145,7 @@ impl Ca {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        validity(&mut params, LEAF_VALIDITY);
+        validity(&mut params, valid_for);
         let cert = params.signed_by(&key, &self.issuer()?)?;
         Ok(CertPair {
             cert_pem: cert.pem(),
@@ -160,6 +172,58 @@ impl Ca {
         std::fs::write(crt, &ca.pair.cert_pem)?;
         Ok(ca)
     }
+}
+
+/// When the (first) certificate in `cert_pem` is due for renewal: once two thirds of its
+/// lifetime have passed (upstream's kubelet renews between 70 and 90 %). `None` when it cannot
+/// be read.
+pub fn renewal_time(cert_pem: &str) -> Option<SystemTime> {
+    let (not_before, not_after) = validity_of(cert_pem)?;
+    let life = not_after.duration_since(not_before).ok()?;
+    Some(not_before + life * 2 / 3)
+}
+
+/// The validity period (`notBefore`, `notAfter`) of the first certificate in `cert_pem`.
+pub fn validity_of(cert_pem: &str) -> Option<(SystemTime, SystemTime)> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    let at = |t: x509_parser::time::ASN1Time| {
+        let secs = u64::try_from(t.timestamp()).ok()?;
+        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+    };
+    Some((
+        at(cert.validity().not_before)?,
+        at(cert.validity().not_after)?,
+    ))
+}
+
+/// Whether the (first) certificate in `cert_pem` names the CA in `ca_pem` as its issuer (the
+/// same distinguished name; CAs of one cluster carry their creation time in it, so a
+/// rotated CA is told apart).
+pub fn issued_by(cert_pem: &str, ca_pem: &str) -> bool {
+    let raw = |pem: &str, issuer: bool| -> Option<Vec<u8>> {
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
+        let cert = pem.parse_x509().ok()?;
+        let name = if issuer {
+            cert.issuer()
+        } else {
+            cert.subject()
+        };
+        Some(name.as_raw().to_vec())
+    };
+    match (raw(cert_pem, true), raw(ca_pem, false)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The client certificate (PEM) of a kubeconfig's current user, as [`kubeconfig`] writes it.
+pub fn kubeconfig_client_cert(kubeconfig: &str) -> Option<String> {
+    let line = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("client-certificate-data:"))?;
+    let der = STANDARD.decode(line.trim()).ok()?;
+    String::from_utf8(der).ok()
 }
 
 /// Writes a file readable by its owner only.
@@ -224,6 +288,27 @@ mod tests {
             .collect();
         assert_eq!(cn, vec!["alice"]);
         assert_eq!(orgs, vec!["dev", "system:masters"]);
+    }
+
+    #[test]
+    fn a_certificate_is_due_for_renewal_after_two_thirds_of_its_lifetime() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let c = ca
+            .issue_client_for("alice", &[], Duration::from_secs(3000))
+            .unwrap();
+        let (nb, na) = validity_of(&c.cert_pem).unwrap();
+        // Back-dated by five minutes: a lifetime of 3,300 s, renewed 2,200 s after notBefore.
+        assert_eq!(na.duration_since(nb).unwrap(), Duration::from_secs(3300));
+        assert_eq!(
+            renewal_time(&c.cert_pem).unwrap(),
+            nb + Duration::from_secs(2200)
+        );
+        let conf = kubeconfig("c", "https://x", &ca.pair.cert_pem, "alice", &c);
+        assert!(issued_by(&c.cert_pem, &ca.pair.cert_pem));
+        let other = Ca::generate("test-ca@2").unwrap();
+        assert!(!issued_by(&c.cert_pem, &other.pair.cert_pem));
+        assert_eq!(kubeconfig_client_cert(&conf).unwrap(), c.cert_pem);
+        assert!(renewal_time("not a certificate").is_none());
     }
 
     fn rustls_pki_pem(pem: &str) -> Vec<u8> {

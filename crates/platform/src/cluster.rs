@@ -28,6 +28,18 @@ use crate::nodes::NodePools;
 use crate::resource::{LogicalCluster, TenantCluster};
 use crate::{naming, spec};
 
+/// `action`, or a reconcile when the kubeconfig's certificates are due, if that comes first.
+fn renewal_due(action: Action, at: std::time::SystemTime) -> Action {
+    let due = at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default()
+        .max(std::time::Duration::from_millis(100));
+    match action {
+        Action::RequeueAfter(d) if d <= due => Action::RequeueAfter(d),
+        _ => Action::RequeueAfter(due),
+    }
+}
+
 /// Holds a TenantCluster until its logical cluster and Secret are gone.
 pub const FINALIZER: &str = "platform.matryoshka.dev/tenant-cluster";
 /// Labels on the LogicalCluster naming its TenantCluster.
@@ -41,6 +53,8 @@ pub struct TenantClusterController {
     logical: Store<LogicalCluster>,
     nodes: Arc<NodePools>,
     queue: Arc<Queue<ObjectKey>>,
+    /// Lifetime of the kubeconfigs' client certificates.
+    client_cert_validity: std::time::Duration,
 }
 
 impl TenantClusterController {
@@ -49,6 +63,7 @@ impl TenantClusterController {
         clusters: &Informer<TenantCluster>,
         logical: &Informer<LogicalCluster>,
         nodes: Arc<NodePools>,
+        client_cert_validity: std::time::Duration,
     ) -> Arc<Self> {
         let queue = Queue::new();
         let q = queue.clone();
@@ -71,6 +86,7 @@ impl TenantClusterController {
             logical: logical.store(),
             nodes,
             queue,
+            client_cert_validity,
         })
     }
 
@@ -181,7 +197,8 @@ impl TenantClusterController {
             serving_ca: &serving_ca,
             owner: owner(&tc),
         };
-        kubeconfig::ensure(&root, &tenant, &target).await?;
+        let renew_at =
+            kubeconfig::ensure(&root, &tenant, &target, self.client_cert_validity).await?;
         // 3. The nodes.
         let groups = spec::node_groups(&tc.spec);
         let counts = self
@@ -232,6 +249,7 @@ impl TenantClusterController {
             }),
         )
         .await
+        .map(|action| renewal_due(action, renew_at))
     }
 
     /// The LogicalCluster (created, or its release annotation brought up to date).

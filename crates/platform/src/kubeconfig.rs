@@ -4,12 +4,18 @@
 //! (`system:masters`), and `admin.svc` / `super-admin.svc` (the same credentials, server the
 //! in-cluster service name `kubernetes-<name>.<namespace>.svc`).
 //!
+//! Certificates are re-issued once two thirds of their lifetime have passed (the controller
+//! comes back then), so a reader of the Secret always has a third of it to pick them up, and
+//! when the cluster's CA is no longer the one that issued them (a CA rotation, which
+//! touches the LogicalCluster, so the controller looks).
+//!
 //! Client certificates are issued with the logical cluster's own CA, read through the API from
 //! the root cluster's `matryoshka-system/<cluster>-pki` Secret, the same CA the API server
 //! trusts for that cluster's clients; clients verify the server with the serving CA the
 //! LogicalCluster publishes in `status.caBundle`.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -64,16 +70,16 @@ pub fn service_url(t: &Target<'_>) -> String {
     )
 }
 
-fn issue(ca: &Ca, user: &str, group: &str) -> Result<CertPair> {
-    ca.issue_client(user, &[group])
+fn issue(ca: &Ca, user: &str, group: &str, validity: Duration) -> Result<CertPair> {
+    ca.issue_client_for(user, &[group], validity)
         .map_err(|e| Error::Retry(format!("issuing a client certificate for {user}: {e}")))
 }
 
-/// The four kubeconfigs of a target, by key.
-pub fn render(t: &Target<'_>, ca: &Ca) -> Result<BTreeMap<String, String>> {
+/// The four kubeconfigs of a target, by key, with client certificates valid for `validity`.
+pub fn render(t: &Target<'_>, ca: &Ca, validity: Duration) -> Result<BTreeMap<String, String>> {
     let cluster = naming::release(t.name);
-    let admin = issue(ca, "kubernetes-admin", ADMINS_GROUP)?;
-    let super_admin = issue(ca, "kubernetes-super-admin", "system:masters")?;
+    let admin = issue(ca, "kubernetes-admin", ADMINS_GROUP, validity)?;
+    let super_admin = issue(ca, "kubernetes-super-admin", "system:masters", validity)?;
     let svc = service_url(t);
     let mut out = BTreeMap::new();
     for (key, server, user, pair) in [
@@ -100,14 +106,47 @@ pub fn render(t: &Target<'_>, ca: &Ca) -> Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
-/// Makes sure the Secret exists: binds the admins group in the tenant cluster (through
-/// `tenant`) and writes the kubeconfigs in the root cluster (through `root`). An existing
-/// Secret is kept (credentials are not rotated on every reconcile).
-pub async fn ensure(root: &kube::Client, tenant: &kube::Client, t: &Target<'_>) -> Result<()> {
+/// When a kubeconfig Secret's certificates are due for renewal (`None`: unreadable, so due).
+fn renewal(s: &Secret) -> Option<SystemTime> {
+    decoded(s, "admin.conf")
+        .as_deref()
+        .and_then(pki::kubeconfig_client_cert)
+        .and_then(|c| pki::renewal_time(&c))
+}
+
+/// Makes sure the Secret exists and its certificates are fresh: binds the admins group in the
+/// tenant cluster (through `tenant`) and writes the kubeconfigs in the root cluster (through
+/// `root`). An existing Secret is kept until two thirds of its certificates' lifetime
+/// (`validity`) have passed, then re-issued; the answer is when to look again.
+pub async fn ensure(
+    root: &kube::Client,
+    tenant: &kube::Client,
+    t: &Target<'_>,
+    validity: Duration,
+) -> Result<SystemTime> {
     let secrets: Api<Secret> = Api::namespaced(root.clone(), t.namespace);
     let name = naming::kubeconfig_secret(t.name);
-    if runtime::error::ignore_not_found(secrets.get(&name).await)?.is_some() {
-        return Ok(());
+    let existing = runtime::error::ignore_not_found(secrets.get(&name).await)?;
+    let system: Api<Secret> = Api::namespaced(root.clone(), SYSTEM_NAMESPACE);
+    let pki = system.get(&format!("{}-pki", t.logical_cluster)).await?;
+    let ca = Ca {
+        pair: CertPair {
+            cert_pem: decoded(&pki, "ca.crt")
+                .ok_or_else(|| Error::Retry("the cluster's CA has no ca.crt".into()))?,
+            key_pem: decoded(&pki, "ca.key")
+                .ok_or_else(|| Error::Retry("the cluster's CA has no ca.key".into()))?,
+        },
+    };
+    // Kept while fresh and issued by the cluster's current CA (a CA rotation re-issues).
+    if let Some(s) = &existing
+        && let Some(at) = renewal(s)
+        && at > SystemTime::now()
+        && decoded(s, "admin.conf")
+            .as_deref()
+            .and_then(pki::kubeconfig_client_cert)
+            .is_some_and(|c| pki::issued_by(&c, &ca.pair.cert_pem))
+    {
+        return Ok(at);
     }
     apply(
         tenant,
@@ -119,23 +158,13 @@ pub async fn ensure(root: &kube::Client, tenant: &kube::Client, t: &Target<'_>) 
         }),
     )
     .await?;
-    let system: Api<Secret> = Api::namespaced(root.clone(), SYSTEM_NAMESPACE);
-    let pki = system.get(&format!("{}-pki", t.logical_cluster)).await?;
-    let ca = Ca {
-        pair: CertPair {
-            cert_pem: decoded(&pki, "ca.crt")
-                .ok_or_else(|| Error::Retry("the cluster's CA has no ca.crt".into()))?,
-            key_pem: decoded(&pki, "ca.key")
-                .ok_or_else(|| Error::Retry("the cluster's CA has no ca.key".into()))?,
-        },
-    };
-    let data = render(t, &ca)?
+    let data: BTreeMap<String, ByteString> = render(t, &ca, validity)?
         .into_iter()
         .map(|(k, v)| (k, ByteString(v.into_bytes())))
         .collect();
-    let secret = Secret {
+    let mut secret = Secret {
         metadata: ObjectMeta {
-            name: Some(name),
+            name: Some(name.clone()),
             namespace: Some(t.namespace.to_string()),
             labels: Some(
                 [
@@ -157,11 +186,28 @@ pub async fn ensure(root: &kube::Client, tenant: &kube::Client, t: &Target<'_>) 
         data: Some(data),
         ..Default::default()
     };
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
+    let next = renewal(&secret).unwrap_or_else(SystemTime::now);
+    match existing {
+        // Re-issued in place: the resourceVersion makes a concurrent change a conflict
+        // (retried by the controller).
+        Some(old) => {
+            secret.metadata = old.metadata;
+            secrets
+                .replace(&name, &PostParams::default(), &secret)
+                .await?;
+            tracing::info!(
+                namespace = t.namespace,
+                name = t.name,
+                "kubeconfig certificates re-issued"
+            );
+        }
+        None => match secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        },
     }
+    Ok(next)
 }
 
 /// The serving CA from a LogicalCluster's `status.caBundle` (base64 PEM).
@@ -191,7 +237,7 @@ mod tests {
             "https://kubernetes-team-x.tenant-foo.svc:6443/clusters/tenant-foo-team-x"
         );
         let ca = Ca::generate("t").unwrap();
-        let k = render(&t, &ca).unwrap();
+        let k = render(&t, &ca, pki::LEAF_VALIDITY).unwrap();
         assert_eq!(
             k.keys().collect::<Vec<_>>(),
             [

@@ -55,6 +55,9 @@ pub struct Options {
     pub workers: usize,
     /// Options of the tenant clusters' virtual nodes.
     pub nodes: node::Options,
+    /// Lifetime of the client certificates in the kubeconfig Secrets (re-issued once two
+    /// thirds of it have passed).
+    pub client_cert_validity: std::time::Duration,
     /// Lease-based leader election (several replicas, one running the platform's controllers
     /// and node pools); `None` runs them at once.
     pub leader_election: Option<runtime::leader::LeaderConfig>,
@@ -65,6 +68,7 @@ impl Default for Options {
         Options {
             workers: 8,
             nodes: node::Options::default(),
+            client_cert_validity: pki::LEAF_VALIDITY,
             leader_election: None,
         }
     }
@@ -145,8 +149,13 @@ async fn run_controllers_now(
     let logical = root_informer::<LogicalCluster>(&clients)?;
     let pools = NodePools::new(clients.clone(), options.nodes.clone());
     let tenant_ctl = TenantController::new(clients.clone(), &tenants);
-    let cluster_ctl =
-        TenantClusterController::new(clients.clone(), &clusters, &logical, pools.clone());
+    let cluster_ctl = TenantClusterController::new(
+        clients.clone(),
+        &clusters,
+        &logical,
+        pools.clone(),
+        options.client_cert_validity,
+    );
     let (stop, stopped) = Shutdown::new();
     let mut tasks = vec![
         tokio::spawn(tenants.clone().run(stopped.clone().wait())),

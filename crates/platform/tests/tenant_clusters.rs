@@ -370,3 +370,57 @@ async fn the_crds_publish_descriptions_and_print_ready_version_nodes_and_age() {
     assert_eq!(names, ["Name", "Ready", "Version", "Nodes", "Age"]);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_clusters_kubeconfig_secret_is_reissued_before_its_certificates_expire() {
+    let h = Harness::start_with(platform::Options {
+        client_cert_validity: std::time::Duration::from_secs(6),
+        ..Default::default()
+    })
+    .await;
+    create_tenant(&h.root, "tenant-root", "bar", json!({})).await;
+    await_condition(&tenants(&h.root, "tenant-root"), "bar", "Ready").await;
+    let tcs = tenant_clusters(&h.root, "tenant-bar");
+    tcs.create(
+        &Default::default(),
+        &object(
+            "TenantCluster",
+            "short",
+            json!({"nodeGroups": {"md0": {"minReplicas": 0, "maxReplicas": 1}}}),
+        ),
+    )
+    .await
+    .expect("create the TenantCluster");
+    await_condition(&tcs, "short", "Ready").await;
+    let secrets: Api<Secret> = Api::namespaced(h.root.clone(), "tenant-bar");
+    let admin_conf = async || {
+        let s = secrets
+            .get("kubernetes-short-admin-kubeconfig")
+            .await
+            .expect("the kubeconfig secret");
+        String::from_utf8(s.data.unwrap()["admin.conf"].0.clone()).unwrap()
+    };
+    let mut seen = vec![admin_conf().await];
+    for _ in 0..2 {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+        let next = loop {
+            let now = admin_conf().await;
+            if Some(&now) != seen.last() {
+                break now;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "never re-issued");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        // Re-issued before the previous certificate expired, and the new one works.
+        let previous = pki::kubeconfig_client_cert(seen.last().unwrap()).unwrap();
+        let (_, expires) = pki::validity_of(&previous).unwrap();
+        assert!(std::time::SystemTime::now() < expires);
+        let client = kube::Client::try_from(kubeconfig_client_config(&next).await).unwrap();
+        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+        ns.get("default")
+            .await
+            .expect("the re-issued kubeconfig works");
+        seen.push(next);
+    }
+    h.stop().await;
+}

@@ -27,6 +27,7 @@ pub mod informer;
 pub mod leader;
 pub mod lenient;
 pub mod queue;
+pub mod renewing;
 pub mod selector;
 pub mod shared;
 pub mod store;

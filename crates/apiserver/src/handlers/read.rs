@@ -182,13 +182,22 @@ pub async fn watch(
         (_, None | Some("0")) => Start::Current { end_marker: false },
         (_, Some(s)) => Start::After(parse_rv(s)?),
     };
-    let handle = match cache.watch(
-        &res.group,
-        &res.plural,
-        filter,
-        start,
-        bookmarks || initial == Some(true),
-    ) {
+    // A restored cluster's history begins at its restore: a resourceVersion from before it
+    // belongs to another history (etcd answers the same after a restore).
+    let floor = controlplane::backup::restored_revision(server.control_plane(), &ctx.cluster);
+    let watched = match (start, floor) {
+        (Start::After(after), Some(floor)) if after < floor => Err(ApiError::expired(format!(
+            "too old resource version: {after} ({floor}): the cluster was restored from a backup"
+        ))),
+        (start, _) => cache.watch(
+            &res.group,
+            &res.plural,
+            filter,
+            start,
+            bookmarks || initial == Some(true),
+        ),
+    };
+    let handle = match watched {
         Ok(h) => h,
         // A start below the retained history is an ERROR event in a 200 stream, as upstream's
         // cacher answers: clients (client-go, kube-rs) re-list on that, while kube-rs retries

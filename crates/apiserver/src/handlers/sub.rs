@@ -40,11 +40,50 @@ pub async fn handle(
         ),
         ("finalize", "update") => finalize(server, ctx, res, loc).await,
         ("token", "create") => token(server, ctx, loc).await,
+        ("snapshot", "get") if is_logical_cluster(res) => snapshot(server, loc).await,
+        ("restore", "create") if is_logical_cluster(res) => restore(server, ctx, loc).await,
         _ => Err(ApiError::method_not_allowed(
             ctx.method.as_str(),
             &format!("{}/{sub}", res.plural),
         )),
     }
+}
+
+fn is_logical_cluster(res: &ResourceDef) -> bool {
+    res.group == controlplane::tenancy::GROUP && res.plural == controlplane::tenancy::PLURAL
+}
+
+/// `GET logicalclusters/<name>/snapshot`: the cluster's backup, streamed as JSON lines
+/// ([`controlplane::backup`]). Errors (no such cluster) come before the first byte.
+async fn snapshot(server: &Arc<ApiServer>, loc: &Location<'_>) -> Result<Response<Body>, ApiError> {
+    let snap = controlplane::backup::snapshot(server.control_plane(), loc.name).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tokio::spawn(snap.stream(server.control_plane().clone(), tx));
+    Ok(response::stream("application/jsonl", rx))
+}
+
+/// `POST logicalclusters/<name>/restore`: one chunk of a restore into the new cluster `name`.
+async fn restore(
+    server: &Arc<ApiServer>,
+    ctx: &mut Ctx,
+    loc: &Location<'_>,
+) -> Result<Response<Body>, ApiError> {
+    let chunk: controlplane::backup::Chunk = serde_json::from_slice(&ctx.body)
+        .map_err(|e| ApiError::bad_request(format!("not a restore chunk: {e}")))?;
+    let done = controlplane::backup::restore(server.control_plane(), loc.name, chunk).await?;
+    let message = match done.completed_at {
+        Some(rev) => format!(
+            "restored: {} keys written, complete at revision {rev}",
+            done.written
+        ),
+        None => format!("{} keys written", done.written),
+    };
+    Ok(response::json(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201,
+            "message": message,
+            "details": {"name": loc.name, "group": controlplane::tenancy::GROUP, "kind": "logicalclusters"}}),
+    ))
 }
 
 /// `201 Created` with a success `Status` (binding, eviction).

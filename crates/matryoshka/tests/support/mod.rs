@@ -470,3 +470,22 @@ pub fn logical_cluster(root: &Kubectl, dir: &Path, name: &str) -> PathBuf {
     std::fs::write(&path, &conf.stdout).expect("write kubeconfig");
     path
 }
+
+/// Runs `matryoshka ARGS --kubeconfig <the root cluster's admin.conf>` (a tool subcommand).
+pub fn matryoshka(server: &Server, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_matryoshka"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .output()
+        .expect("matryoshka runs")
+}
+
+/// A kubeconfig for the logical cluster `cluster` that authenticates with `token` only.
+pub fn token_kubeconfig(server: &Server, cluster: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://127.0.0.1:{}/clusters/{cluster}\n    certificate-authority: {}\n  name: {cluster}\ncontexts:\n- context:\n    cluster: {cluster}\n    user: sa\n  name: sa\ncurrent-context: sa\nusers:\n- name: sa\n  user:\n    token: {token}\n",
+        server.port,
+        server.dir.join("pki/ca.crt").display()
+    )
+}

@@ -34,6 +34,11 @@ fn stopped(rx: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'stati
 
 impl Harness {
     pub async fn start() -> Harness {
+        Harness::start_with(platform::Options::default()).await
+    }
+
+    /// A harness whose platform controllers run with `options`.
+    pub async fn start_with(options: platform::Options) -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -47,6 +52,7 @@ impl Harness {
             root_ca: ca.pair.clone(),
             root_sa_key: sa,
             elected: false,
+            rotation: Default::default(),
         };
         let server = apiserver::server::start_with(Arc::new(store), config)
             .await
@@ -90,7 +96,7 @@ impl Harness {
             .expect("install the platform");
         let shut = stopped(&stop);
         tasks.push(tokio::spawn(async move {
-            let _ = platform::run_controllers(clients, platform::Options::default(), shut).await;
+            let _ = platform::run_controllers(clients, options, shut).await;
         }));
         let root = ClusterClients::in_memory(LocalService::system(server.clone()))
             .cluster("root")

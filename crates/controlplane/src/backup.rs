@@ -1,0 +1,501 @@
+//! Backup and restore of a logical cluster.
+//!
+//! **A backup** is every key under the cluster's prefix read at one storage revision (a
+//! consistent snapshot, paged), with its credentials (the `matryoshka-system/<cluster>-pki`
+//! Secret: CA and service-account keys, so restored kubeconfigs and legacy tokens keep
+//! working), as JSON lines ([`FORMAT`]):
+//!
+//! ```text
+//! {"format":"matryoshka.dev/cluster-backup/v1","cluster":"a","revision":812,"created":"…"}
+//! {"credentials":{…the pki Secret…}}
+//! {"k":"core/pods/default/web-0","v":{…the stored object…}}
+//! …
+//! {"end":{"keys":1234}}
+//! ```
+//!
+//! The trailer is written only once every key is: a truncated backup is detected on restore.
+//!
+//! **A restore** creates a new cluster from a backup in chunks (a request body is bounded):
+//! the first chunk creates the LogicalCluster marked [`RESTORING`] — not served, not
+//! provisioned — and its credentials; each chunk writes its keys under the new prefix (fresh
+//! revisions: time never goes backwards for a watcher); the last one checks that the cluster
+//! holds exactly the backup's keys, records the revision the restore completed at
+//! ([`RESTORED_REVISION`]) and lets the provisioner make the cluster Ready, keeping the restored
+//! credentials and objects. A watch or list of the restored cluster from a resourceVersion
+//! before that revision is answered 410 Gone, as etcd answers after a restore with a bumped and
+//! compacted revision, so clients re-list instead of mixing two histories. A failed restore
+//! leaves a LogicalCluster that deleting removes with every key it wrote.
+
+use std::sync::Arc;
+
+use apimachinery::meta;
+use apimachinery::status::ApiError;
+use bytes::Bytes;
+use registry::store::{Location, WriteOptions};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::ControlPlane;
+use crate::tenancy::{GROUP, PLURAL};
+use crate::trust::{SYSTEM_NAMESPACE, pki_secret_name};
+use apimachinery::cluster;
+
+/// The format of a backup.
+pub const FORMAT: &str = "matryoshka.dev/cluster-backup/v1";
+/// On a LogicalCluster being restored: it is not provisioned (nor served) until the last chunk.
+pub const RESTORING: &str = "core.matryoshka.dev/restoring";
+/// On a restored LogicalCluster: the backup it came from (`<cluster>@<revision>`).
+pub const RESTORED_FROM: &str = "core.matryoshka.dev/restored-from";
+/// On a restored LogicalCluster: the storage revision its restore completed at; watches and
+/// lists from before it are answered 410 Gone.
+pub const RESTORED_REVISION: &str = "core.matryoshka.dev/restored-revision";
+/// Keys read per page while taking a backup.
+const PAGE: usize = 1000;
+/// Keys written at once while restoring.
+const PARALLEL_WRITES: usize = 64;
+
+/// The first line of a backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Header {
+    pub format: String,
+    /// The cluster backed up.
+    pub cluster: String,
+    /// The storage revision every key was read at.
+    pub revision: i64,
+    /// When the backup was taken (RFC 3339).
+    pub created: String,
+}
+
+/// A backup about to be streamed: checked and pinned to a revision, so errors reach the
+/// caller before any byte does.
+pub struct Snapshot {
+    pub header: Header,
+    credentials: Value,
+    prefix: String,
+}
+
+/// Starts a backup of `cluster` (a served logical cluster) at the current revision.
+pub async fn snapshot(cp: &ControlPlane, name: &str) -> Result<Snapshot, ApiError> {
+    if name == cluster::ROOT || !crate::clusters::exists(cp, name).await {
+        return Err(ApiError::not_found(PLURAL, GROUP, name));
+    }
+    let credentials = cp
+        .store
+        .cache
+        .get(
+            "",
+            "secrets",
+            cluster::ROOT,
+            SYSTEM_NAMESPACE,
+            &pki_secret_name(name),
+        )
+        .ok_or_else(|| ApiError::internal(format!("cluster {name} has no credentials")))?
+        .value()
+        .as_ref()
+        .clone();
+    let revision =
+        cp.store.storage.current_revision().await.map_err(|e| {
+            ApiError::service_unavailable(format!("reading the store's revision: {e}"))
+        })?;
+    Ok(Snapshot {
+        header: Header {
+            format: FORMAT.into(),
+            cluster: name.into(),
+            revision,
+            created: registry::store::now(),
+        },
+        credentials,
+        prefix: registry::key::cluster(name),
+    })
+}
+
+impl Snapshot {
+    /// Writes the backup into `tx`, line by line; stops early (without the trailer) when the
+    /// store fails or the receiver is gone.
+    pub async fn stream(self, cp: Arc<ControlPlane>, tx: mpsc::Sender<Bytes>) {
+        if let Err(e) = self.write(&cp, &tx).await {
+            tracing::warn!(cluster = %self.header.cluster, error = %e, "the backup stopped before its end");
+        }
+    }
+
+    async fn write(&self, cp: &ControlPlane, tx: &mpsc::Sender<Bytes>) -> Result<(), ApiError> {
+        send(tx, line(&self.header)?).await?;
+        send(tx, line(&json!({ "credentials": self.credentials }))?).await?;
+        let mut keys = 0u64;
+        let mut token = None;
+        loop {
+            let page = cp
+                .store
+                .storage
+                .list(
+                    self.prefix.as_bytes(),
+                    storage::ListOptions {
+                        revision: Some(self.header.revision),
+                        limit: Some(PAGE),
+                        continue_token: token.take(),
+                    },
+                )
+                .await
+                .map_err(|e| ApiError::service_unavailable(format!("reading the cluster: {e}")))?;
+            let mut buf = Vec::with_capacity(page.items.iter().map(|kv| kv.value.len() + 64).sum());
+            for kv in &page.items {
+                let Some(suffix) = kv.key.strip_prefix(self.prefix.as_bytes()) else {
+                    continue;
+                };
+                entry(&mut buf, &String::from_utf8_lossy(suffix), &kv.value);
+                keys += 1;
+            }
+            send(tx, buf).await?;
+            match page.continue_token {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        send(tx, line(&json!({"end": {"keys": keys}}))?).await
+    }
+}
+
+async fn send(tx: &mpsc::Sender<Bytes>, bytes: Vec<u8>) -> Result<(), ApiError> {
+    tx.send(Bytes::from(bytes))
+        .await
+        .map_err(|_| ApiError::internal("the client went away"))
+}
+
+fn line(v: &impl Serialize) -> Result<Vec<u8>, ApiError> {
+    let mut out = serde_json::to_vec(v).map_err(ApiError::internal)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// One key's line: its stored JSON inline, or base64 when it is not a one-line JSON object.
+fn entry(buf: &mut Vec<u8>, key: &str, value: &[u8]) {
+    use base64::Engine;
+    buf.extend_from_slice(b"{\"k\":");
+    buf.extend_from_slice(&serde_json::to_vec(key).unwrap_or_default());
+    if value.first() == Some(&b'{') && !value.contains(&b'\n') {
+        buf.extend_from_slice(b",\"v\":");
+        buf.extend_from_slice(value);
+    } else {
+        buf.extend_from_slice(b",\"b64\":\"");
+        buf.extend_from_slice(
+            base64::engine::general_purpose::STANDARD
+                .encode(value)
+                .as_bytes(),
+        );
+        buf.push(b'"');
+    }
+    buf.extend_from_slice(b"}\n");
+}
+
+/// One key of a backup.
+#[derive(Debug, Deserialize)]
+pub struct Entry {
+    /// The key below the cluster's prefix.
+    pub k: String,
+    #[serde(default)]
+    pub v: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default)]
+    pub b64: Option<String>,
+}
+
+impl Entry {
+    fn value(&self) -> Result<Bytes, String> {
+        use base64::Engine;
+        match (&self.v, &self.b64) {
+            (Some(v), _) => Ok(Bytes::copy_from_slice(v.get().as_bytes())),
+            (None, Some(b)) => base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map(Bytes::from)
+                .map_err(|e| e.to_string()),
+            (None, None) => Err("no value".into()),
+        }
+    }
+}
+
+/// One request of a restore (`POST .../logicalclusters/<new>/restore`).
+#[derive(Debug, Deserialize)]
+pub struct Chunk {
+    /// The backup's header: on the first chunk only, which creates the cluster.
+    #[serde(default)]
+    pub source: Option<Header>,
+    /// The backup's credentials (first chunk).
+    #[serde(default)]
+    pub credentials: Option<Value>,
+    #[serde(default)]
+    pub objects: Vec<Entry>,
+    /// On the last chunk: how many keys the backup holds.
+    #[serde(default)]
+    pub complete: Option<u64>,
+}
+
+/// What a restore request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restored {
+    pub written: usize,
+    /// Set once the last chunk made the cluster Ready-to-provision: the revision it completed at.
+    pub completed_at: Option<i64>,
+}
+
+fn lc_location(name: &str) -> Location<'_> {
+    Location {
+        cluster: cluster::ROOT,
+        namespace: "",
+        name,
+    }
+}
+
+/// Applies one chunk of a restore into the new cluster `name`.
+pub async fn restore(cp: &ControlPlane, name: &str, chunk: Chunk) -> Result<Restored, ApiError> {
+    let lc_res = cp
+        .catalog
+        .lookup(cluster::ROOT, GROUP, crate::tenancy::VERSION, PLURAL)
+        .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
+    if let Some(source) = &chunk.source {
+        begin(cp, &lc_res, name, source, chunk.credentials.as_ref()).await?;
+    } else {
+        let restoring = cp
+            .store
+            .cache
+            .get(GROUP, PLURAL, cluster::ROOT, "", name)
+            .is_some_and(|o| meta::annotation(&o.value(), RESTORING).is_some());
+        if !restoring {
+            return Err(ApiError::conflict(
+                PLURAL,
+                GROUP,
+                name,
+                "the cluster is not being restored: send the backup's first chunk first",
+            ));
+        }
+    }
+    let prefix = registry::key::cluster(name);
+    let mut errors = Vec::new();
+    for batch in chunk.objects.chunks(PARALLEL_WRITES) {
+        let results =
+            futures::future::join_all(batch.iter().map(|e| write_key(cp, &prefix, e))).await;
+        errors.extend(results.into_iter().filter_map(Result::err));
+    }
+    if let Some(first) = errors.first() {
+        return Err(ApiError::bad_request(format!(
+            "{} keys of the chunk were not restored; the first: {first}",
+            errors.len()
+        )));
+    }
+    let completed_at = match chunk.complete {
+        Some(expected) => Some(complete(cp, &lc_res, name, expected).await?),
+        None => None,
+    };
+    Ok(Restored {
+        written: chunk.objects.len(),
+        completed_at,
+    })
+}
+
+/// Creates the LogicalCluster (marked restoring) and its credentials.
+async fn begin(
+    cp: &ControlPlane,
+    lc_res: &registry::ResourceDef,
+    name: &str,
+    source: &Header,
+    credentials: Option<&Value>,
+) -> Result<(), ApiError> {
+    if source.format != FORMAT {
+        return Err(ApiError::bad_request(format!(
+            "not a cluster backup of format {FORMAT}: {:?}",
+            source.format
+        )));
+    }
+    let credentials = credentials
+        .ok_or_else(|| ApiError::bad_request("the first chunk carries the backup's credentials"))?;
+    let data = credentials
+        .get("data")
+        .filter(|d| d.get("ca.crt").is_some() && d.get("ca.key").is_some())
+        .ok_or_else(|| ApiError::bad_request("the backup's credentials hold no CA"))?;
+    // Nothing of another cluster may be in the way.
+    let existing = cp
+        .store
+        .storage
+        .list(
+            registry::key::cluster(name).as_bytes(),
+            storage::ListOptions {
+                limit: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
+    if !existing.items.is_empty() {
+        return Err(ApiError::already_exists(PLURAL, GROUP, name));
+    }
+    let lc = json!({
+        "apiVersion": format!("{GROUP}/{}", crate::tenancy::VERSION),
+        "kind": "LogicalCluster",
+        "metadata": {"name": name, "annotations": {
+            RESTORING: "true",
+            RESTORED_FROM: format!("{}@{}", source.cluster, source.revision),
+        }},
+    });
+    cp.store
+        .create(lc_res, &lc_location(""), lc, &WriteOptions::default())
+        .await?;
+    let mut annotations = credentials
+        .pointer("/metadata/annotations")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if !annotations.is_object() {
+        annotations = json!({});
+    }
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": pki_secret_name(name),
+            "namespace": SYSTEM_NAMESPACE,
+            "labels": {"core.matryoshka.dev/cluster": name},
+            "annotations": annotations,
+        },
+        "data": data,
+    });
+    let secrets = cp
+        .catalog
+        .builtin("", "secrets")
+        .ok_or_else(|| ApiError::internal("secrets are not served"))?;
+    let loc = Location {
+        cluster: cluster::ROOT,
+        namespace: SYSTEM_NAMESPACE,
+        name: "",
+    };
+    match cp
+        .store
+        .create(&secrets, &loc, secret, &WriteOptions::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            // Leave nothing behind: the LogicalCluster goes with its (absent) keys.
+            let _ = cp
+                .store
+                .delete(lc_res, &lc_location(name), &Default::default())
+                .await;
+            Err(e)
+        }
+    }
+}
+
+/// Writes one key under the new prefix; a key some loop of the control plane wrote first
+/// (an APIService of a restored CRD, say) is overwritten with the backup's value.
+async fn write_key(cp: &ControlPlane, prefix: &str, e: &Entry) -> Result<(), String> {
+    if e.k.is_empty() || e.k.starts_with('/') || e.k.split('/').any(|s| s == "..") {
+        return Err(format!("invalid key {:?}", e.k));
+    }
+    let key = format!("{prefix}{}", e.k);
+    let value = e.value().map_err(|why| format!("{}: {why}", e.k))?;
+    let storage = &cp.store.storage;
+    match storage.create(key.as_bytes(), value.clone()).await {
+        Ok(_) => Ok(()),
+        Err(storage::Error::AlreadyExists) => {
+            let current = storage
+                .get(key.as_bytes())
+                .await
+                .map_err(|err| format!("{}: {err}", e.k))?;
+            match current {
+                Some(kv) => storage
+                    .update(key.as_bytes(), value, kv.mod_revision)
+                    .await
+                    .map(|_| ())
+                    .map_err(|err| format!("{}: {err}", e.k)),
+                None => Err(format!("{}: changed while being restored", e.k)),
+            }
+        }
+        Err(err) => Err(format!("{}: {err}", e.k)),
+    }
+}
+
+/// The last chunk: checks the cluster holds the backup's keys, then lets it be provisioned.
+async fn complete(
+    cp: &ControlPlane,
+    lc_res: &registry::ResourceDef,
+    name: &str,
+    expected: u64,
+) -> Result<i64, ApiError> {
+    let prefix = registry::key::cluster(name);
+    let mut held = 0u64;
+    let mut token = None;
+    loop {
+        let page = cp
+            .store
+            .storage
+            .list(
+                prefix.as_bytes(),
+                storage::ListOptions {
+                    limit: Some(10_000),
+                    continue_token: token.take(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
+        held += page.items.len() as u64;
+        match page.continue_token {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    // The control plane's loops may have added keys (APIServices of restored CRDs): at least
+    // the backup's keys must be there.
+    if held < expected {
+        return Err(ApiError::bad_request(format!(
+            "the restored cluster holds {held} keys, the backup {expected}: chunks are missing"
+        )));
+    }
+    let revision = cp
+        .store
+        .storage
+        .current_revision()
+        .await
+        .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
+    cp.store
+        .update_with(
+            lc_res,
+            &lc_location(name),
+            &WriteOptions::default(),
+            |cur| {
+                let mut next = cur
+                    .cloned()
+                    .ok_or_else(|| ApiError::not_found(PLURAL, GROUP, name))?;
+                meta::remove(&mut next, "resourceVersion");
+                let ann = meta::metadata_mut(&mut next)
+                    .entry("annotations")
+                    .or_insert_with(|| json!({}));
+                if let Some(a) = ann.as_object_mut() {
+                    a.remove(RESTORING);
+                    a.insert(RESTORED_REVISION.into(), json!(revision.to_string()));
+                }
+                Ok(next)
+            },
+        )
+        .await?;
+    tracing::info!(
+        cluster = name,
+        keys = held,
+        revision,
+        "logical cluster restored"
+    );
+    Ok(revision)
+}
+
+/// The revision a restored cluster's history begins at: resourceVersions before it belong to
+/// another history (410 Gone).
+pub fn restored_revision(cp: &ControlPlane, name: &str) -> Option<i64> {
+    if name == cluster::ROOT {
+        return None;
+    }
+    let lc = cp.store.cache.get(GROUP, PLURAL, cluster::ROOT, "", name)?;
+    meta::annotation(&lc.value(), RESTORED_REVISION).and_then(|r| r.parse().ok())
+}
+
+/// Whether a LogicalCluster waits for its restore to complete (not provisioned meanwhile).
+pub fn restoring(obj: &Value) -> bool {
+    meta::annotation(obj, RESTORING).is_some()
+}

@@ -1,0 +1,257 @@
+//! `matryoshka backup create|restore`: a logical cluster's backup to a file and back, through
+//! the API with the root cluster's admin credentials (the `snapshot` and `restore`
+//! subresources of LogicalCluster; the format is `controlplane::backup`'s JSON lines).
+
+use std::io::{BufRead, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use http_body_util::BodyExt;
+
+const API: &str = "/apis/core.matryoshka.dev/v1alpha1/logicalclusters";
+const FORMAT: &str = "matryoshka.dev/cluster-backup/v1";
+/// A restore request stays below the API server's 3 MiB body limit.
+const CHUNK_BYTES: usize = 2 << 20;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BackupCommand {
+    /// Writes a consistent backup of a logical cluster (every object at one revision, and its
+    /// credentials) to a file.
+    Create(CreateArgs),
+    /// Restores a backup as a new logical cluster.
+    Restore(RestoreArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CreateArgs {
+    /// The logical cluster (a TenantCluster's is named in its `status.logicalCluster`).
+    pub cluster: String,
+    /// A directory (the file is named `<cluster>-<unix time>.backup`) or a file.
+    #[arg(long)]
+    pub to: PathBuf,
+    /// The root cluster's admin kubeconfig.
+    #[arg(long, default_value = "./matryoshka-data/admin.conf")]
+    pub kubeconfig: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RestoreArgs {
+    /// The backup file.
+    pub file: PathBuf,
+    /// The name of the new logical cluster (it must not exist).
+    #[arg(long = "as")]
+    pub name: String,
+    /// The root cluster's admin kubeconfig.
+    #[arg(long, default_value = "./matryoshka-data/admin.conf")]
+    pub kubeconfig: PathBuf,
+}
+
+pub async fn run(cmd: BackupCommand) -> anyhow::Result<()> {
+    match cmd {
+        BackupCommand::Create(a) => create(a).await,
+        BackupCommand::Restore(a) => restore(a).await,
+    }
+}
+
+async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    runtime::renewing::client(kubeconfig, None)
+        .await
+        .with_context(|| format!("reading {}", kubeconfig.display()))
+}
+
+/// The message of a failed request's `Status`, or its body.
+async fn failure(resp: http::Response<kube::client::Body>) -> String {
+    let code = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(String::from))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+    format!("{code}: {message}")
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.as_secs())
+        .unwrap_or_default()
+}
+
+async fn create(args: CreateArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let client = client(&args.kubeconfig).await?;
+    let path = if args.to.is_dir() {
+        args.to
+            .join(format!("{}-{}.backup", args.cluster, unix_now()))
+    } else {
+        args.to.clone()
+    };
+    let req = http::Request::get(format!("{API}/{}/snapshot", args.cluster))
+        .body(kube::client::Body::empty())?;
+    let resp = client.send(req).await?;
+    if !resp.status().is_success() {
+        bail!("backing up {}: {}", args.cluster, failure(resp).await);
+    }
+    // Written beside the target and renamed once complete: a file at the path is a whole backup.
+    let partial = path.with_extension("partial");
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&partial)
+            .with_context(|| format!("creating {}", partial.display()))?,
+    );
+    let mut body = resp.into_body();
+    let mut bytes = 0u64;
+    let mut tail = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.context("reading the backup")?;
+        if let Ok(data) = frame.into_data() {
+            out.write_all(&data)?;
+            bytes += data.len() as u64;
+            tail.extend_from_slice(&data);
+            if tail.len() > 4096 {
+                tail.drain(..tail.len() - 4096);
+            }
+        }
+    }
+    out.flush()?;
+    out.get_ref().sync_all()?;
+    drop(out);
+    let Some(keys) = trailer(&tail) else {
+        let _ = std::fs::remove_file(&partial);
+        bail!(
+            "the backup of {} ended before its end (the server's log says why)",
+            args.cluster
+        );
+    };
+    std::fs::rename(&partial, &path)?;
+    println!(
+        "backed up {} ({keys} keys, {bytes} bytes) to {} in {:.2}s",
+        args.cluster,
+        path.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The key count of a backup's trailer (`{"end":{"keys":N}}`), from its last bytes.
+fn trailer(tail: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(tail).ok()?;
+    let last = text.trim_end().rsplit('\n').next()?;
+    let v: serde_json::Value = serde_json::from_str(last).ok()?;
+    v.pointer("/end/keys")?.as_u64()
+}
+
+async fn restore(args: RestoreArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut file = std::fs::File::open(&args.file)
+        .with_context(|| format!("opening {}", args.file.display()))?;
+    // A truncated backup is refused before anything is written.
+    let len = file.metadata()?.len();
+    file.seek(std::io::SeekFrom::Start(len.saturating_sub(4096)))?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail)?;
+    let expected = trailer(&tail).with_context(|| {
+        format!(
+            "{} is not a complete backup (no trailer)",
+            args.file.display()
+        )
+    })?;
+    file.rewind()?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let header = lines.next().context("the backup is empty")??;
+    let h: serde_json::Value = serde_json::from_str(&header).context("the backup's header")?;
+    if h.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        bail!("{} is not a cluster backup ({FORMAT})", args.file.display());
+    }
+    let credentials = lines.next().context("the backup has no credentials")??;
+    let credentials: serde_json::Value =
+        serde_json::from_str(&credentials).context("the backup's credentials")?;
+
+    let client = client(&args.kubeconfig).await?;
+    let mut first = Some(format!(
+        "\"source\":{header},\"credentials\":{}",
+        credentials["credentials"]
+    ));
+    let mut objects: Vec<String> = Vec::new();
+    let mut size = 0;
+    let mut sent = 0u64;
+    let mut done = false;
+    while !done {
+        let line = match lines.next() {
+            Some(l) => l?,
+            None => bail!("the backup ends without its trailer"),
+        };
+        done = line.starts_with("{\"end\"");
+        if !done {
+            size += line.len() + 1;
+            objects.push(line);
+        }
+        if done || size >= CHUNK_BYTES {
+            let mut body = String::from("{");
+            if let Some(f) = first.take() {
+                body.push_str(&f);
+                body.push(',');
+            }
+            body.push_str("\"objects\":[");
+            body.push_str(&objects.join(","));
+            body.push(']');
+            if done {
+                body.push_str(&format!(",\"complete\":{expected}"));
+            }
+            body.push('}');
+            let req = http::Request::post(format!("{API}/{}/restore", args.name))
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(kube::client::Body::from(body.into_bytes()))?;
+            let resp = client.send(req).await?;
+            if !resp.status().is_success() {
+                bail!(
+                    "restoring {} as {} ({sent} keys sent): {}",
+                    h["cluster"],
+                    args.name,
+                    failure(resp).await
+                );
+            }
+            sent += objects.len() as u64;
+            objects.clear();
+            size = 0;
+        }
+    }
+    // The cluster is provisioned from what was restored.
+    let ready = format!("{API}/{}", args.name);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let req = http::Request::get(&ready).body(Vec::new())?;
+        let v: serde_json::Value = client.request(req).await?;
+        if v.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Ready") {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("{} was restored but is not Ready after 60 s", args.name);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "restored {} ({sent} keys) as {} in {:.2}s",
+        h["cluster"].as_str().unwrap_or(""),
+        args.name,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trailer_is_read_from_a_backups_last_line_only() {
+        assert_eq!(trailer(b"{\"k\":\"a\"}\n{\"end\":{\"keys\":3}}\n"), Some(3));
+        assert_eq!(trailer(b"{\"end\":{\"keys\":3}}\n{\"k\":\"a\"}\n"), None);
+        assert_eq!(trailer(b""), None);
+    }
+}
