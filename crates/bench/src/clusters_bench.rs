@@ -48,11 +48,22 @@ pub async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Bytes) {
+    let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+    call_bytes(server, method, path, body).await
+}
+
+/// [`call`] with a body as it is.
+pub async fn call_bytes(
+    server: &Arc<ApiServer>,
+    method: &str,
+    path: &str,
+    body: Bytes,
+) -> (u16, Bytes) {
     let req = http::Request::builder()
         .method(method)
         .uri(path)
         .header("content-type", "application/json")
-        .body(body.map(|b| Bytes::from(b.to_string())).unwrap_or_default())
+        .body(body)
         .expect("request");
     let resp = server
         .handle(req, Caller::Internal(UserInfo::system()))

@@ -1,10 +1,11 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|backup [--objects N]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
+mod backup_bench;
 mod churn_bench;
 mod clusters_bench;
 mod crds_bench;
@@ -36,6 +37,14 @@ fn main() -> anyhow::Result<()> {
         Some("storage") => rt.block_on(storage_bench::run(quick)),
         Some("api") => rt.block_on(api_bench::run(quick)),
         Some("admission") => rt.block_on(admission_bench::run(quick)),
+        Some("backup") => {
+            let objects = args
+                .iter()
+                .position(|a| a == "--objects")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|v| v.parse().ok());
+            rt.block_on(backup_bench::run(quick, objects))
+        }
         Some("isolation") => rt.block_on(isolation_bench::run(quick)),
         Some("crds") => rt.block_on(crds_bench::run(quick)),
         Some("dns") => rt.block_on(dns_bench::run(quick)),
@@ -115,7 +124,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|backup [--objects N]> [--quick]"
             );
             std::process::exit(2);
         }

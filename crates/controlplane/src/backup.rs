@@ -499,3 +499,143 @@ pub fn restored_revision(cp: &ControlPlane, name: &str) -> Option<i64> {
 pub fn restoring(obj: &Value) -> bool {
     meta::annotation(obj, RESTORING).is_some()
 }
+
+/// A restore request stays below the API server's 3 MiB body limit.
+pub const CHUNK_BYTES: usize = 2 << 20;
+
+/// The bodies of the restore requests for a backup read line by line ([`restore`]'s chunks):
+/// the first carries the header and the credentials, each holds up to [`CHUNK_BYTES`] of
+/// keys, the last the key count of the trailer. Values are passed through without being
+/// parsed. A backup without its trailer is an error at its end, before the last chunk.
+pub struct RestoreChunks<I> {
+    lines: I,
+    first: Option<String>,
+    done: bool,
+}
+
+/// Reads the header and credentials lines of a backup, then yields its restore chunks.
+pub fn restore_chunks<I>(mut lines: I) -> Result<(Header, RestoreChunks<I>), String>
+where
+    I: Iterator<Item = std::io::Result<String>>,
+{
+    let mut next = |what: &str| -> Result<String, String> {
+        lines
+            .next()
+            .ok_or_else(|| format!("the backup has no {what}"))?
+            .map_err(|e| e.to_string())
+    };
+    let header_line = next("header")?;
+    let header: Header =
+        serde_json::from_str(&header_line).map_err(|e| format!("the backup's header: {e}"))?;
+    if header.format != FORMAT {
+        return Err(format!("not a cluster backup of format {FORMAT}"));
+    }
+    let credentials: Value = serde_json::from_str(&next("credentials")?)
+        .map_err(|e| format!("the backup's credentials: {e}"))?;
+    let first = format!(
+        "\"source\":{header_line},\"credentials\":{}",
+        credentials["credentials"]
+    );
+    Ok((
+        header,
+        RestoreChunks {
+            lines,
+            first: Some(first),
+            done: false,
+        },
+    ))
+}
+
+impl<I: Iterator<Item = std::io::Result<String>>> Iterator for RestoreChunks<I> {
+    type Item = Result<String, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut body = String::from("{");
+        if let Some(f) = self.first.take() {
+            body.push_str(&f);
+            body.push(',');
+        }
+        body.push_str("\"objects\":[");
+        let mut empty = true;
+        loop {
+            let line = match self.lines.next() {
+                Some(Ok(l)) => l,
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e.to_string()));
+                }
+                None => {
+                    self.done = true;
+                    return Some(Err("the backup ends without its trailer".into()));
+                }
+            };
+            if line.starts_with("{\"end\"") {
+                let keys = serde_json::from_str::<Value>(&line)
+                    .ok()
+                    .and_then(|v| v.pointer("/end/keys").and_then(Value::as_u64));
+                self.done = true;
+                let Some(keys) = keys else {
+                    return Some(Err("the backup's trailer is unreadable".into()));
+                };
+                body.push_str(&format!("],\"complete\":{keys}}}"));
+                return Some(Ok(body));
+            }
+            if !empty {
+                body.push(',');
+            }
+            body.push_str(&line);
+            empty = false;
+            if body.len() >= CHUNK_BYTES {
+                body.push_str("]}");
+                return Some(Ok(body));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> impl Iterator<Item = std::io::Result<String>> + '_ {
+        text.lines().map(|l| Ok(l.to_string()))
+    }
+
+    #[test]
+    fn a_backup_becomes_chunks_that_parse_and_carry_every_key_once() {
+        let big = "x".repeat(600_000);
+        let mut text = format!(
+            "{{\"format\":\"{FORMAT}\",\"cluster\":\"a\",\"revision\":7,\"created\":\"t\"}}\n{{\"credentials\":{{\"data\":{{}}}}}}\n"
+        );
+        for i in 0..10 {
+            text.push_str(&format!(
+                "{{\"k\":\"core/configmaps/d/c{i}\",\"v\":{{\"data\":\"{big}\"}}}}\n"
+            ));
+        }
+        text.push_str("{\"end\":{\"keys\":10}}\n");
+        let (header, chunks) = restore_chunks(lines(&text)).unwrap();
+        assert_eq!((header.cluster.as_str(), header.revision), ("a", 7));
+        let chunks: Vec<Chunk> = chunks
+            .map(|c| serde_json::from_str(&c.unwrap()).unwrap())
+            .collect();
+        assert!(chunks.len() >= 3, "{}", chunks.len());
+        assert!(chunks[0].source.is_some() && chunks[0].credentials.is_some());
+        assert!(chunks[1..].iter().all(|c| c.source.is_none()));
+        assert_eq!(chunks.iter().map(|c| c.objects.len()).sum::<usize>(), 10);
+        assert_eq!(chunks.last().unwrap().complete, Some(10));
+    }
+
+    #[test]
+    fn a_truncated_backup_ends_in_an_error_not_a_last_chunk() {
+        let text = format!(
+            "{{\"format\":\"{FORMAT}\",\"cluster\":\"a\",\"revision\":7,\"created\":\"t\"}}\n{{\"credentials\":{{}}}}\n{{\"k\":\"a\",\"v\":{{}}}}\n"
+        );
+        let (_, chunks) = restore_chunks(lines(&text)).unwrap();
+        let all: Vec<_> = chunks.collect();
+        assert!(all.last().unwrap().is_err());
+        assert!(restore_chunks(lines("{\"format\":\"other\"}\n")).is_err());
+    }
+}

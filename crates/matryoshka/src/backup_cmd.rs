@@ -10,9 +10,6 @@ use anyhow::{Context, bail};
 use http_body_util::BodyExt;
 
 const API: &str = "/apis/core.matryoshka.dev/v1alpha1/logicalclusters";
-const FORMAT: &str = "matryoshka.dev/cluster-backup/v1";
-/// A restore request stays below the API server's 3 MiB body limit.
-const CHUNK_BYTES: usize = 2 << 20;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BackupCommand {
@@ -162,63 +159,23 @@ async fn restore(args: RestoreArgs) -> anyhow::Result<()> {
         )
     })?;
     file.rewind()?;
-    let mut lines = std::io::BufReader::new(file).lines();
-    let header = lines.next().context("the backup is empty")??;
-    let h: serde_json::Value = serde_json::from_str(&header).context("the backup's header")?;
-    if h.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-        bail!("{} is not a cluster backup ({FORMAT})", args.file.display());
-    }
-    let credentials = lines.next().context("the backup has no credentials")??;
-    let credentials: serde_json::Value =
-        serde_json::from_str(&credentials).context("the backup's credentials")?;
-
+    let (header, chunks) =
+        controlplane::backup::restore_chunks(std::io::BufReader::new(file).lines())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let client = client(&args.kubeconfig).await?;
-    let mut first = Some(format!(
-        "\"source\":{header},\"credentials\":{}",
-        credentials["credentials"]
-    ));
-    let mut objects: Vec<String> = Vec::new();
-    let mut size = 0;
-    let mut sent = 0u64;
-    let mut done = false;
-    while !done {
-        let line = match lines.next() {
-            Some(l) => l?,
-            None => bail!("the backup ends without its trailer"),
-        };
-        done = line.starts_with("{\"end\"");
-        if !done {
-            size += line.len() + 1;
-            objects.push(line);
-        }
-        if done || size >= CHUNK_BYTES {
-            let mut body = String::from("{");
-            if let Some(f) = first.take() {
-                body.push_str(&f);
-                body.push(',');
-            }
-            body.push_str("\"objects\":[");
-            body.push_str(&objects.join(","));
-            body.push(']');
-            if done {
-                body.push_str(&format!(",\"complete\":{expected}"));
-            }
-            body.push('}');
-            let req = http::Request::post(format!("{API}/{}/restore", args.name))
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(kube::client::Body::from(body.into_bytes()))?;
-            let resp = client.send(req).await?;
-            if !resp.status().is_success() {
-                bail!(
-                    "restoring {} as {} ({sent} keys sent): {}",
-                    h["cluster"],
-                    args.name,
-                    failure(resp).await
-                );
-            }
-            sent += objects.len() as u64;
-            objects.clear();
-            size = 0;
+    for chunk in chunks {
+        let body = chunk.map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+        let req = http::Request::post(format!("{API}/{}/restore", args.name))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(kube::client::Body::from(body.into_bytes()))?;
+        let resp = client.send(req).await?;
+        if !resp.status().is_success() {
+            bail!(
+                "restoring {} as {}: {}",
+                header.cluster,
+                args.name,
+                failure(resp).await
+            );
         }
     }
     // The cluster is provisioned from what was restored.
@@ -236,8 +193,8 @@ async fn restore(args: RestoreArgs) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     println!(
-        "restored {} ({sent} keys) as {} in {:.2}s",
-        h["cluster"].as_str().unwrap_or(""),
+        "restored {} ({expected} keys) as {} in {:.2}s",
+        header.cluster,
         args.name,
         started.elapsed().as_secs_f64()
     );
