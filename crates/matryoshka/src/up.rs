@@ -74,6 +74,9 @@ pub struct UpArgs {
     /// keeps verifying for the longest token lifetime).
     #[arg(long, default_value_t = 90 * 24 * 3600)]
     pub service_account_key_rotation_seconds: u64,
+    /// Where ClusterBackups are written (default `<data-dir>/backups`).
+    #[arg(long)]
+    pub backup_dir: Option<PathBuf>,
     /// The longest lifetime of a token from TokenRequest (longer requests get this), and so how
     /// long a rotated-out service-account key keeps verifying.
     #[arg(long, default_value_t = 48 * 3600)]
@@ -399,6 +402,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         clients(),
         platform::Options {
             client_cert_validity: Duration::from_secs(args.client_cert_validity_seconds.max(3)),
+            backup_dir: Some(
+                args.backup_dir
+                    .clone()
+                    .unwrap_or_else(|| args.data_dir.join("backups")),
+            ),
             ..Default::default()
         }
         .with_leader_election(identity.clone()),

@@ -14,6 +14,7 @@ pub const VERSION: &str = "v1alpha1";
 pub const API_VERSION: &str = "platform.matryoshka.dev/v1alpha1";
 pub const TENANTS: &str = "tenants";
 pub const TENANT_CLUSTERS: &str = "tenantclusters";
+pub const CLUSTER_BACKUPS: &str = "clusterbackups";
 
 fn string(desc: &str) -> Value {
     json!({"type": "string", "description": desc})
@@ -284,9 +285,57 @@ pub fn tenant_crd() -> Value {
     )
 }
 
+/// The `ClusterBackup` CRD: backups of a TenantCluster of the same namespace, on a schedule,
+/// kept up to a count ([`crate::backup`]).
+pub fn cluster_backup_crd() -> Value {
+    crd(
+        "ClusterBackup",
+        CLUSTER_BACKUPS,
+        &["cbk"],
+        json!({
+            "type": "object",
+            "description": "What to back up and when.",
+            "required": ["cluster"],
+            "properties": {
+                "cluster": string("The TenantCluster of this namespace to back up."),
+                "schedule": string_default("When to back up, a cron schedule (`0 3 * * *`); empty: once, now.", ""),
+                "retention": {"type": "integer", "minimum": 1, "maximum": 100, "default": 7,
+                    "description": "How many backups are kept; the oldest beyond it are deleted."},
+                "suspend": boolean("Take no new backups while set.", false),
+            },
+        }),
+        json!({
+            "type": "object",
+            "description": "The backups taken and the last outcome.",
+            "properties": {
+                "conditions": conditions(),
+                "lastBackupTime": {"type": "string", "format": "date-time", "description": "When the last backup completed."},
+                "nextBackupTime": {"type": "string", "format": "date-time", "description": "When the next backup is due."},
+                "backups": {"type": "array", "description": "The backups kept, oldest first.", "items": {
+                    "type": "object",
+                    "properties": {
+                        "file": string("Where the backup is, on the platform (restore it with `matryoshka backup restore FILE --as NAME`)."),
+                        "time": {"type": "string", "format": "date-time", "description": "When it was taken."},
+                        "revision": {"type": "integer", "format": "int64", "description": "The storage revision every object was read at."},
+                        "keys": {"type": "integer", "format": "int64", "description": "How many keys it holds."},
+                        "bytes": {"type": "integer", "format": "int64", "description": "Its size."},
+                    },
+                }},
+            },
+        }),
+        json!([
+            {"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"},
+            {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
+            {"name": "Last Backup", "type": "date", "jsonPath": ".status.lastBackupTime"},
+            ready_column(),
+            age_column(),
+        ]),
+    )
+}
+
 /// Every CRD of the platform.
 pub fn all() -> Vec<Value> {
-    vec![tenant_crd(), tenant_cluster_crd()]
+    vec![tenant_crd(), tenant_cluster_crd(), cluster_backup_crd()]
 }
 
 #[cfg(test)]

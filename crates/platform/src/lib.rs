@@ -18,6 +18,7 @@
 //! registered by the binary).
 
 pub mod admission;
+pub mod backup;
 pub mod cluster;
 pub mod conditions;
 pub mod crds;
@@ -45,7 +46,7 @@ use runtime::shared::Shutdown;
 
 use crate::cluster::TenantClusterController;
 use crate::nodes::NodePools;
-use crate::resource::{LogicalCluster, Tenant, TenantCluster};
+use crate::resource::{ClusterBackup, LogicalCluster, Tenant, TenantCluster};
 use crate::tenant::TenantController;
 
 /// How the platform runs.
@@ -58,6 +59,8 @@ pub struct Options {
     /// Lifetime of the client certificates in the kubeconfig Secrets (re-issued once two
     /// thirds of it have passed).
     pub client_cert_validity: std::time::Duration,
+    /// Where ClusterBackups are written (`None`: the platform takes no backups).
+    pub backup_dir: Option<std::path::PathBuf>,
     /// Lease-based leader election (several replicas, one running the platform's controllers
     /// and node pools); `None` runs them at once.
     pub leader_election: Option<runtime::leader::LeaderConfig>,
@@ -69,6 +72,7 @@ impl Default for Options {
             workers: 8,
             nodes: node::Options::default(),
             client_cert_validity: pki::LEAF_VALIDITY,
+            backup_dir: None,
             leader_election: None,
         }
     }
@@ -148,7 +152,14 @@ async fn run_controllers_now(
     let clusters = root_informer::<TenantCluster>(&clients)?;
     let logical = root_informer::<LogicalCluster>(&clients)?;
     let pools = NodePools::new(clients.clone(), options.nodes.clone());
+    let backups = root_informer::<ClusterBackup>(&clients)?;
     let tenant_ctl = TenantController::new(clients.clone(), &tenants);
+    let backup_ctl = backup::BackupController::new(
+        clients.clone(),
+        &backups,
+        &clusters,
+        options.backup_dir.clone(),
+    );
     let cluster_ctl = TenantClusterController::new(
         clients.clone(),
         &clusters,
@@ -161,11 +172,13 @@ async fn run_controllers_now(
         tokio::spawn(tenants.clone().run(stopped.clone().wait())),
         tokio::spawn(clusters.clone().run(stopped.clone().wait())),
         tokio::spawn(logical.clone().run(stopped.clone().wait())),
+        tokio::spawn(backups.clone().run(stopped.clone().wait())),
     ];
     let synced = async {
         tenants.wait_synced().await;
         clusters.wait_synced().await;
         logical.wait_synced().await;
+        backups.wait_synced().await;
     };
     tokio::pin!(shutdown);
     tokio::select! {
@@ -175,6 +188,7 @@ async fn run_controllers_now(
     let w = options.workers.max(1);
     let tq = tenant_ctl.queue();
     let cq = cluster_ctl.queue();
+    let bq = backup_ctl.queue();
     {
         let ctl = tenant_ctl.clone();
         tasks.push(tokio::spawn(run_workers(
@@ -197,11 +211,24 @@ async fn run_controllers_now(
             },
         )));
     }
+    {
+        let ctl = backup_ctl.clone();
+        tasks.push(tokio::spawn(run_workers(
+            "clusterbackup",
+            bq.clone(),
+            2,
+            move |k| {
+                let ctl = ctl.clone();
+                async move { ctl.reconcile(k).await }
+            },
+        )));
+    }
     tracing::info!("platform controllers are running");
     shutdown.await;
     stop.trigger();
     tq.shut_down();
     cq.shut_down();
+    bq.shut_down();
     for t in tasks {
         let _ = t.await;
     }

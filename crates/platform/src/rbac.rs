@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use crate::crds::{GROUP, TENANT_CLUSTERS, TENANTS};
+use crate::crds::{CLUSTER_BACKUPS, GROUP, TENANT_CLUSTERS, TENANTS};
 use crate::naming;
 
 /// The access levels, lowest first.
@@ -31,7 +31,7 @@ const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollectio
 fn rules(level: &str) -> Vec<Value> {
     let rank = LEVELS.iter().position(|l| *l == level).unwrap_or(0);
     let mut rules = vec![
-        json!({"apiGroups": [GROUP], "resources": [TENANTS, TENANT_CLUSTERS, format!("{TENANT_CLUSTERS}/status"), format!("{TENANTS}/status")], "verbs": READ}),
+        json!({"apiGroups": [GROUP], "resources": [TENANTS, TENANT_CLUSTERS, format!("{TENANT_CLUSTERS}/status"), format!("{TENANTS}/status"), CLUSTER_BACKUPS, format!("{CLUSTER_BACKUPS}/status")], "verbs": READ}),
         json!({"apiGroups": [""], "resources": ["pods", "services", "endpoints", "events", "resourcequotas", "limitranges", "configmaps"], "verbs": READ}),
     ];
     if rank >= 1 {
@@ -39,7 +39,7 @@ fn rules(level: &str) -> Vec<Value> {
         rules.push(json!({"apiGroups": [""], "resources": ["secrets"], "verbs": READ}));
     }
     if rank >= 2 {
-        rules.push(json!({"apiGroups": [GROUP], "resources": [TENANT_CLUSTERS], "verbs": WRITE}));
+        rules.push(json!({"apiGroups": [GROUP], "resources": [TENANT_CLUSTERS, CLUSTER_BACKUPS], "verbs": WRITE}));
     }
     if rank >= 3 {
         rules.push(json!({"apiGroups": [GROUP], "resources": [TENANTS], "verbs": WRITE}));

@@ -71,6 +71,14 @@ resource!(
     NamespaceResourceScope
 );
 resource!(
+    ClusterBackup,
+    "ClusterBackup",
+    "platform.matryoshka.dev",
+    "v1alpha1",
+    "clusterbackups",
+    NamespaceResourceScope
+);
+resource!(
     LogicalCluster,
     "LogicalCluster",
     "core.matryoshka.dev",

@@ -424,3 +424,133 @@ async fn a_tenant_clusters_kubeconfig_secret_is_reissued_before_its_certificates
     }
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_backups_run_on_their_schedule_and_keep_only_the_retained_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start_with(platform::Options {
+        backup_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    })
+    .await;
+    create_tenant(&h.root, "tenant-root", "bk", json!({})).await;
+    await_condition(&tenants(&h.root, "tenant-root"), "bk", "Ready").await;
+    let tcs = tenant_clusters(&h.root, "tenant-bk");
+    tcs.create(
+        &Default::default(),
+        &object(
+            "TenantCluster",
+            "db",
+            json!({"nodeGroups": {"md0": {"minReplicas": 0, "maxReplicas": 1}}}),
+        ),
+    )
+    .await
+    .expect("create the TenantCluster");
+    await_condition(&tcs, "db", "Ready").await;
+    let backups: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        h.root.clone(),
+        "tenant-bk",
+        &resource("ClusterBackup", "clusterbackups"),
+    );
+    let create = |name: &str, spec: Value| {
+        let b = object("ClusterBackup", name, spec);
+        let backups = backups.clone();
+        async move {
+            backups
+                .create(&Default::default(), &b)
+                .await
+                .expect("create the ClusterBackup")
+        }
+    };
+    // Every second, two kept.
+    create(
+        "nightly",
+        json!({"cluster": "db", "schedule": "@every 1s", "retention": 2}),
+    )
+    .await;
+    // Once.
+    create("once", json!({"cluster": "db"})).await;
+    // A cluster that does not exist waits, saying so.
+    create("nowhere", json!({"cluster": "absent"})).await;
+
+    let files = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir.path().join("tenant-bk").join("db"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = std::collections::BTreeSet::new();
+    let nightly = loop {
+        let b = backups.get("nightly").await.unwrap();
+        let kept = b.data["status"]["backups"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        seen.extend(
+            kept.iter()
+                .filter_map(|k| k["file"].as_str().map(String::from)),
+        );
+        // Three taken at least: the first is gone, two are kept.
+        if kept.len() == 2 && seen.len() >= 3 {
+            break b;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            b.data["status"]
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let first = seen.iter().next().unwrap();
+    assert!(
+        !std::path::Path::new(first).exists(),
+        "{first} was kept beyond the retention"
+    );
+    // Kept files exist and are whole backups; one file is the single "once" backup.
+    let kept: Vec<String> = nightly.data["status"]["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["file"].as_str().unwrap().to_string())
+        .collect();
+    for f in &kept {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(text.starts_with("{\"format\":\"matryoshka.dev/cluster-backup/v1\""));
+        assert!(text.trim_end().ends_with("}}") && text.contains("{\"end\":{\"keys\":"));
+    }
+    let once = backups.get("once").await.unwrap();
+    assert_eq!(once.data["status"]["backups"].as_array().unwrap().len(), 1);
+    // On disk: what the two ClusterBackups keep (and at most one being written).
+    let kept_now: Vec<String> = backups.get("nightly").await.unwrap().data["status"]["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["file"].as_str().unwrap().to_string())
+        .collect();
+    assert!(files().len() <= kept_now.len() + 2, "{:?}", files());
+    let nowhere = backups.get("nowhere").await.unwrap();
+    assert_eq!(
+        nowhere.data["status"]["conditions"][0]["reason"],
+        "ClusterNotReady"
+    );
+    // The outcome is told as Events.
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(h.root.clone(), "tenant-bk");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let list = events.list(&Default::default()).await.unwrap();
+        if list
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("BackupCreated"))
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no BackupCreated event"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    h.stop().await;
+}
