@@ -24,9 +24,13 @@ pub enum BackupCommand {
 pub struct CreateArgs {
     /// The logical cluster (a TenantCluster's is named in its `status.logicalCluster`).
     pub cluster: String,
-    /// A directory (the file is named `<cluster>-<unix time>.backup`) or a file.
+    /// A directory (the file is named `<cluster>-<unix time>.backup`), a file, or an S3
+    /// location: `s3://bucket/key`, or `s3://bucket/prefix/` (named as in a directory).
     #[arg(long)]
-    pub to: PathBuf,
+    pub to: String,
+    /// The S3 endpoint of another S3 than AWS's (also `AWS_ENDPOINT_URL`).
+    #[arg(long)]
+    pub s3_endpoint: Option<String>,
     /// The root cluster's admin kubeconfig.
     #[arg(long, default_value = "./matryoshka-data/admin.conf")]
     pub kubeconfig: PathBuf,
@@ -34,8 +38,11 @@ pub struct CreateArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct RestoreArgs {
-    /// The backup file.
-    pub file: PathBuf,
+    /// The backup: a file, or an S3 object `s3://bucket/key`.
+    pub file: String,
+    /// The S3 endpoint of another S3 than AWS's (also `AWS_ENDPOINT_URL`).
+    #[arg(long)]
+    pub s3_endpoint: Option<String>,
     /// The name of the new logical cluster (it must not exist).
     #[arg(long = "as")]
     pub name: String,
@@ -83,11 +90,19 @@ fn unix_now() -> u64 {
 async fn create(args: CreateArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let client = client(&args.kubeconfig).await?;
-    let path = if args.to.is_dir() {
-        args.to
-            .join(format!("{}-{}.backup", args.cluster, unix_now()))
-    } else {
-        args.to.clone()
+    let name = format!("{}-{}.backup", args.cluster, unix_now());
+    let s3 = crate::s3::parse(&args.to, args.s3_endpoint.as_deref())?.map(|mut l| {
+        if l.key.is_empty() || l.key.ends_with('/') {
+            l.key.push_str(&name);
+        }
+        l
+    });
+    // An S3 backup is written to a local file first, uploaded once whole.
+    let to = PathBuf::from(&args.to);
+    let path = match &s3 {
+        Some(_) => std::env::temp_dir().join(format!("matryoshka-{}-{name}", std::process::id())),
+        None if to.is_dir() => to.join(&name),
+        None => to,
     };
     let req = http::Request::get(format!("{API}/{}/snapshot", args.cluster))
         .body(kube::client::Body::empty())?;
@@ -126,10 +141,18 @@ async fn create(args: CreateArgs) -> anyhow::Result<()> {
         );
     };
     std::fs::rename(&partial, &path)?;
+    let place = match &s3 {
+        Some(location) => {
+            let uploaded = location.upload(&path).await;
+            let _ = std::fs::remove_file(&path);
+            uploaded?;
+            location.describe()
+        }
+        None => path.display().to_string(),
+    };
     println!(
-        "backed up {} ({keys} keys, {bytes} bytes) to {} in {:.2}s",
+        "backed up {} ({keys} keys, {bytes} bytes) to {place} in {:.2}s",
         args.cluster,
-        path.display(),
         started.elapsed().as_secs_f64()
     );
     Ok(())
@@ -144,27 +167,43 @@ fn trailer(tail: &[u8]) -> Option<u64> {
 }
 
 async fn restore(args: RestoreArgs) -> anyhow::Result<()> {
+    match crate::s3::parse(&args.file, args.s3_endpoint.as_deref())? {
+        Some(location) => {
+            let local = std::env::temp_dir().join(format!(
+                "matryoshka-{}-{}.backup",
+                std::process::id(),
+                unix_now()
+            ));
+            let result = async {
+                location.download(&local).await?;
+                restore_file(&args, &local, &location.describe()).await
+            }
+            .await;
+            let _ = std::fs::remove_file(&local);
+            result
+        }
+        None => restore_file(&args, Path::new(&args.file), &args.file).await,
+    }
+}
+
+/// Restores the backup in `path` (`shown` names it in messages).
+async fn restore_file(args: &RestoreArgs, path: &Path, shown: &str) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut file = std::fs::File::open(&args.file)
-        .with_context(|| format!("opening {}", args.file.display()))?;
+    let mut file = std::fs::File::open(path).with_context(|| format!("opening {shown}"))?;
     // A truncated backup is refused before anything is written.
     let len = file.metadata()?.len();
     file.seek(std::io::SeekFrom::Start(len.saturating_sub(4096)))?;
     let mut tail = Vec::new();
     file.read_to_end(&mut tail)?;
-    let expected = trailer(&tail).with_context(|| {
-        format!(
-            "{} is not a complete backup (no trailer)",
-            args.file.display()
-        )
-    })?;
+    let expected = trailer(&tail)
+        .with_context(|| format!("{} is not a complete backup (no trailer)", shown))?;
     file.rewind()?;
     let (header, chunks) =
         controlplane::backup::restore_chunks(std::io::BufReader::new(file).lines())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+            .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
     let client = client(&args.kubeconfig).await?;
     for chunk in chunks {
-        let body = chunk.map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+        let body = chunk.map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
         let req = http::Request::post(format!("{API}/{}/restore", args.name))
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(kube::client::Body::from(body.into_bytes()))?;

@@ -13,6 +13,7 @@ mod image;
 mod node_agent;
 mod pki_cmd;
 mod real_node;
+mod s3;
 mod up;
 
 use clap::{Parser, Subcommand};

@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::process::Command;
 use std::time::Duration;
 
 use support::{Backend, Kubectl, Server, matryoshka};
@@ -257,4 +258,148 @@ fn a_cluster_backed_up_deleted_and_restored_has_every_object_back_and_a_new_hist
     ])
     .ok()
     .out("hello from before the backup");
+}
+
+/// moto's S3-compatible server on a loopback port (installed by `scripts/ensure-deps`), killed
+/// when dropped.
+struct S3Server {
+    child: std::process::Child,
+    endpoint: String,
+}
+
+impl S3Server {
+    const HOME: &str = "/opt/matryoshka/s3";
+
+    fn start() -> S3Server {
+        let port = support::free_port();
+        let child = Command::new(format!("{}/bin/moto_server", Self::HOME))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server runs (scripts/ensure-deps installs it)");
+        support::watchdog(child.id());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "moto_server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        S3Server {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Runs boto3 (moto's own client) against the server: `code` sees `s3`, a client.
+    fn boto(&self, code: &str) -> String {
+        let script = format!(
+            "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n{code}\n",
+            self.endpoint
+        );
+        let out = Command::new(format!("{}/bin/python", Self::HOME))
+            .args(["-c", &script])
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn with_s3(server: &Server, s3: &S3Server, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_matryoshka"))
+        .args(args)
+        .args(["--s3-endpoint", &s3.endpoint, "--kubeconfig"])
+        .arg(server.kubeconfig())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .output()
+        .expect("matryoshka runs")
+}
+
+#[test]
+fn a_backup_goes_to_an_s3_bucket_and_is_restored_from_it() {
+    let server = Server::start(Backend::Embedded);
+    let s3 = S3Server::start();
+    s3.boto("s3.create_bucket(Bucket='backups')");
+    let root = server.kubectl("1.33");
+    let conf = support::logical_cluster(&root, &server.dir, "s3src");
+    let k = Kubectl::new("1.33", &conf);
+    k.run(&["create", "configmap", "kept", "--from-literal=where=s3"])
+        .ok();
+
+    let out = with_s3(
+        &server,
+        &s3,
+        &["backup", "create", "s3src", "--to", "s3://backups/team/"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let keys = s3.boto(
+        "print('\\n'.join(o['Key'] for o in s3.list_objects_v2(Bucket='backups')['Contents']))",
+    );
+    let key = keys.trim();
+    assert!(
+        key.starts_with("team/s3src-") && key.ends_with(".backup"),
+        "{keys}"
+    );
+    // Nothing is left behind locally.
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("s3://backups/{key}")));
+
+    root.run(&[
+        "delete",
+        "logicalcluster",
+        "s3src",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
+    let out = with_s3(
+        &server,
+        &s3,
+        &[
+            "backup",
+            "restore",
+            &format!("s3://backups/{key}"),
+            "--as",
+            "s3src",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    k.run(&["get", "configmap", "kept", "-o", "jsonpath={.data.where}"])
+        .ok()
+        .out("s3");
+
+    // A bucket that does not exist: S3's refusal, nothing created.
+    let out = with_s3(
+        &server,
+        &s3,
+        &["backup", "create", "s3src", "--to", "s3://absent/x.backup"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("404"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
