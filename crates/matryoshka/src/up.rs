@@ -77,6 +77,10 @@ pub struct UpArgs {
     /// Where ClusterBackups are written (default `<data-dir>/backups`).
     #[arg(long)]
     pub backup_dir: Option<PathBuf>,
+    /// The shortest time between two scheduled backups of one ClusterBackup, whatever its
+    /// schedule says.
+    #[arg(long, default_value_t = 600)]
+    pub backup_min_interval_seconds: u64,
     /// The longest lifetime of a token from TokenRequest (longer requests get this), and so how
     /// long a rotated-out service-account key keeps verifying.
     #[arg(long, default_value_t = 48 * 3600)]
@@ -407,6 +411,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                     .clone()
                     .unwrap_or_else(|| args.data_dir.join("backups")),
             ),
+            backup_min_interval: Duration::from_secs(args.backup_min_interval_seconds),
             ..Default::default()
         }
         .with_leader_election(identity.clone()),

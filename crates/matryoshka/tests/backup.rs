@@ -205,6 +205,17 @@ fn a_cluster_backed_up_deleted_and_restored_has_every_object_back_and_a_new_hist
         watch.stdout,
         watch.stderr
     );
+    // So is a list at an exact revision from before it.
+    let exact = k.run(&[
+        "get",
+        "--raw",
+        &format!("/clusters/src/api/v1/namespaces/app/configmaps?resourceVersion={before_rv}&resourceVersionMatch=Exact"),
+    ]);
+    assert!(
+        exact.code != 0 && exact.stderr.contains("too old resource version"),
+        "{}",
+        exact.stderr
+    );
     // New writes carry revisions after the restore: a watch from now works.
     let now_rv = list_rv(&k);
     assert!(now_rv.parse::<i64>().unwrap() > before_rv.parse::<i64>().unwrap());

@@ -5,7 +5,8 @@
 //! its credentials), streamed to `<backup dir>/<namespace>/<cluster>/<unix time>.backup`
 //! through a `.partial` file that is renamed once its trailer arrived, so a file under that name
 //! is always whole. The directory is the operator's (`matryoshka up --backup-dir`), never a
-//! path a tenant writes. `status.backups` lists what is kept; Events `BackupCreated` and
+//! path a tenant writes, and a schedule runs at most once per the operator's minimum interval
+//! (`--backup-min-interval-seconds`); `retention` is at most 100 (the CRD's schema). `status.backups` lists what is kept; Events `BackupCreated` and
 //! `BackupFailed` tell each outcome; the condition `Ready` the last one.
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,8 @@ pub struct BackupController {
     events: Recorder,
     /// Where backups are written; `None`: the platform takes none.
     dir: Option<PathBuf>,
+    /// The shortest time between two scheduled backups of one ClusterBackup.
+    min_interval: Duration,
 }
 
 impl BackupController {
@@ -49,6 +52,7 @@ impl BackupController {
         backups: &Informer<ClusterBackup>,
         clusters: &Informer<TenantCluster>,
         dir: Option<PathBuf>,
+        min_interval: Duration,
     ) -> Arc<Self> {
         let queue = Queue::new();
         let q = queue.clone();
@@ -80,6 +84,7 @@ impl BackupController {
             queue,
             events,
             dir,
+            min_interval,
         })
     }
 
@@ -171,12 +176,17 @@ impl BackupController {
                     return Ok(Action::AwaitChange);
                 }
             };
-            match parsed.next(
+            let Some(t) = parsed.next(
                 last.unwrap_or(created),
                 &k8s_openapi::jiff::tz::TimeZone::UTC,
-            ) {
-                Some(t) => t,
-                None => return Ok(Action::AwaitChange),
+            ) else {
+                return Ok(Action::AwaitChange);
+            };
+            // A tenant's schedule cannot make the platform back up more often than its
+            // operator allows (each backup costs the platform's disk and a full read).
+            match last.and_then(|l| l.checked_add(self.min_interval).ok()) {
+                Some(earliest) if earliest > t => earliest,
+                _ => t,
             }
         };
         let suspended = b

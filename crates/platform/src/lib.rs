@@ -61,6 +61,8 @@ pub struct Options {
     pub client_cert_validity: std::time::Duration,
     /// Where ClusterBackups are written (`None`: the platform takes no backups).
     pub backup_dir: Option<std::path::PathBuf>,
+    /// The shortest time between two scheduled backups of one ClusterBackup.
+    pub backup_min_interval: std::time::Duration,
     /// Lease-based leader election (several replicas, one running the platform's controllers
     /// and node pools); `None` runs them at once.
     pub leader_election: Option<runtime::leader::LeaderConfig>,
@@ -73,6 +75,7 @@ impl Default for Options {
             nodes: node::Options::default(),
             client_cert_validity: pki::LEAF_VALIDITY,
             backup_dir: None,
+            backup_min_interval: std::time::Duration::from_secs(600),
             leader_election: None,
         }
     }
@@ -159,6 +162,7 @@ async fn run_controllers_now(
         &backups,
         &clusters,
         options.backup_dir.clone(),
+        options.backup_min_interval,
     );
     let cluster_ctl = TenantClusterController::new(
         clients.clone(),

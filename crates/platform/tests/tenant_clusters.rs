@@ -430,6 +430,7 @@ async fn cluster_backups_run_on_their_schedule_and_keep_only_the_retained_ones()
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::start_with(platform::Options {
         backup_dir: Some(dir.path().to_path_buf()),
+        backup_min_interval: std::time::Duration::from_secs(2),
         ..Default::default()
     })
     .await;
@@ -462,7 +463,7 @@ async fn cluster_backups_run_on_their_schedule_and_keep_only_the_retained_ones()
                 .expect("create the ClusterBackup")
         }
     };
-    // Every second, two kept.
+    // Every second (but at most every 2 s, the platform's minimum), two kept.
     create(
         "nightly",
         json!({"cluster": "db", "schedule": "@every 1s", "retention": 2}),
@@ -506,6 +507,14 @@ async fn cluster_backups_run_on_their_schedule_and_keep_only_the_retained_ones()
         !std::path::Path::new(first).exists(),
         "{first} was kept beyond the retention"
     );
+    // `@every 1s`, but never more often than the platform's minimum interval (2 s here).
+    let times: Vec<i64> = nightly.data["status"]["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| apimachinery::time::parse_unix_seconds(b["time"].as_str().unwrap()).unwrap())
+        .collect();
+    assert!(times[1] - times[0] >= 2, "{times:?}");
     // Kept files exist and are whole backups; one file is the single "once" backup.
     let kept: Vec<String> = nightly.data["status"]["backups"]
         .as_array()

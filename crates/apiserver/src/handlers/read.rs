@@ -86,6 +86,18 @@ pub async fn list(
             "specifying resource version is not allowed when using continue",
         ));
     }
+    // A list at an exact revision from before a restore reads another history (the deleted
+    // cluster's): 410, as for watches.
+    if ctx.query.get("resourceVersionMatch") == Some("Exact")
+        && let Some(floor) =
+            controlplane::backup::restored_revision(server.control_plane(), &ctx.cluster)
+        && let Some(at) = rv.as_deref().and_then(|r| r.parse::<i64>().ok())
+        && at < floor
+    {
+        return Err(ApiError::expired(format!(
+            "too old resource version: {at} ({floor}): the cluster was restored from a backup"
+        )));
+    }
     let req = ListRequest {
         filter,
         limit: parse_limit(ctx)?,
