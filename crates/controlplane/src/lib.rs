@@ -254,6 +254,7 @@ impl ControlPlane {
     /// Lets go of everything kept about a deleted cluster.
     pub(crate) fn forget(&self, cluster: &str) {
         self.trusts.forget(cluster);
+        self.store.cache.forget_cluster(cluster);
         self.openapi.set(cluster, None);
         for hook in self.forget_hooks.lock().iter() {
             hook(cluster);

@@ -105,6 +105,9 @@ struct ResourceState {
     history: VecDeque<Arc<HistEvent>>,
     /// Watches may start at any revision at or above this.
     floor: i64,
+    /// Cross-cluster watches may start only at or above this: events of deleted clusters
+    /// below it left the history ([`WatchCache::forget_cluster`]).
+    cross_floor: i64,
     /// Watchers by cluster; the `None` entry holds cross-cluster watchers.
     watchers: HashMap<Option<String>, HashMap<u64, Watcher>>,
 }
@@ -361,10 +364,14 @@ impl WatchCache {
         let mut initial: Vec<WatchItem> = Vec::new();
         match start {
             Start::After(after) => {
-                if after < rs.floor {
+                let floor = if filter.cluster.is_none() {
+                    rs.floor.max(rs.cross_floor)
+                } else {
+                    rs.floor
+                };
+                if after < floor {
                     return Err(ApiError::expired(format!(
-                        "too old resource version: {after} ({})",
-                        rs.floor
+                        "too old resource version: {after} ({floor})"
                     )));
                 }
                 let from = rs.history.partition_point(|e| e.rev <= after);
@@ -451,6 +458,36 @@ impl WatchCache {
             .flat_map(|r| r.watchers.values())
             .map(HashMap::len)
             .sum()
+    }
+
+    /// Lets go of a deleted cluster's events in every resource's resumption history (a churn
+    /// of clusters would otherwise keep every event of the history window). Nobody watches a
+    /// deleted cluster, and other clusters' watchers never saw its events; a cross-cluster
+    /// watch may start only after the newest event dropped, so a component resuming from
+    /// before re-lists instead of missing the cluster's deletions. Returns how many events
+    /// were dropped.
+    pub fn forget_cluster(&self, cluster: &str) -> usize {
+        let mut st = self.state.write();
+        let mut dropped = 0;
+        for rs in st.resources.values_mut() {
+            let before = rs.history.len();
+            let mut newest = None;
+            rs.history.retain(|e| {
+                let keep = &*e.obj.cluster != cluster;
+                if !keep {
+                    newest = Some(e.rev);
+                }
+                keep
+            });
+            if let Some(rev) = newest {
+                rs.cross_floor = rs.cross_floor.max(rev);
+                dropped += before - rs.history.len();
+                if rs.history.capacity() > 4 * rs.history.len().max(64) {
+                    rs.history.shrink_to_fit();
+                }
+            }
+        }
+        dropped
     }
 
     /// Trims every resource's history by age, also those no event has touched since a burst

@@ -524,3 +524,42 @@ async fn a_writer_waits_while_the_cache_trails_by_more_than_the_allowed_lag() {
         .expect("the writer goes on once the cache is within the lag")
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_deleted_clusters_events_leave_the_history_and_only_cross_cluster_watches_from_before_relist()
+ {
+    let (cache, storage, _dir) = cache_with(CacheOptions::default()).await;
+    // Cluster "a" gets three pods, then cluster "b" one.
+    let revs = pods_written(&cache, &storage, 3).await;
+    let b = storage
+        .create(
+            pod_key("b", "p").as_bytes(),
+            bytes(&pod("p", json!({}), "n1", "Running")),
+        )
+        .await
+        .unwrap()
+        .mod_revision;
+    assert!(cache.wait_for(b, std::time::Duration::from_secs(10)).await);
+    let watch = |cluster: Option<&str>, after: i64| {
+        let filter = Filter {
+            cluster: cluster.map(String::from),
+            ..Filter::default()
+        };
+        cache.watch("", "pods", filter, Start::After(after), false)
+    };
+    assert!(watch(None, revs[0]).is_ok());
+
+    assert_eq!(cache.forget_cluster("a"), 3);
+    assert_eq!(cache.forget_cluster("a"), 0);
+    // A component watching every cluster from before "a"'s last event re-lists (410) rather
+    // than miss it; from after it, it resumes and still gets "b"'s pod.
+    let refused = watch(None, revs[1]).err().expect("a 410");
+    assert_eq!(refused.code, 410);
+    let mut resumed = watch(None, revs[2]).expect("resumes after the dropped events");
+    match resumed.rx.try_recv() {
+        Ok(WatchItem::Event(_, obj)) => assert_eq!(&*obj.cluster, "b"),
+        _ => panic!("expected b's pod"),
+    }
+    // A watcher of another cluster never saw "a"'s events: it resumes from anywhere.
+    assert!(watch(Some("b"), revs[0]).is_ok());
+}
