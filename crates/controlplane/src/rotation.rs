@@ -215,21 +215,8 @@ async fn ensure_root_keys(cp: &ControlPlane) -> Result<(), ApiError> {
         "type": "Opaque",
         "data": {SA_KEY: STANDARD.encode(&cp.config.root_sa_key)},
     });
-    let res = secrets(cp)?;
-    let loc = Location {
-        cluster: cluster::ROOT,
-        namespace: SYSTEM_NAMESPACE,
-        name: "",
-    };
-    match cp
-        .store
-        .create(&res, &loc, secret, &WriteOptions::default())
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.code == 409 => Ok(()),
-        Err(e) => Err(e),
-    }
+    // Another replica may have created it first: then its keys are kept.
+    crate::tenancy::create_or_keep(cp, cluster::ROOT, "", "secrets", SYSTEM_NAMESPACE, secret).await
 }
 
 /// Whether a `-pki` Secret's signing key is due, and how many retired keys have outlived

@@ -116,7 +116,8 @@ fn store_err(e: ApiError) -> ApiError {
     e
 }
 
-async fn create_or_keep(
+/// Creates `obj` unless an object of its name exists (which is kept).
+pub(crate) async fn create_or_keep(
     cp: &ControlPlane,
     cluster: &str,
     group: &str,
