@@ -123,23 +123,10 @@ impl Snapshot {
         send(tx, line(&self.header)?).await?;
         send(tx, line(&json!({ "credentials": self.credentials }))?).await?;
         let mut keys = 0u64;
-        let mut token = None;
-        loop {
-            let page = cp
-                .store
-                .storage
-                .list(
-                    self.prefix.as_bytes(),
-                    storage::ListOptions {
-                        revision: Some(self.header.revision),
-                        limit: Some(PAGE),
-                        continue_token: token.take(),
-                    },
-                )
-                .await
-                .map_err(|e| ApiError::service_unavailable(format!("reading the cluster: {e}")))?;
-            let mut buf = Vec::with_capacity(page.items.iter().map(|kv| kv.value.len() + 64).sum());
-            for kv in &page.items {
+        let mut pages = Pages::new(&self.prefix, Some(self.header.revision));
+        while let Some(items) = pages.next(cp).await? {
+            let mut buf = Vec::with_capacity(items.iter().map(|kv| kv.value.len() + 64).sum());
+            for kv in &items {
                 let Some(suffix) = kv.key.strip_prefix(self.prefix.as_bytes()) else {
                     continue;
                 };
@@ -147,10 +134,6 @@ impl Snapshot {
                 keys += 1;
             }
             send(tx, buf).await?;
-            match page.continue_token {
-                Some(t) => token = Some(t),
-                None => break,
-            }
         }
         send(tx, line(&json!({"end": {"keys": keys}}))?).await
     }
@@ -160,6 +143,51 @@ async fn send(tx: &mpsc::Sender<Bytes>, bytes: Vec<u8>) -> Result<(), ApiError> 
     tx.send(Bytes::from(bytes))
         .await
         .map_err(|_| ApiError::internal("the client went away"))
+}
+
+/// The keys under a prefix, [`PAGE`] at a time, all read at one revision.
+struct Pages<'a> {
+    prefix: &'a str,
+    revision: Option<i64>,
+    token: Option<String>,
+    done: bool,
+}
+
+impl<'a> Pages<'a> {
+    /// At `revision`, or at the current one for every page.
+    fn new(prefix: &'a str, revision: Option<i64>) -> Self {
+        Pages {
+            prefix,
+            revision,
+            token: None,
+            done: false,
+        }
+    }
+
+    async fn next(
+        &mut self,
+        cp: &ControlPlane,
+    ) -> Result<Option<Vec<storage::KeyValue>>, ApiError> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = cp
+            .store
+            .storage
+            .list(
+                self.prefix.as_bytes(),
+                storage::ListOptions {
+                    revision: self.revision,
+                    limit: Some(PAGE),
+                    continue_token: self.token.take(),
+                },
+            )
+            .await
+            .map_err(|e| ApiError::service_unavailable(format!("reading the cluster: {e}")))?;
+        self.token = page.continue_token;
+        self.done = self.token.is_none();
+        Ok(Some(page.items))
+    }
 }
 
 fn line(v: &impl Serialize) -> Result<Vec<u8>, ApiError> {
@@ -421,26 +449,9 @@ async fn complete(
 ) -> Result<i64, ApiError> {
     let prefix = registry::key::cluster(name);
     let mut held = 0u64;
-    let mut token = None;
-    loop {
-        let page = cp
-            .store
-            .storage
-            .list(
-                prefix.as_bytes(),
-                storage::ListOptions {
-                    limit: Some(10_000),
-                    continue_token: token.take(),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
-        held += page.items.len() as u64;
-        match page.continue_token {
-            Some(t) => token = Some(t),
-            None => break,
-        }
+    let mut pages = Pages::new(&prefix, None);
+    while let Some(items) = pages.next(cp).await? {
+        held += items.len() as u64;
     }
     // The control plane's loops may have added keys (APIServices of restored CRDs): at least
     // the backup's keys must be there.

@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 
-const SYSTEM_NAMESPACE: &str = "matryoshka-system";
-const CA_PREVIOUS: &str = "ca-previous.crt";
+use controlplane::trust::{CA_PREVIOUS, SYSTEM_NAMESPACE};
+
 /// Touched on the LogicalCluster at each phase, so the components reconciling it look again.
 const ANNOTATION: &str = "core.matryoshka.dev/ca-rotation";
 

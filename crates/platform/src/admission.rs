@@ -1,4 +1,4 @@
-//! The platform's validating admission hooks for its two resources (the API server runs them;
+//! The platform's validating admission hooks for its resources (the API server runs them;
 //! the binary registers [`validators`]): a TenantCluster or Tenant that breaks a rule is refused with `422 Invalid` and a
 //! cause per field (the rules are [`crate::validation`]'s); a Tenant claiming more quota than
 //! its parent has left is refused with `403 Forbidden` (the check is [`crate::quota`]'s).
@@ -12,7 +12,7 @@ use apimachinery::admission::{Objects, Request, Validator};
 use apimachinery::status::ApiError;
 use serde_json::{Map, Value};
 
-use crate::crds::{GROUP, TENANT_CLUSTERS, TENANTS};
+use crate::crds::{CLUSTER_BACKUPS, GROUP, TENANT_CLUSTERS, TENANTS};
 use crate::{naming, quota, validation};
 
 fn name(obj: &Value) -> &str {
@@ -117,5 +117,39 @@ pub fn validators() -> Vec<(&'static str, &'static str, Arc<dyn Validator>)> {
     vec![
         (GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator)),
         (GROUP, TENANTS, Arc::new(TenantValidator)),
+        (GROUP, CLUSTER_BACKUPS, Arc::new(ClusterBackupValidator)),
     ]
+}
+
+/// Admits ClusterBackups: a schedule is a cron schedule (as a CronJob's).
+pub struct ClusterBackupValidator;
+
+impl Validator for ClusterBackupValidator {
+    fn validate(&self, req: &Request<'_>, _objects: &dyn Objects) -> Result<(), ApiError> {
+        if spec_unchanged(req) {
+            return Ok(());
+        }
+        let schedule = req
+            .object
+            .pointer("/spec/schedule")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if schedule.is_empty() {
+            return Ok(());
+        }
+        match apimachinery::cron::parse_standard(schedule) {
+            Ok(_) => Ok(()),
+            Err(why) => Err(ApiError::invalid(
+                "ClusterBackup",
+                GROUP,
+                name(req.object),
+                &vec![apimachinery::FieldError::invalid(
+                    "spec.schedule",
+                    Value::String(schedule.into()),
+                    why,
+                )]
+                .into(),
+            )),
+        }
+    }
 }

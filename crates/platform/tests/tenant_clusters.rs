@@ -463,6 +463,25 @@ async fn cluster_backups_run_on_their_schedule_and_keep_only_the_retained_ones()
                 .expect("create the ClusterBackup")
         }
     };
+    // A schedule that is not one is refused with its field.
+    let bad = backups
+        .create(
+            &Default::default(),
+            &object(
+                "ClusterBackup",
+                "bad",
+                json!({"cluster": "db", "schedule": "every day"}),
+            ),
+        )
+        .await
+        .expect_err("an unparseable schedule is refused");
+    match bad {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(s.message.contains("spec.schedule"), "{}", s.message);
+        }
+        other => panic!("{other}"),
+    }
     // Every second (but at most every 2 s, the platform's minimum), two kept.
     create(
         "nightly",
