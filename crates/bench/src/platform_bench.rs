@@ -80,6 +80,11 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
     platform::install(&clients)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let capi = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/testdata/crds/cluster-api");
+    platform::install_machines(&clients, Some(&capi))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     background.spawn(platform::run_controllers(
         clients.clone(),
         platform::Options::default(),

@@ -74,6 +74,12 @@ pub struct UpArgs {
     /// keeps verifying for the longest token lifetime).
     #[arg(long, default_value_t = 90 * 24 * 3600)]
     pub service_account_key_rotation_seconds: u64,
+    /// A directory of Cluster API's CRDs as upstream publishes them (YAML files): installed
+    /// with the platform, they give tenant clusters worker machines (MachineDeployments,
+    /// MachineSets, Machines, MachineHealthChecks). Without them, and without Cluster API
+    /// installed otherwise, tenant clusters have no workers.
+    #[arg(long)]
+    pub cluster_api_crds: Option<PathBuf>,
     /// Where ClusterBackups are written (default `<data-dir>/backups`).
     #[arg(long)]
     pub backup_dir: Option<PathBuf>,
@@ -358,6 +364,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     platform::install(&clients())
         .await
         .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;
+    platform::install_machines(&clients(), args.cluster_api_crds.as_deref())
+        .await
+        .map_err(|e| anyhow::anyhow!("installing the machine CRDs: {e}"))?;
     // The root cluster's admin kubeconfig, re-written with a fresh certificate before the
     // old one expires.
     let admin_path = args.data_dir.join("admin.conf");
@@ -412,6 +421,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                     .unwrap_or_else(|| args.data_dir.join("backups")),
             ),
             backup_min_interval: Duration::from_secs(args.backup_min_interval_seconds),
+            cluster_api_crds: args.cluster_api_crds.clone(),
             ..Default::default()
         }
         .with_leader_election(identity.clone()),

@@ -74,6 +74,7 @@ fn api_clients_depend_on_nothing_of_the_server() {
         "scheduler",
         "node",
         "platform",
+        "machines",
         "dns",
         "streaming",
     ];

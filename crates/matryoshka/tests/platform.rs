@@ -22,7 +22,7 @@ const TEAM_X: &str = "  version: v1.33\n  nodeGroups:\n    md0:\n      minReplic
 
 #[test]
 fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
-    let server = Server::start(Backend::Embedded);
+    let server = Server::with_cluster_api(Backend::Embedded);
     let k = server.kubectl("1.33");
     k.run(&["get", "namespace", "tenant-root"]).ok();
     k.run(&["explain", "tenantclusters.spec.nodeGroups"])
@@ -87,6 +87,52 @@ fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
         alloc.lines().collect::<Vec<_>>(),
         ["3297Mi 900m", "3297Mi 900m"]
     );
+    // The workers as Cluster API tooling sees them in the tenant namespace.
+    k.eventually(
+        &["get", "machinedeployments", "-n", "tenant-foo"],
+        Duration::from_secs(30),
+        |r| {
+            r.rows().first().is_some_and(|row| {
+                row[0] == "kubernetes-team-x-md0"
+                    && row[1] == "kubernetes-team-x"
+                    && row[2] == "True"
+                    && row[3..8] == ["2", "2", "2", "2", "2"]
+                    && row[8] == "Running"
+                    && row[10] == "v1.33.13"
+            })
+        },
+    );
+    k.run(&["get", "machinesets", "-n", "tenant-foo"])
+        .ok()
+        .out("kubernetes-team-x-md0-");
+    let machines = k
+        .run(&["get", "machines", "-n", "tenant-foo", "-o", "jsonpath={range .items[*]}{.status.phase} {.status.nodeRef.name} {.spec.providerID}{\"\\n\"}{end}"])
+        .ok()
+        .stdout
+        .clone();
+    let lines: Vec<&str> = machines.lines().collect();
+    assert_eq!(lines.len(), 2, "{machines}");
+    for l in &lines {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(f[0], "Running", "{l}");
+        assert!(f[1].starts_with("kubernetes-team-x-md0-"), "{l}");
+        assert_eq!(
+            f[2],
+            format!("virtual://{}", f[1]),
+            "the node is the machine's: {l}"
+        );
+    }
+    k.run(&[
+        "get",
+        "machinehealthchecks",
+        "-n",
+        "tenant-foo",
+        "kubernetes-team-x-md0",
+        "-o",
+        "jsonpath={.status.expectedMachines}/{.status.currentHealthy}",
+    ])
+    .ok()
+    .out("2/2");
     team.run(&["version", "-o", "json"])
         .ok()
         .out("\"gitVersion\": \"v1.33.");
@@ -164,4 +210,14 @@ fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
         |r| r.code == 0 && !r.stdout.contains("team-x"),
     );
     team.run(&["get", "nodes"]).fails(1);
+    k.run(&[
+        "get",
+        "machines,machinesets,machinedeployments,clusters.cluster.x-k8s.io",
+        "-n",
+        "tenant-foo",
+        "-o",
+        "name",
+    ])
+    .ok()
+    .not_out("team-x");
 }

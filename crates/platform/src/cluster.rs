@@ -1,12 +1,14 @@
 //! The TenantCluster controller: a TenantCluster becomes a logical cluster of the API server
 //! (a `LogicalCluster` in the root cluster, annotated with the Kubernetes release its
-//! `/version` reports), the kubeconfig Secret ([`crate::kubeconfig`]), and its node groups'
-//! virtual nodes ([`crate::nodes`]). Status: `ControlPlaneReady`, `NodesReady`, `Ready`,
-//! version, endpoint, node counts.
+//! `/version` reports), the kubeconfig Secret ([`crate::kubeconfig`]), and its node groups as
+//! Cluster API objects ([`crate::workers`]; the `machines` crate's controllers make the
+//! machines). Status: `ControlPlaneReady`, `NodesReady`, `Ready`, version, endpoint, node
+//! counts.
 //!
-//! Deletion runs through a finalizer: nodes stop, the Secret and the LogicalCluster are
-//! deleted (the API server then deletes every key under the cluster's prefix and its
-//! credentials), and the finalizer is released once the LogicalCluster is gone.
+//! Deletion runs through a finalizer: the Cluster goes first (its machines are deleted), then
+//! the Secret and the LogicalCluster (the API server then deletes every key under the
+//! cluster's prefix and its credentials), and the finalizer is released once the
+//! LogicalCluster is gone.
 
 use std::sync::Arc;
 
@@ -24,9 +26,8 @@ use runtime::queue::{Action, Queue};
 use crate::conditions::{self, Cond};
 use crate::install::FIELD_MANAGER;
 use crate::kubeconfig::{self, Target};
-use crate::nodes::NodePools;
 use crate::resource::{LogicalCluster, TenantCluster};
-use crate::{naming, spec};
+use crate::{naming, spec, workers};
 
 /// `action`, or a reconcile when the kubeconfig's certificates are due, if that comes first.
 fn renewal_due(action: Action, at: std::time::SystemTime) -> Action {
@@ -51,7 +52,8 @@ pub struct TenantClusterController {
     clients: ClusterClients,
     clusters: Store<TenantCluster>,
     logical: Store<LogicalCluster>,
-    nodes: Arc<NodePools>,
+    /// Whether Cluster API's CRDs are served (without them a cluster gets no workers).
+    cluster_api: bool,
     queue: Arc<Queue<ObjectKey>>,
     /// Lifetime of the kubeconfigs' client certificates.
     client_cert_validity: std::time::Duration,
@@ -62,7 +64,7 @@ impl TenantClusterController {
         clients: ClusterClients,
         clusters: &Informer<TenantCluster>,
         logical: &Informer<LogicalCluster>,
-        nodes: Arc<NodePools>,
+        cluster_api: bool,
         client_cert_validity: std::time::Duration,
     ) -> Arc<Self> {
         let queue = Queue::new();
@@ -84,7 +86,7 @@ impl TenantClusterController {
             clients,
             clusters: clusters.store(),
             logical: logical.store(),
-            nodes,
+            cluster_api,
             queue,
             client_cert_validity,
         })
@@ -92,10 +94,6 @@ impl TenantClusterController {
 
     pub fn queue(&self) -> Arc<Queue<ObjectKey>> {
         self.queue.clone()
-    }
-
-    pub fn nodes(&self) -> &Arc<NodePools> {
-        &self.nodes
     }
 
     fn lc_api(&self) -> Result<Api<LogicalCluster>> {
@@ -199,14 +197,57 @@ impl TenantClusterController {
         };
         let renew_at =
             kubeconfig::ensure(&root, &tenant, &target, self.client_cert_validity).await?;
-        // 3. The nodes.
-        let groups = spec::node_groups(&tc.spec);
-        let counts = self
-            .nodes
-            .ensure(&lc_name, &naming::release(&key.name), &groups)
-            .await?;
-        let nodes_ready = counts.running == counts.desired;
-        let nodes_msg = format!("{}/{} nodes ready", counts.running, counts.desired);
+        // 3. The workers, as Cluster API objects.
+        if !self.cluster_api {
+            return self
+                .status(
+                    &api,
+                    &tc,
+                    &[
+                        Cond {
+                            type_: "ControlPlaneReady",
+                            ok: true,
+                            reason: "Ready",
+                            message: "the control plane is serving",
+                        },
+                        Cond {
+                            type_: "NodesReady",
+                            ok: false,
+                            reason: "ClusterAPIMissing",
+                            message: "Cluster API is not installed (matryoshka up --cluster-api-crds DIR): no worker machines",
+                        },
+                        Cond {
+                            type_: "Ready",
+                            ok: false,
+                            reason: "ClusterAPIMissing",
+                            message: "Cluster API is not installed: no worker machines",
+                        },
+                    ],
+                    json!({"version": release, "endpoint": url, "logicalCluster": lc_name,
+                        "kubeconfigSecret": naming::kubeconfig_secret(&key.name)}),
+                )
+                .await
+                .map(|action| renewal_due(action, renew_at));
+        }
+        let release_name = naming::release(&key.name);
+        let counts = workers::Workers {
+            namespace: &key.namespace,
+            release: &release_name,
+            logical_cluster: &lc_name,
+            version: release,
+            url: &url,
+            serving_ca: &serving_ca,
+            spec: &tc.spec,
+            owner: owner(&tc),
+        }
+        .ensure(&root)
+        .await?;
+        let nodes_ready = counts.ready >= counts.desired;
+        let nodes_msg = format!(
+            "{}/{} nodes ready",
+            counts.ready.min(counts.desired),
+            counts.desired
+        );
         self.status(
             &api,
             &tc,
@@ -244,8 +285,8 @@ impl TenantClusterController {
                 "logicalCluster": lc_name,
                 "kubeconfigSecret": naming::kubeconfig_secret(&key.name),
                 "desiredNodes": counts.desired,
-                "readyNodes": counts.running,
-                "nodes": format!("{}/{}", counts.running, counts.desired),
+                "readyNodes": counts.ready.min(counts.desired),
+                "nodes": format!("{}/{}", counts.ready.min(counts.desired), counts.desired),
             }),
         )
         .await
@@ -305,8 +346,13 @@ impl TenantClusterController {
         api: &Api<TenantCluster>,
         finalizers: Vec<String>,
     ) -> Result<Action> {
-        self.nodes.stop(lc_name).await;
         let root = self.clients.cluster(ROOT)?;
+        if self.cluster_api
+            && !workers::delete(&root, &key.namespace, &naming::release(&key.name)).await?
+        {
+            // The Cluster's deletion event brings this key back.
+            return Ok(Action::AwaitChange);
+        }
         let secrets: Api<Secret> = Api::namespaced(root, &key.namespace);
         ignore_not_found(
             secrets

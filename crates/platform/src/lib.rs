@@ -9,7 +9,8 @@
 //! - schema and admission: [`crds`] (the CRDs), [`validation`] and [`quota`] (the rules),
 //!   [`admission`] (the API server's validating hooks for the two resources);
 //! - controllers: [`tenant`] (with [`rbac`], [`naming`]) and [`cluster`] (with
-//!   [`kubeconfig`], [`nodes`], [`spec`]);
+//!   [`kubeconfig`], [`workers`], [`spec`]; the workers' machines are the `machines` crate's,
+//!   run here under the same leader);
 //! - [`install`] (CRDs, roles, `tenant-root`) and [`run`], what `matryoshka up` calls.
 //!
 //! **Architecture Invariant:** the platform reaches clusters only through the Kubernetes API
@@ -25,19 +26,16 @@ pub mod crds;
 pub mod install;
 pub mod kubeconfig;
 pub mod naming;
-pub mod nodes;
 pub mod quota;
 pub mod rbac;
 pub mod resource;
 pub mod spec;
 pub mod tenant;
 pub mod validation;
+pub mod workers;
 
 use std::future::Future;
-use std::sync::Arc;
 
-use kube::Api;
-use kube::runtime::{WatchStreamExt, watcher};
 use runtime::client::{ClusterClients, ROOT};
 use runtime::error::Result;
 use runtime::informer::Informer;
@@ -45,7 +43,6 @@ use runtime::queue::run_workers;
 use runtime::shared::Shutdown;
 
 use crate::cluster::TenantClusterController;
-use crate::nodes::NodePools;
 use crate::resource::{ClusterBackup, LogicalCluster, Tenant, TenantCluster};
 use crate::tenant::TenantController;
 
@@ -54,8 +51,11 @@ use crate::tenant::TenantController;
 pub struct Options {
     /// Workers per controller.
     pub workers: usize,
-    /// Options of the tenant clusters' virtual nodes.
-    pub nodes: node::Options,
+    /// Options of the machine controllers (and of virtual machines' node agent).
+    pub machines: machines::Options,
+    /// Where the Cluster API CRDs are (installed with the platform); without them, and
+    /// without Cluster API installed otherwise, tenant clusters get no workers.
+    pub cluster_api_crds: Option<std::path::PathBuf>,
     /// Lifetime of the client certificates in the kubeconfig Secrets (re-issued once two
     /// thirds of it have passed).
     pub client_cert_validity: std::time::Duration,
@@ -72,7 +72,8 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             workers: 8,
-            nodes: node::Options::default(),
+            machines: machines::Options::default(),
+            cluster_api_crds: None,
             client_cert_validity: pki::LEAF_VALIDITY,
             backup_dir: None,
             backup_min_interval: std::time::Duration::from_secs(600),
@@ -92,30 +93,19 @@ impl Options {
     }
 }
 
-/// An informer of a root-cluster resource.
-fn root_informer<K>(clients: &ClusterClients) -> Result<Arc<Informer<K>>>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + Default
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let api: Api<K> = Api::all(clients.cluster(ROOT)?);
-    Ok(Informer::from_stream(
-        K::plural(&()).to_string(),
-        runtime::lenient::watcher(api, watcher::Config::default(), None).default_backoff(),
-    ))
-}
-
 /// Installs the CRDs, roles and `tenant-root` into the root cluster (the server must already
 /// run the platform's [`admission::validators`]). [`run`] does this first; call it alone to
 /// serve the resources without running the controllers.
 pub async fn install(clients: &ClusterClients) -> Result<()> {
     install::install(&clients.cluster(ROOT)?).await
+}
+
+/// Installs the machine providers' CRDs and, from `cluster_api_crds`, Cluster API's.
+pub async fn install_machines(
+    clients: &ClusterClients,
+    cluster_api_crds: Option<&std::path::Path>,
+) -> Result<()> {
+    machines::crds::install(&clients.cluster(ROOT)?, cluster_api_crds).await
 }
 
 /// Installs the platform and runs its controllers through `clients` until `shutdown`.
@@ -125,6 +115,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
     install(&clients).await?;
+    install_machines(&clients, options.cluster_api_crds.as_deref()).await?;
     run_controllers(clients, options, shutdown).await
 }
 
@@ -151,11 +142,16 @@ async fn run_controllers_now(
     options: Options,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let tenants = root_informer::<Tenant>(&clients)?;
-    let clusters = root_informer::<TenantCluster>(&clients)?;
-    let logical = root_informer::<LogicalCluster>(&clients)?;
-    let pools = NodePools::new(clients.clone(), options.nodes.clone());
-    let backups = root_informer::<ClusterBackup>(&clients)?;
+    let tenants = Informer::<Tenant>::root(&clients)?;
+    let clusters = Informer::<TenantCluster>::root(&clients)?;
+    let logical = Informer::<LogicalCluster>::root(&clients)?;
+    let cluster_api = machines::crds::cluster_api_installed(&clients.cluster(ROOT)?).await;
+    if !cluster_api {
+        tracing::warn!(
+            "Cluster API's CRDs are not served: tenant clusters get no worker machines (matryoshka up --cluster-api-crds DIR)"
+        );
+    }
+    let backups = Informer::<ClusterBackup>::root(&clients)?;
     let tenant_ctl = TenantController::new(clients.clone(), &tenants);
     let backup_ctl = backup::BackupController::new(
         clients.clone(),
@@ -168,9 +164,33 @@ async fn run_controllers_now(
         clients.clone(),
         &clusters,
         &logical,
-        pools.clone(),
+        cluster_api,
         options.client_cert_validity,
     );
+    // The Cluster API objects a TenantCluster renders bring it back when they change.
+    let capi = if cluster_api {
+        let clusters_capi = Informer::<machines::resource::Cluster>::root(&clients)?;
+        let mds = Informer::<machines::resource::MachineDeployment>::root(&clients)?;
+        let q = cluster_ctl.queue();
+        let requeue = move |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            let name = meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(machines::names::CLUSTER_NAME_LABEL));
+            if let (Some(ns), Some(tc)) = (
+                meta.namespace.as_deref(),
+                name.and_then(|n| n.strip_prefix("kubernetes-")),
+            ) {
+                q.add(runtime::informer::ObjectKey::new(ROOT, ns, tc));
+            }
+        };
+        let r = requeue.clone();
+        clusters_capi.on_change(move |c| r(&c.object().metadata));
+        mds.on_change(move |c| requeue(&c.object().metadata));
+        Some((clusters_capi, mds))
+    } else {
+        None
+    };
     let (stop, stopped) = Shutdown::new();
     let mut tasks = vec![
         tokio::spawn(tenants.clone().run(stopped.clone().wait())),
@@ -178,6 +198,18 @@ async fn run_controllers_now(
         tokio::spawn(logical.clone().run(stopped.clone().wait())),
         tokio::spawn(backups.clone().run(stopped.clone().wait())),
     ];
+    if let Some((c, m)) = &capi {
+        tasks.push(tokio::spawn(c.clone().run(stopped.clone().wait())));
+        tasks.push(tokio::spawn(m.clone().run(stopped.clone().wait())));
+    }
+    if cluster_api {
+        let (c, o, s) = (clients.clone(), options.machines.clone(), stopped.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = machines::run(c, o, s.wait()).await {
+                tracing::error!(error = %e, "the machine controllers stopped");
+            }
+        }));
+    }
     let synced = async {
         tenants.wait_synced().await;
         clusters.wait_synced().await;
@@ -236,6 +268,5 @@ async fn run_controllers_now(
     for t in tasks {
         let _ = t.await;
     }
-    pools.stop_all().await;
     Ok(())
 }

@@ -1,14 +1,11 @@
-//! Reading a TenantCluster's spec: the version map and node groups as the node agent's
-//! templates (spec: cozystack.md §1.2, §1.9).
+//! Reading a TenantCluster's spec: the version map and node groups' sizing (spec:
+//! cozystack.md §1.2, §1.9).
 //!
 //! Readers are lenient — a field of the wrong type reads as unset — because admission
 //! ([`crate::validation`]) has already refused what is wrong, and nothing a client sends may
 //! panic the controller.
 
-use std::collections::BTreeMap;
-
-use node::NodeTemplate;
-use node::sizing::{KubeletOverrides, SizingInput};
+use node::sizing::SizingInput;
 use serde_json::Value;
 
 /// Supported Kubernetes minors and the patch release each runs (`files/versions.yaml`).
@@ -60,96 +57,10 @@ pub fn version(spec: &Value) -> &str {
         .unwrap_or(DEFAULT_VERSION)
 }
 
-/// One node group, ready for the node agent.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeGroup {
-    pub name: String,
-    pub min_replicas: usize,
-    pub max_replicas: usize,
-    pub template: NodeTemplate,
-}
-
-/// The node's sizing input from a group's spec.
+/// The node's sizing input from a group's spec (the same keys as a machine's).
 pub fn sizing_input(group: &Value) -> SizingInput {
-    let kubelet = |k: &str| str_at(group, &format!("/kubelet/{k}")).map(str::to_string);
-    SizingInput {
-        instance_type: str_at(group, "/instanceType").map(str::to_string),
-        cpu: quantity_text(group.pointer("/resources/cpu")),
-        memory: quantity_text(group.pointer("/resources/memory")),
-        kubelet: KubeletOverrides {
-            system_reserved_memory: kubelet("systemReservedMemory"),
-            kube_reserved_memory: kubelet("kubeReservedMemory"),
-            system_reserved_cpu: kubelet("systemReservedCpu"),
-            kube_reserved_cpu: kubelet("kubeReservedCpu"),
-            eviction_hard_memory: kubelet("evictionHardMemory"),
-            eviction_soft_memory: kubelet("evictionSoftMemory"),
-        },
-        disk_size: quantity_text(group.get("diskSize")),
-        gpus: group
-            .get("gpus")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|g| g.get("name").and_then(Value::as_str))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
-    }
+    machines::infra::sizing_input(group)
 }
-
-fn count(v: Option<&Value>, default: usize) -> usize {
-    v.and_then(Value::as_u64)
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(default)
-}
-
-/// The node groups of a spec, by name; the default `md0` (no minimum) when none is given.
-pub fn node_groups(spec: &Value) -> Vec<NodeGroup> {
-    let groups = spec.get("nodeGroups").and_then(Value::as_object);
-    let Some(groups) = groups.filter(|g| !g.is_empty()) else {
-        let mut t = NodeTemplate::new("u1.medium", &["ingress-nginx"]);
-        t.labels = BTreeMap::new();
-        return vec![NodeGroup {
-            name: DEFAULT_GROUP.into(),
-            min_replicas: 0,
-            max_replicas: 10,
-            template: t,
-        }];
-    };
-    groups
-        .iter()
-        .map(|(name, g)| {
-            let roles: Vec<String> = g
-                .get("roles")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut template = NodeTemplate {
-                sizing: sizing_input(g),
-                roles,
-                ..NodeTemplate::default()
-            };
-            template
-                .labels
-                .insert(NODE_GROUP_LABEL.to_string(), name.clone());
-            NodeGroup {
-                name: name.clone(),
-                min_replicas: count(g.get("minReplicas"), 0),
-                max_replicas: count(g.get("maxReplicas"), 10),
-                template,
-            }
-        })
-        .collect()
-}
-
-/// The label naming a node's group.
-pub const NODE_GROUP_LABEL: &str = "platform.matryoshka.dev/node-group";
 
 #[cfg(test)]
 mod tests {
@@ -165,28 +76,15 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_node_group_map_gives_md0_without_a_minimum() {
-        let g = node_groups(&json!({}));
-        assert_eq!(g.len(), 1);
-        assert_eq!(g[0].name, "md0");
-        assert_eq!(g[0].min_replicas, 0);
-    }
-
-    #[test]
-    fn a_group_reads_sizing_roles_and_counts() {
-        let spec = json!({"nodeGroups": {"workers": {
-            "minReplicas": 2, "maxReplicas": 4, "instanceType": "u1.large",
-            "resources": {"cpu": 2, "memory": "8Gi"}, "roles": ["ingress-nginx"],
+    fn a_group_reads_its_sizing() {
+        let group = json!({
+            "instanceType": "u1.large",
+            "resources": {"cpu": 2, "memory": "8Gi"},
             "kubelet": {"evictionHardMemory": "5%"},
-        }}});
-        let g = &node_groups(&spec)[0];
-        assert_eq!((g.min_replicas, g.max_replicas), (2, 4));
-        assert_eq!(g.template.sizing.cpu.as_deref(), Some("2"));
-        assert_eq!(g.template.sizing.memory.as_deref(), Some("8Gi"));
-        assert_eq!(
-            g.template.sizing.kubelet.eviction_hard_memory.as_deref(),
-            Some("5%")
-        );
-        assert_eq!(g.template.roles, ["ingress-nginx"]);
+        });
+        let s = sizing_input(&group);
+        assert_eq!(s.cpu.as_deref(), Some("2"));
+        assert_eq!(s.memory.as_deref(), Some("8Gi"));
+        assert_eq!(s.kubelet.eviction_hard_memory.as_deref(), Some("5%"));
     }
 }

@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 async fn kubeconfig_client_config(yaml: &str) -> kube::Config {
@@ -16,23 +16,6 @@ async fn kubeconfig_client_config(yaml: &str) -> kube::Config {
     kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .expect("a client config")
-}
-
-async fn ready_nodes(client: &kube::Client) -> Vec<Node> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .list(&ListParams::default())
-        .await
-        .expect("list nodes")
-        .items
-        .into_iter()
-        .filter(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,7 +98,7 @@ async fn a_tenant_cluster_with_two_medium_workers_is_ready_and_its_kubeconfig_wo
         kube::Client::try_from(kubeconfig_client_config(&data["super-admin.conf"]).await).unwrap();
     assert_eq!(ready_nodes(&super_admin).await.len(), 2);
 
-    // Spec changes reconcile: a third node, then an upgrade.
+    // Spec changes reconcile: a third node and an upgrade (which rolls the machines).
     tcs.patch(
         "team-x",
         &PatchParams::default(),
@@ -131,7 +114,11 @@ async fn a_tenant_cluster_with_two_medium_workers_is_ready_and_its_kubeconfig_wo
             .then_some(())
     })
     .await;
-    assert_eq!(ready_nodes(&admin).await.len(), 3);
+    // The new version rolls the group: in the end three nodes, all of new machines.
+    eventually("three Ready nodes after the roll", || async {
+        (ready_nodes(&admin).await.len() == 3).then_some(())
+    })
+    .await;
     assert_eq!(
         admin.apiserver_version().await.unwrap().git_version,
         "v1.35.6"

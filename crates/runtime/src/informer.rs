@@ -217,6 +217,28 @@ where
 
 impl<K> Informer<K>
 where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Default
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    /// An informer of a resource of the root cluster only (the platform's and the machine
+    /// controllers' objects live there), skipping what it cannot decode.
+    pub fn root(clients: &ClusterClients) -> Result<Arc<Self>> {
+        let api: Api<K> = Api::all(clients.cluster(ROOT)?);
+        Ok(Self::from_stream(
+            K::plural(&()).to_string(),
+            crate::lenient::watcher(api, watcher::Config::default(), None).default_backoff(),
+        ))
+    }
+}
+
+impl<K> Informer<K>
+where
     K: Resource + Send + Sync + 'static,
 {
     /// An informer over any watcher stream (typed, dynamic or metadata-only).

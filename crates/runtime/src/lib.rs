@@ -14,6 +14,8 @@
 //! - [`events`]: the event recorder (aggregation, spam filter, never blocking its caller).
 //! - [`selector`]: label selectors, node selectors and affinity, and tolerations, parsed once
 //!   and matched as upstream's component helpers do (scheduler, DaemonSet, node lifecycle).
+//! - [`resource`]: [`json_resource!`] declares a CRD-backed kind (typed metadata, JSON spec
+//!   and status).
 //! - [`error`]: the errors of all of these.
 //!
 //! **Architecture Invariant:** this crate (and everything built on it) reaches a cluster only
@@ -28,6 +30,7 @@ pub mod leader;
 pub mod lenient;
 pub mod queue;
 pub mod renewing;
+pub mod resource;
 pub mod selector;
 pub mod shared;
 pub mod store;

@@ -59,6 +59,17 @@ impl Server {
         Server::start_with(backend, &[])
     }
 
+    /// Starts `matryoshka up` with the platform's Cluster API (upstream's CRDs from the shared
+    /// test data), so tenant clusters get worker machines.
+    pub fn with_cluster_api(backend: Backend) -> Server {
+        let crds =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/crds/cluster-api");
+        Server::start_with(
+            backend,
+            &["--cluster-api-crds", crds.to_str().expect("utf-8 path")],
+        )
+    }
+
     /// Starts `matryoshka up` with more flags (e.g. `--virtual-nodes 3`).
     pub fn start_with(backend: Backend, args: &[&str]) -> Server {
         let tmp = tempfile::tempdir().expect("tempdir");

@@ -17,6 +17,12 @@ use runtime::client::ClusterClients;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+/// Cluster API's CRDs as upstream publishes them (the shared test data).
+pub fn cluster_api_crds() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/testdata/crds/cluster-api")
+}
+
 pub struct Harness {
     pub server: Arc<ApiServer>,
     pub root: kube::Client,
@@ -94,6 +100,9 @@ impl Harness {
         platform::install(&clients)
             .await
             .expect("install the platform");
+        platform::install_machines(&clients, Some(&cluster_api_crds()))
+            .await
+            .expect("install the Cluster API CRDs");
         let shut = stopped(&stop);
         tasks.push(tokio::spawn(async move {
             let _ = platform::run_controllers(clients, options, shut).await;
@@ -193,3 +202,21 @@ pub async fn await_condition(api: &Api<DynamicObject>, name: &str, ty: &str) -> 
 
 #[allow(unused_imports)]
 pub use testkit::status::api_error;
+
+/// The Ready nodes of a cluster.
+pub async fn ready_nodes(client: &kube::Client) -> Vec<k8s_openapi::api::core::v1::Node> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    nodes
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("list nodes")
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .collect()
+}

@@ -1,0 +1,395 @@
+//! Worker machines: Cluster API's controllers over the upstream CRDs, and the infrastructure
+//! providers that realise a machine (spec: capi-kubevirt.md §1).
+//!
+//! Objects live in the root cluster, in a tenant's namespace, as Cluster API lays them out:
+//! `Cluster` → `MachineDeployment` → `MachineSet` → `Machine` → `MatryoshkaMachine` (the
+//! infrastructure machine, cloned from a `MatryoshkaMachineTemplate`), with a
+//! `MachineHealthCheck` per group. The workload cluster whose Nodes the machines become is a
+//! logical cluster of this Matryoshka, named by the Cluster's
+//! [`names::LOGICAL_CLUSTER_ANNOTATION`].
+//!
+//! - [`deployment`]: rollouts (RollingUpdate with maxSurge/maxUnavailable, OnDelete),
+//!   revisions, scaling, pause, status;
+//! - [`machineset`]: replicas (creation, deletion priority), remediation by deletion, status;
+//! - [`machine`]: bootstrap and infrastructure readiness, `providerID` → Node, phases and
+//!   conditions, the Node's labels and annotations; deletion drains the Node (cordon, evict
+//!   honouring PodDisruptionBudgets, timeout), deletes the infrastructure, then the Node;
+//! - [`healthcheck`]: MachineHealthChecks (unhealthy node conditions, node startup timeout,
+//!   the `unhealthyLessThanOrEqualTo` short-circuit);
+//! - [`cluster`]: the Cluster's status and its deletion (every machine first);
+//! - [`infra`] with [`provider`]: `MatryoshkaMachine` — `virtual` machines are nodes of the
+//!   in-process node agent.
+//!
+//! **Architecture Invariant:** an API client only (through `runtime`); one instance serves every
+//! namespace and every workload cluster (watches are cross-cluster), so it scales with objects,
+//! not with clusters.
+
+pub mod cluster;
+pub mod cond;
+pub mod crds;
+pub mod deployment;
+pub mod healthcheck;
+pub mod infra;
+pub mod machine;
+pub mod machineset;
+pub mod names;
+pub mod provider;
+pub mod resource;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::runtime::watcher;
+use runtime::client::{ClusterClients, ROOT};
+use runtime::error::Result;
+use runtime::events::Recorder;
+use runtime::informer::{Change, Informer, ObjectKey, Store};
+use runtime::queue::{Queue, run_workers};
+use runtime::shared::Shutdown;
+
+use crate::resource::{
+    Cluster, Machine, MachineDeployment, MachineHealthCheck, MachineSet, MatryoshkaMachine,
+    MatryoshkaMachineTemplate,
+};
+
+/// How the machine controllers run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Workers per controller.
+    pub workers: usize,
+    /// Options of virtual machines' node agent.
+    pub nodes: node::Options,
+    /// How often a drain that is waiting looks again (upstream: 20 s).
+    pub drain_retry: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            workers: 4,
+            nodes: node::Options::default(),
+            drain_retry: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The work queues, one per kind.
+pub(crate) struct Queues {
+    pub clusters: Arc<Queue<ObjectKey>>,
+    pub deployments: Arc<Queue<ObjectKey>>,
+    pub sets: Arc<Queue<ObjectKey>>,
+    pub machines: Arc<Queue<ObjectKey>>,
+    pub checks: Arc<Queue<ObjectKey>>,
+    pub infra: Arc<Queue<ObjectKey>>,
+}
+
+/// What every controller of this crate reads: the informers' stores, the clients, the queues.
+pub struct Ctx {
+    pub(crate) clients: ClusterClients,
+    pub(crate) recorder: Recorder,
+    pub(crate) options: Options,
+    pub(crate) clusters: Store<Cluster>,
+    pub(crate) deployments: Store<MachineDeployment>,
+    pub(crate) sets: Store<MachineSet>,
+    pub(crate) machines: Store<Machine>,
+    pub(crate) checks: Store<MachineHealthCheck>,
+    pub(crate) infra: Store<MatryoshkaMachine>,
+    pub(crate) templates: Store<MatryoshkaMachineTemplate>,
+    pub(crate) nodes: Store<Node>,
+    pub(crate) queues: Queues,
+    pub(crate) virtual_nodes: provider::VirtualProvider,
+}
+
+/// The controller reference of an object, if any.
+pub(crate) fn controller_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&OwnerReference> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+}
+
+/// A controller owner reference to `obj`.
+pub(crate) fn owner_ref<K: kube::Resource<DynamicType = ()>>(obj: &K) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).to_string(),
+        kind: K::kind(&()).to_string(),
+        name: obj.meta().name.clone().unwrap_or_default(),
+        uid: obj.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+impl Ctx {
+    /// The key of an object in the root cluster.
+    pub(crate) fn key(namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey::new(ROOT, namespace, name)
+    }
+
+    /// The Cluster a namespaced object with `spec.clusterName` belongs to.
+    pub(crate) fn cluster_of(
+        &self,
+        namespace: &str,
+        spec: &serde_json::Value,
+    ) -> Option<Arc<Cluster>> {
+        let name = resource::str_at(spec, "/clusterName")?;
+        self.clusters.get(&Self::key(namespace, name))
+    }
+
+    /// The logical cluster that is `cluster`'s workload cluster.
+    pub(crate) fn workload_of(cluster: &Cluster) -> Option<&str> {
+        cluster
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(names::LOGICAL_CLUSTER_ANNOTATION)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The Cluster whose workload cluster is `logical`.
+    pub(crate) fn cluster_for_workload(&self, logical: &str) -> Option<Arc<Cluster>> {
+        self.clusters
+            .list_cluster(ROOT)
+            .into_iter()
+            .map(|(_, c)| c)
+            .find(|c| Self::workload_of(c) == Some(logical))
+    }
+
+    /// A client of the root cluster.
+    pub(crate) fn root(&self) -> Result<kube::Client> {
+        self.clients.cluster(ROOT)
+    }
+}
+
+/// Installs the CRDs (with Cluster API's from `cluster_api_crds`) and runs the controllers
+/// through `clients` until `shutdown`.
+pub async fn run(
+    clients: ClusterClients,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let clusters = Informer::<Cluster>::root(&clients)?;
+    let deployments = Informer::<MachineDeployment>::root(&clients)?;
+    let sets = Informer::<MachineSet>::root(&clients)?;
+    let machines = Informer::<Machine>::root(&clients)?;
+    let checks = Informer::<MachineHealthCheck>::root(&clients)?;
+    let infra = Informer::<MatryoshkaMachine>::root(&clients)?;
+    let templates = Informer::<MatryoshkaMachineTemplate>::root(&clients)?;
+    let nodes = Informer::<Node>::new(&clients, watcher::Config::default())?;
+    let ctx = Arc::new(Ctx {
+        clients: clients.clone(),
+        recorder: Recorder::start(clients.clone(), "machine-controller"),
+        options: options.clone(),
+        clusters: clusters.store(),
+        deployments: deployments.store(),
+        sets: sets.store(),
+        machines: machines.store(),
+        checks: checks.store(),
+        infra: infra.store(),
+        templates: templates.store(),
+        nodes: nodes.store(),
+        queues: Queues {
+            clusters: Queue::new(),
+            deployments: Queue::new(),
+            sets: Queue::new(),
+            machines: Queue::new(),
+            checks: Queue::new(),
+            infra: Queue::new(),
+        },
+        virtual_nodes: provider::VirtualProvider::new(clients.clone(), options.nodes.clone()),
+    });
+    wire(
+        &ctx,
+        &clusters,
+        &deployments,
+        &sets,
+        &machines,
+        &checks,
+        &infra,
+        &nodes,
+    );
+    let (stop, stopped) = Shutdown::new();
+    let mut tasks = vec![
+        tokio::spawn(clusters.clone().run(stopped.clone().wait())),
+        tokio::spawn(deployments.clone().run(stopped.clone().wait())),
+        tokio::spawn(sets.clone().run(stopped.clone().wait())),
+        tokio::spawn(machines.clone().run(stopped.clone().wait())),
+        tokio::spawn(checks.clone().run(stopped.clone().wait())),
+        tokio::spawn(infra.clone().run(stopped.clone().wait())),
+        tokio::spawn(templates.clone().run(stopped.clone().wait())),
+        tokio::spawn(nodes.clone().run(stopped.clone().wait())),
+    ];
+    let synced = async {
+        clusters.wait_synced().await;
+        deployments.wait_synced().await;
+        sets.wait_synced().await;
+        machines.wait_synced().await;
+        checks.wait_synced().await;
+        infra.wait_synced().await;
+        templates.wait_synced().await;
+        nodes.wait_synced().await;
+    };
+    tokio::pin!(shutdown);
+    tokio::select! {
+        () = synced => {}
+        () = &mut shutdown => {}
+    }
+    let w = options.workers.max(1);
+    macro_rules! workers {
+        ($name:literal, $queue:ident, $method:ident) => {{
+            let c = ctx.clone();
+            tasks.push(tokio::spawn(run_workers(
+                $name,
+                ctx.queues.$queue.clone(),
+                w,
+                move |k| {
+                    let c = c.clone();
+                    async move { c.$method(k).await }
+                },
+            )));
+        }};
+    }
+    workers!("capi-cluster", clusters, reconcile_cluster);
+    workers!("machinedeployment", deployments, reconcile_deployment);
+    workers!("machineset", sets, reconcile_set);
+    workers!("machine", machines, reconcile_machine);
+    workers!("machinehealthcheck", checks, reconcile_check);
+    workers!("matryoshkamachine", infra, reconcile_infra);
+    tracing::info!("machine controllers are running");
+    shutdown.await;
+    stop.trigger();
+    for q in [
+        &ctx.queues.clusters,
+        &ctx.queues.deployments,
+        &ctx.queues.sets,
+        &ctx.queues.machines,
+        &ctx.queues.checks,
+        &ctx.queues.infra,
+    ] {
+        q.shut_down();
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    ctx.virtual_nodes.stop_all().await;
+    Ok(())
+}
+
+/// The owner of kind `kind` of an object, as a key in the object's namespace.
+fn owner_key(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    kind: &str,
+) -> Option<ObjectKey> {
+    let o = controller_of(meta).filter(|o| o.kind == kind)?;
+    Some(Ctx::key(meta.namespace.as_deref().unwrap_or(""), &o.name))
+}
+
+/// Which changes wake which reconciles.
+#[allow(clippy::too_many_arguments)]
+fn wire(
+    ctx: &Arc<Ctx>,
+    clusters: &Informer<Cluster>,
+    deployments: &Informer<MachineDeployment>,
+    sets: &Informer<MachineSet>,
+    machines: &Informer<Machine>,
+    checks: &Informer<MachineHealthCheck>,
+    infra: &Informer<MatryoshkaMachine>,
+    nodes: &Informer<Node>,
+) {
+    let q = ctx.queues.clusters.clone();
+    clusters.on_change(move |c| q.add(c.key().clone()));
+    let q = ctx.queues.deployments.clone();
+    let qc = ctx.queues.clusters.clone();
+    deployments.on_change(move |c| {
+        q.add(c.key().clone());
+        if let Some(name) = resource::str_at(&c.object().spec, "/clusterName") {
+            qc.add(Ctx::key(&c.key().namespace, name));
+        }
+    });
+    let q = ctx.queues.sets.clone();
+    let qd = ctx.queues.deployments.clone();
+    sets.on_change(move |c| {
+        q.add(c.key().clone());
+        if let Some(k) = owner_key(&c.object().metadata, "MachineDeployment") {
+            qd.add(k);
+        }
+    });
+    let q = ctx.queues.machines.clone();
+    let qs = ctx.queues.sets.clone();
+    let qc = ctx.queues.clusters.clone();
+    let qh = ctx.queues.checks.clone();
+    let checks_store = ctx.checks.clone();
+    machines.on_change(move |c| {
+        q.add(c.key().clone());
+        let m = c.object();
+        if let Some(k) = owner_key(&m.metadata, "MachineSet") {
+            qs.add(k);
+        }
+        let ns = &c.key().namespace;
+        if let Some(cluster) = resource::str_at(&m.spec, "/clusterName") {
+            qc.add(Ctx::key(ns, cluster));
+            for hc in checks_store.list_namespace(ROOT, ns) {
+                if resource::str_at(&hc.spec, "/clusterName") == Some(cluster) {
+                    qh.add(Ctx::key(ns, hc.metadata.name.as_deref().unwrap_or("")));
+                }
+            }
+        }
+    });
+    let q = ctx.queues.checks.clone();
+    checks.on_change(move |c| {
+        if !matches!(c, Change::Deleted(..)) {
+            q.add(c.key().clone());
+        }
+    });
+    let q = ctx.queues.infra.clone();
+    let qm = ctx.queues.machines.clone();
+    infra.on_change(move |c| {
+        q.add(c.key().clone());
+        if let Some(k) = owner_key(&c.object().metadata, "Machine") {
+            qm.add(k);
+        }
+    });
+    // A Node wakes its Machine: by the annotations the Machine controller writes, else by
+    // name (providers name nodes after their machines) in the namespace of the Cluster whose
+    // workload cluster it is in.
+    let weak = Arc::downgrade(ctx);
+    nodes.on_change(move |c| {
+        let Some(ctx) = weak.upgrade() else { return };
+        let n = c.object();
+        let ann = n.metadata.annotations.as_ref();
+        let by_annotation = ann.and_then(|a| {
+            Some(Ctx::key(
+                a.get(names::NODE_CLUSTER_NAMESPACE_ANNOTATION)?,
+                a.get(names::NODE_MACHINE_ANNOTATION)?,
+            ))
+        });
+        let key = by_annotation.or_else(|| {
+            let cluster = ctx.cluster_for_workload(c.key().cluster.as_str())?;
+            Some(Ctx::key(
+                cluster.metadata.namespace.as_deref().unwrap_or(""),
+                &c.key().name,
+            ))
+        });
+        if let Some(k) = key
+            && let Some(m) = ctx.machines.get(&k)
+        {
+            ctx.queues.machines.add(k.clone());
+            if let Some(cluster) = resource::str_at(&m.spec, "/clusterName") {
+                for hc in ctx.checks.list_namespace(ROOT, &k.namespace) {
+                    if resource::str_at(&hc.spec, "/clusterName") == Some(cluster) {
+                        ctx.queues.checks.add(Ctx::key(
+                            &k.namespace,
+                            hc.metadata.name.as_deref().unwrap_or(""),
+                        ));
+                    }
+                }
+            }
+        }
+    });
+}
