@@ -197,6 +197,7 @@ impl Ctx {
 
     pub async fn reconcile_deployment(&self, key: ObjectKey) -> Result<Action> {
         let Some(md) = self.deployments.get(&key) else {
+            self.expected_sets.forget(&key);
             return Ok(Action::AwaitChange);
         };
         if md.metadata.deletion_timestamp.is_some() {
@@ -220,6 +221,16 @@ impl Ctx {
         let replicas = replicas.max(0);
         let uid = md.metadata.uid.clone().unwrap_or_default();
         let sets = self.sets_of(&key.namespace, &uid);
+        // A set this controller just created and the informer does not show yet: its
+        // arrival brings this key back (deciding now would create another).
+        let (creating, _) = self.expected_sets.pending(
+            &key,
+            |n| sets.iter().any(|s| s.metadata.name.as_deref() == Some(n)),
+            |_| true,
+        );
+        if !creating.is_empty() {
+            return Ok(Action::AwaitChange);
+        }
         let template = md.spec.get("template").cloned().unwrap_or_default();
         let identity = rollout_identity(template.get("spec").unwrap_or(&Value::Null));
         let up_to_date = |s: &MachineSet| {
@@ -265,6 +276,8 @@ impl Ctx {
                     surge,
                 )
                 .await?;
+            self.expected_sets
+                .created(&key, created.metadata.name.as_deref().unwrap_or(""));
             new = Some(Arc::new(created));
         }
         let Some(new) = new else {

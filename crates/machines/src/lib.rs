@@ -18,16 +18,19 @@
 //!   the `unhealthyLessThanOrEqualTo` short-circuit);
 //! - [`cluster`]: the Cluster's status and its deletion (every machine first);
 //! - [`infra`] with [`provider`]: `MatryoshkaMachine` — `virtual` machines are nodes of the
-//!   in-process node agent.
+//!   in-process node agent;
+//! - [`autoscaler`]: the cluster autoscaler over the groups' size annotations.
 //!
 //! **Architecture Invariant:** an API client only (through `runtime`); one instance serves every
 //! namespace and every workload cluster (watches are cross-cluster), so it scales with objects,
 //! not with clusters.
 
+pub mod autoscaler;
 pub mod cluster;
 pub mod cond;
 pub mod crds;
 pub mod deployment;
+pub mod expectations;
 pub mod healthcheck;
 pub mod infra;
 pub mod machine;
@@ -64,6 +67,8 @@ pub struct Options {
     pub nodes: node::Options,
     /// How often a drain that is waiting looks again (upstream: 20 s).
     pub drain_retry: Duration,
+    /// The cluster autoscaler (None: node groups keep the size they are given).
+    pub autoscaler: Option<autoscaler::AutoscalerOptions>,
 }
 
 impl Default for Options {
@@ -72,6 +77,7 @@ impl Default for Options {
             workers: 4,
             nodes: node::Options::default(),
             drain_retry: Duration::from_secs(2),
+            autoscaler: Some(autoscaler::AutoscalerOptions::default()),
         }
     }
 }
@@ -101,6 +107,9 @@ pub struct Ctx {
     pub(crate) nodes: Store<Node>,
     pub(crate) queues: Queues,
     pub(crate) virtual_nodes: provider::VirtualProvider,
+    /// Machines a MachineSet, and MachineSets a MachineDeployment, just wrote.
+    pub(crate) expected_machines: expectations::Expectations,
+    pub(crate) expected_sets: expectations::Expectations,
 }
 
 /// The controller reference of an object, if any.
@@ -203,6 +212,8 @@ pub async fn run(
             infra: Queue::new(),
         },
         virtual_nodes: provider::VirtualProvider::new(clients.clone(), options.nodes.clone()),
+        expected_machines: Default::default(),
+        expected_sets: Default::default(),
     });
     wire(
         &ctx,
@@ -261,6 +272,11 @@ pub async fn run(
     workers!("machine", machines, reconcile_machine);
     workers!("machinehealthcheck", checks, reconcile_check);
     workers!("matryoshkamachine", infra, reconcile_infra);
+    if let Some(opts) = options.autoscaler.clone() {
+        tasks.push(tokio::spawn(
+            ctx.clone().run_autoscaler(opts, stopped.clone().wait()),
+        ));
+    }
     tracing::info!("machine controllers are running");
     shutdown.await;
     stop.trigger();

@@ -473,10 +473,22 @@ impl Ctx {
         let workload = cluster
             .as_ref()
             .and_then(|c| Ctx::workload_of(c).map(str::to_string));
+        // The node: the one the Machine links, else one with its providerID (a machine
+        // deleted before its node was linked must not leave the node behind).
         let node_name = m
             .status_field("/nodeRef/name")
             .and_then(Value::as_str)
-            .map(str::to_string);
+            .map(str::to_string)
+            .or_else(|| {
+                let infra = str_at(&m.spec, "/infrastructureRef/name")
+                    .and_then(|n| self.infra.get(&Ctx::key(&key.namespace, n)));
+                let pid = str_at(&m.spec, "/providerID")
+                    .or_else(|| infra.as_ref().and_then(|i| str_at(&i.spec, "/providerID")))
+                    .unwrap_or("")
+                    .to_string();
+                let w = workload.as_deref()?;
+                self.node_of(w, &key.name, &pid)?.metadata.name.clone()
+            });
         // 1. Drain.
         let excluded = m
             .metadata
@@ -568,6 +580,7 @@ impl Ctx {
             }
         }
         // 3. The Node.
+        tracing::debug!(machine = %key, node = ?node_name, workload = ?workload, "infrastructure gone; deleting the node");
         if let (Some(w), Some(node)) = (&workload, &node_name) {
             let nodes: Api<Node> = Api::all(self.clients.cluster(w)?);
             match nodes.delete(node, &DeleteParams::default()).await {

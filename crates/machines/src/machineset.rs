@@ -102,6 +102,7 @@ impl Ctx {
 
     pub async fn reconcile_set(&self, key: ObjectKey) -> Result<Action> {
         let Some(ms) = self.sets.get(&key) else {
+            self.expected_machines.forget(&key);
             return Ok(Action::AwaitChange);
         };
         if ms.metadata.deletion_timestamp.is_some() {
@@ -155,16 +156,35 @@ impl Ctx {
             }
         }
         let owned = self.machines_of(&key.namespace, &uid);
+        // Machines this controller just created or deleted count as the informer will soon
+        // show them.
+        let (creating, deleting) = self.expected_machines.pending(
+            &key,
+            |n| owned.iter().any(|m| m.metadata.name.as_deref() == Some(n)),
+            |n| {
+                owned
+                    .iter()
+                    .find(|m| m.metadata.name.as_deref() == Some(n))
+                    .is_none_or(|m| m.metadata.deletion_timestamp.is_some())
+            },
+        );
         let active: Vec<&Arc<Machine>> = owned
             .iter()
             .filter(|m| m.metadata.deletion_timestamp.is_none())
+            .filter(|m| {
+                !deleting
+                    .iter()
+                    .any(|d| m.metadata.name.as_deref() == Some(d.as_str()))
+            })
             .collect();
+        let counted = active.len() + creating.len();
         let want = int_at(&ms.spec, "/replicas").unwrap_or(1).max(0) as usize;
-        if active.len() < want {
-            for _ in 0..(want - active.len()).min(BURST) {
-                self.create_machine(&key.namespace, &ms).await?;
+        if counted < want {
+            for _ in 0..(want - counted).min(BURST) {
+                let name = self.create_machine(&key.namespace, &ms).await?;
+                self.expected_machines.created(&key, &name);
             }
-        } else if active.len() > want {
+        } else if counted > want {
             let order = str_at(&ms.spec, "/deletion/order").unwrap_or("Random");
             let mut victims: Vec<&Arc<Machine>> = active.clone();
             victims.sort_by(|a, b| {
@@ -173,9 +193,13 @@ impl Ctx {
                     .unwrap_or(std::cmp::Ordering::Equal)
                     .then_with(|| a.metadata.name.cmp(&b.metadata.name))
             });
-            for m in victims.into_iter().take((active.len() - want).min(BURST)) {
+            for m in victims
+                .into_iter()
+                .take((counted - want).min(active.len()).min(BURST))
+            {
                 let name = m.metadata.name.clone().unwrap_or_default();
                 ignore_not_found(machines_api.delete(&name, &DeleteParams::default()).await)?;
+                self.expected_machines.deleted(&key, &name);
                 self.recorder.record(
                     runtime::client::ROOT,
                     runtime::events::reference(&*ms),
@@ -189,8 +213,9 @@ impl Ctx {
         self.set_status(&api, &ms, &owned).await
     }
 
-    /// Creates one Machine of `ms` and its infrastructure machine (cloned from the template).
-    async fn create_machine(&self, namespace: &str, ms: &Arc<MachineSet>) -> Result<()> {
+    /// Creates one Machine of `ms` and its infrastructure machine (cloned from the template);
+    /// answers the Machine's name.
+    async fn create_machine(&self, namespace: &str, ms: &Arc<MachineSet>) -> Result<String> {
         let root = self.root()?;
         let set_name = ms.metadata.name.clone().unwrap_or_default();
         let name = names::generate(&set_name);
@@ -278,7 +303,7 @@ impl Ctx {
             "SuccessfulCreate",
             format!("Created machine {name:?}"),
         );
-        Ok(())
+        Ok(name)
     }
 
     async fn set_status(

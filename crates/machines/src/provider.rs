@@ -95,6 +95,7 @@ impl VirtualProvider {
         let Some(p) = pools.get(cluster).cloned() else {
             return Ok(());
         };
+        tracing::debug!(cluster, machine = name, "stopping a virtual machine");
         match p.remove(name, false).await {
             Ok(()) | Err(node::Error::NoSuchNode(_)) => {}
             Err(e) => return Err(node_err(e)),

@@ -218,11 +218,6 @@ impl Workers<'_> {
                 .and_then(Value::as_i64)
                 .unwrap_or(10)
                 .max(min);
-            // Upstream's defaulting: replicas start at the minimum and stay where they are
-            // (the autoscaler's) within [min, max].
-            let current = ignore_not_found(mds.get(&name).await)?
-                .and_then(|d| d.spec.get("replicas").and_then(Value::as_i64));
-            let replicas = current.unwrap_or(min).clamp(min, max);
             let mut annotations = json!({
                 capi::AUTOSCALER_MIN_ANNOTATION: min.to_string(),
                 capi::AUTOSCALER_MAX_ANNOTATION: max.to_string(),
@@ -242,12 +237,14 @@ impl Workers<'_> {
             {
                 tlabels[format!("node-role.kubernetes.io/{r}")] = json!("");
             }
-            apply(&mds, &name, &json!({
+            // `spec.replicas` is not the platform's: the machine controllers default it to the
+            // minimum (upstream's webhook) and the autoscaler or a user moves it; the platform
+            // only brings it back within [min, max], without overwriting a concurrent change.
+            let md = apply(&mds, &name, &json!({
                 "apiVersion": CAPI_API_VERSION, "kind": "MachineDeployment",
                 "metadata": {"name": name, "namespace": ns, "labels": self.labels(), "annotations": annotations, "ownerReferences": [cluster_owner]},
                 "spec": {
                     "clusterName": self.release,
-                    "replicas": replicas,
                     "selector": {"matchLabels": {capi::CLUSTER_NAME_LABEL: self.release, capi::DEPLOYMENT_NAME_LABEL: name}},
                     "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}},
                     "template": {
@@ -262,6 +259,16 @@ impl Workers<'_> {
                 },
             }))
             .await?;
+            if let Some(r) = md.spec.get("replicas").and_then(Value::as_i64)
+                && (r < min || r > max)
+            {
+                let patch = json!({
+                    "metadata": {"resourceVersion": md.metadata.resource_version},
+                    "spec": {"replicas": r.clamp(min, max)},
+                });
+                mds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
             let startup = seconds(g.get("nodeStartupTimeout").and_then(Value::as_str))
                 .or_else(|| seconds(hc.get("nodeStartupTimeout").and_then(Value::as_str)))
                 .unwrap_or(1200);
@@ -299,7 +306,19 @@ impl Workers<'_> {
                 ignore_not_found(mhcs.delete(&name, &DeleteParams::default()).await)?;
                 continue;
             }
-            counts.desired += d.spec.get("replicas").and_then(Value::as_i64).unwrap_or(0);
+            // Before the machine controllers default it, replicas is the group's minimum.
+            let min = d
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(capi::AUTOSCALER_MIN_ANNOTATION))
+                .and_then(|m| m.parse::<i64>().ok())
+                .unwrap_or(1);
+            counts.desired += d
+                .spec
+                .get("replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(min);
             counts.ready += d
                 .status_field("/readyReplicas")
                 .and_then(Value::as_i64)

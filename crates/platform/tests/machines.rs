@@ -175,7 +175,8 @@ async fn a_node_group_is_a_machine_deployment_that_scales_and_rolls_one_machine_
     .expect("scale down");
     running(&h, 1).await;
     eventually("one node left", || async {
-        (nodes.list(&ListParams::default()).await.ok()?.items.len() == 1).then_some(())
+        let l = nodes.list(&ListParams::default()).await.ok()?.items;
+        (l.len() == 1).then_some(())
     })
     .await;
 
@@ -466,5 +467,134 @@ async fn a_health_check_replaces_an_unhealthy_machine_unless_too_many_are_unheal
         cond(m.status.as_ref(), "OwnerRemediated").is_none(),
         "nothing handed to the owner"
     );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autoscaler_adds_machines_for_pods_that_do_not_fit_and_removes_them_when_idle() {
+    let options = platform::Options {
+        machines: machines::Options {
+            autoscaler: Some(machines::autoscaler::AutoscalerOptions {
+                scan_interval: std::time::Duration::from_millis(200),
+                scale_down_unneeded_time: std::time::Duration::from_secs(2),
+                scale_down_delay_after_add: std::time::Duration::from_secs(5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let h = Harness::start_with(options).await;
+    let tenant = cluster(
+        &h,
+        "auto",
+        json!({"nodeGroups": {"md0": {"minReplicas": 1, "maxReplicas": 3, "instanceType": "u1.medium"}}}),
+    )
+    .await;
+    running(&h, 1).await;
+    // Three pods of 600m: one fits the u1.medium node (900m allocatable), two do not.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(tenant.clone(), "default");
+    let web: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "web:1", "resources": {"requests": {"cpu": "600m", "memory": "100Mi"}}}]},
+        }},
+    }))
+    .expect("deployment");
+    deployments
+        .create(&PostParams::default(), &web)
+        .await
+        .expect("create the deployment");
+    let pods: Api<Pod> = Api::namespaced(tenant.clone(), "default");
+    eventually("three web pods Running on three nodes", || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .ok()?
+            .items;
+        let nodes: BTreeSet<String> = list
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        (nodes.len() == 3).then_some(())
+    })
+    .await;
+    running(&h, 3).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(tenant.clone(), "default");
+    let triggered = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("TriggeredScaleUp"))
+        .collect::<Vec<_>>();
+    assert!(
+        !triggered.is_empty(),
+        "pods say they triggered the scale-up"
+    );
+    assert!(
+        triggered[0]
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("tenant-foo/kubernetes-auto-md0 1->"),
+        "{:?}",
+        triggered[0].message
+    );
+    // A pod no group can hold says why.
+    let big: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "big"},
+        "spec": {"containers": [{"name": "big", "image": "big:1", "resources": {"requests": {"cpu": "64"}}}]},
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &big)
+        .await
+        .expect("create the big pod");
+    eventually("the big pod did not trigger a scale-up", || async {
+        let list = events.list(&ListParams::default()).await.ok()?.items;
+        list.iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("NotTriggerScaleUp")
+                    && e.involved_object.name.as_deref() == Some("big")
+            })
+            .map(|e| e.message.clone().unwrap_or_default())
+    })
+    .await;
+    let status: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(tenant.clone(), "kube-system");
+    let cm = status
+        .get("cluster-autoscaler-status")
+        .await
+        .expect("the status ConfigMap");
+    let text = cm.data.unwrap_or_default()["status"].clone();
+    assert!(
+        text.contains("autoscalerStatus: Running")
+            && text.contains("MachineDeployment/tenant-foo/kubernetes-auto-md0"),
+        "{text}"
+    );
+
+    // Idle nodes go back to the minimum.
+    pods.delete("big", &DeleteParams::default())
+        .await
+        .expect("delete the big pod");
+    deployments
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the deployment");
+    eventually("the group is back at its minimum", || async {
+        let mds: Api<MachineDeployment> = Api::namespaced(h.root.clone(), NS);
+        let md = mds.get("kubernetes-auto-md0").await.ok()?;
+        let all = machines(&h).await;
+        (md.spec["replicas"] == 1 && all.len() == 1).then_some(())
+    })
+    .await;
+    eventually("one node left", || async {
+        (ready_nodes(&tenant).await.len() == 1).then_some(())
+    })
+    .await;
     h.stop().await;
 }

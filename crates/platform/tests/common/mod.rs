@@ -45,6 +45,13 @@ impl Harness {
 
     /// A harness whose platform controllers run with `options`.
     pub async fn start_with(options: platform::Options) -> Harness {
+        // `TEST_LOG=machines=debug` shows what the components did.
+        if let Ok(filter) = std::env::var("TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_test_writer()
+                .try_init();
+        }
         let dir = tempfile::tempdir().expect("tempdir");
         let store = storage::embedded::EmbeddedStore::open(dir.path()).expect("store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -85,6 +92,16 @@ impl Harness {
                 ClusterClients::in_memory(LocalService::system(s.clone())),
                 controllers::Options::default()
                     .with_ca(s.control_plane().config().root_ca.cert_pem.clone()),
+                shut,
+            )
+            .await;
+        }));
+        let s = server.clone();
+        let shut = stopped(&stop);
+        tasks.push(tokio::spawn(async move {
+            let _ = scheduler::run(
+                ClusterClients::in_memory(LocalService::system(s)),
+                scheduler::Options::default(),
                 shut,
             )
             .await;
