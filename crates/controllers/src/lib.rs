@@ -17,6 +17,7 @@
 //!   [`volumebinding`].
 //!   services: [`endpoints`] (EndpointSlices and Endpoints).
 
+pub mod certificates;
 pub mod claim;
 pub mod clock;
 pub mod cronjob;

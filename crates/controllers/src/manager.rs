@@ -44,6 +44,9 @@ pub struct Options {
     pub clock: SharedClock,
     /// Durations of the cluster-policy controllers (quota resync, node grace periods).
     pub policy: crate::policy::PolicyOptions,
+    /// The root cluster's CA (certificate, key) for the CSR signer; logical clusters' CAs are
+    /// read from their `-pki` Secrets.
+    pub root_signer: crate::certificates::RootSigner,
 }
 
 impl Default for Options {
@@ -54,6 +57,7 @@ impl Default for Options {
             leader_election: None,
             clock: crate::clock::system(),
             policy: Default::default(),
+            root_signer: None,
         }
     }
 }
@@ -68,6 +72,16 @@ impl Options {
     /// Runs the time-dependent controllers on `clock` (tests use a [`crate::clock::FakeClock`]).
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Lets the CSR signer sign the root cluster's requests with this CA.
+    pub fn with_root_signer(
+        mut self,
+        cert_pem: impl Into<String>,
+        key_pem: impl Into<String>,
+    ) -> Self {
+        self.root_signer = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -129,6 +143,7 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
         Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
         None => None,
     };
+    let csrs = crate::certificates::CsrController::new(&informers, options.root_signer.clone())?;
     let gc = GarbageCollector::new(clients).await?;
     let mut tasks = informers.start(stop.clone());
     tasks.extend(gc.start(&stop));
@@ -167,6 +182,7 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
     start!("daemonset", daemonsets, w);
     start!("endpointslice", slices, w);
     start!("endpoint", endpoints, w);
+    start!("certificatesigningrequest", csrs, w);
     start!("garbagecollector", gc, w * 4);
     start!("resourcequota", policy.quota, w);
     start!("node-lifecycle", policy.nodes, w);

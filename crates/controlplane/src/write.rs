@@ -80,6 +80,38 @@ fn strict_error(unknown: &[String]) -> ApiError {
     ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", ")))
 }
 
+/// A CertificateSigningRequest records who asked (`spec.username`, `uid`, `groups`, `extra`),
+/// whatever the request says: approvers and signers decide on it.
+fn record_requester(user: &apimachinery::user::UserInfo, obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
+    let spec = &mut obj["spec"];
+    spec["username"] = Value::String(user.name.clone());
+    match user.uid.is_empty() {
+        true => {
+            if let Some(s) = spec.as_object_mut() {
+                s.remove("uid");
+            }
+        }
+        false => spec["uid"] = Value::String(user.uid.clone()),
+    }
+    spec["groups"] = serde_json::json!(user.groups);
+    let extra: serde_json::Map<String, Value> = user
+        .extra
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+        .collect();
+    match extra.is_empty() {
+        true => {
+            if let Some(s) = spec.as_object_mut() {
+                s.remove("extra");
+            }
+        }
+        false => spec["extra"] = Value::Object(extra),
+    }
+}
+
 /// Escalation prevention for writes of RBAC objects.
 fn rbac_guard(
     cp: &ControlPlane,
@@ -178,6 +210,9 @@ pub async fn create(
     }
     if res.group.is_empty() && res.plural == "pods" && !loc.namespace.is_empty() {
         crate::admission::service_account::admit_pod(cp, who.cluster, loc.namespace, &mut obj);
+    }
+    if res.group == "certificates.k8s.io" && res.plural == "certificatesigningrequests" {
+        record_requester(who.user, &mut obj);
     }
     rbac_guard(cp, who, res, loc.namespace, &obj, None)?;
     catch_up_for_validators(cp, res).await;

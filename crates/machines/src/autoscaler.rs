@@ -96,6 +96,8 @@ pub struct Group {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub annotations: BTreeMap<String, String>,
+    /// The machines' infrastructure spec (for the quota's charge).
+    pub machine_spec: Option<Value>,
 }
 
 impl Group {
@@ -198,6 +200,7 @@ pub fn group_of(md: &MachineDeployment, workload: &str) -> Option<Group> {
         labels,
         taints: parse_taints(ann.get("capacity.cluster-autoscaler.kubernetes.io/taints")),
         annotations: ann,
+        machine_spec: None,
     })
 }
 
@@ -342,7 +345,13 @@ impl Ctx {
             let Some(workload) = Ctx::workload_of(&cluster) else {
                 continue;
             };
-            if let Some(g) = group_of(&md, workload) {
+            if let Some(mut g) = group_of(&md, workload) {
+                g.machine_spec = md
+                    .spec
+                    .pointer("/template/spec/infrastructureRef/name")
+                    .and_then(Value::as_str)
+                    .and_then(|t| self.templates.get(&Ctx::key(&ns, t)))
+                    .and_then(|t| t.spec.pointer("/template/spec").cloned());
                 out.entry(workload.to_string()).or_default().push(g);
             }
         }
@@ -481,12 +490,28 @@ impl Ctx {
                     .or_default() += 1;
                 continue;
             }
-            let room = g.max - g.replicas;
+            let mut room = g.max - g.replicas;
             if room <= 0 {
                 *reasons
                     .entry("max node group size reached".into())
                     .or_default() += 1;
                 continue;
+            }
+            // The tenant's quota bounds the group as well (machines asked for but not yet
+            // created are already counted by the quota's arithmetic once they exist).
+            if let Some(spec) = &g.machine_spec {
+                let (quota, refusal) = self.quota_room(&g.namespace, spec).await?;
+                let asked = (g.replicas - self.group_machines(g).len() as i64).max(0);
+                if let Some(q) = quota {
+                    room = room.min(q - asked);
+                }
+                if room <= 0 {
+                    let why = refusal.unwrap_or_else(|| "exceeded quota".into());
+                    *reasons
+                        .entry(format!("node group {} blocked by quota ({why})", g.id()))
+                        .or_default() += 1;
+                    continue;
+                }
             }
             let (n, placed, nodes) = pack(&waiting, g, room);
             if n == 0 {
@@ -987,6 +1012,7 @@ mod tests {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             annotations: BTreeMap::new(),
+            machine_spec: None,
         }
     }
 

@@ -37,6 +37,7 @@ pub mod machine;
 pub mod machineset;
 pub mod names;
 pub mod provider;
+pub mod quota;
 pub mod resource;
 
 use std::future::Future;

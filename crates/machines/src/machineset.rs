@@ -122,7 +122,7 @@ impl Ctx {
                 .cluster_of(&key.namespace, &ms.spec)
                 .is_some_and(|c| c.spec.get("paused").and_then(Value::as_bool) == Some(true));
         if paused {
-            return self.set_status(&api, &ms, &owned).await;
+            return self.set_status(&api, &ms, &owned, None).await;
         }
         // Remediation: a machine its health check gave to its owner is deleted (and replaced
         // by the replica count below), by the newest set only.
@@ -179,8 +179,37 @@ impl Ctx {
             .collect();
         let counted = active.len() + creating.len();
         let want = int_at(&ms.spec, "/replicas").unwrap_or(1).max(0) as usize;
+        let mut blocked = None;
         if counted < want {
-            for _ in 0..(want - counted).min(BURST) {
+            let mut n = (want - counted).min(BURST);
+            // The namespace's quotas bound the machines (as they bound the worker VMs' pods).
+            let template = str_at(&ms.spec, "/template/spec/infrastructureRef/name")
+                .and_then(|t| self.templates.get(&Ctx::key(&key.namespace, t)));
+            if let Some(t) = &template {
+                let spec = t
+                    .spec
+                    .pointer("/template/spec")
+                    .cloned()
+                    .unwrap_or_default();
+                let (room, refusal) = self.quota_room(&key.namespace, &spec).await?;
+                if let Some(room) = room
+                    && (room as usize) < n
+                {
+                    n = room.max(0) as usize;
+                    if n == 0 {
+                        let msg = refusal.unwrap_or_else(|| "exceeded quota".into());
+                        self.recorder.record(
+                            runtime::client::ROOT,
+                            runtime::events::reference(&*ms),
+                            "Warning",
+                            "FailedCreate",
+                            format!("Error creating machine: {msg}"),
+                        );
+                        blocked = Some(msg);
+                    }
+                }
+            }
+            for _ in 0..n {
                 let name = self.create_machine(&key.namespace, &ms).await?;
                 self.expected_machines.created(&key, &name);
             }
@@ -210,7 +239,15 @@ impl Ctx {
             }
         }
         let owned = self.machines_of(&key.namespace, &uid);
-        self.set_status(&api, &ms, &owned).await
+        let action = self
+            .set_status(&api, &ms, &owned, blocked.as_deref())
+            .await?;
+        // A quota may free up without any event of this set's: look again.
+        Ok(if blocked.is_some() {
+            Action::RequeueAfter(std::time::Duration::from_secs(10))
+        } else {
+            action
+        })
     }
 
     /// Creates one Machine of `ms` and its infrastructure machine (cloned from the template);
@@ -311,6 +348,7 @@ impl Ctx {
         api: &Api<MachineSet>,
         ms: &MachineSet,
         owned: &[Arc<Machine>],
+        blocked: Option<&str>,
     ) -> Result<Action> {
         let st = |m: &Machine, t: &str| cond::is_true(m.status.as_ref(), t);
         let replicas = owned.len();
@@ -349,12 +387,14 @@ impl Ctx {
                 Cond::of(
                     "ScalingUp",
                     scaling_up,
-                    if scaling_up {
-                        "ScalingUp"
-                    } else {
-                        "NotScalingUp"
+                    match (scaling_up, blocked) {
+                        (true, Some(_)) => "QuotaExceeded",
+                        (true, None) => "ScalingUp",
+                        _ => "NotScalingUp",
                     },
-                    "",
+                    blocked
+                        .map(|b| format!("scaling up is blocked: {b}"))
+                        .unwrap_or_default(),
                 ),
                 Cond::of(
                     "ScalingDown",

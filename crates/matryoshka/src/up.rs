@@ -403,7 +403,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         clients(),
         controllers::Options::default()
             .with_leader_election(identity.clone())
-            .with_ca(server.control_plane().config().root_ca.cert_pem.clone()),
+            .with_ca(server.control_plane().config().root_ca.cert_pem.clone())
+            .with_root_signer(
+                server.control_plane().config().root_ca.cert_pem.clone(),
+                server.control_plane().config().root_ca.key_pem.clone(),
+            ),
         stopped.clone().wait(),
     ));
     let scheduler = tokio::spawn(scheduler::run(

@@ -3,6 +3,8 @@
 //! CAs are valid for ten years; leaf certificates for one year (and are re-issued by the
 //! rotation loop long before they expire).
 
+pub mod csr;
+
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 

@@ -20,7 +20,12 @@ use serde_json::{Value, json};
 const NS: &str = "tenant-foo";
 
 async fn cluster(h: &Harness, name: &str, spec: Value) -> kube::Client {
-    create_tenant(&h.root, "tenant-root", "foo", json!({})).await;
+    cluster_in(h, json!({}), name, spec).await
+}
+
+/// A TenantCluster in tenant `foo` whose spec is `tenant`.
+async fn cluster_in(h: &Harness, tenant: Value, name: &str, spec: Value) -> kube::Client {
+    create_tenant(&h.root, "tenant-root", "foo", tenant).await;
     await_condition(&tenants(&h.root, "tenant-root"), "foo", "Ready").await;
     let tcs = tenant_clusters(&h.root, NS);
     tcs.create(&PostParams::default(), &object("TenantCluster", name, spec))
@@ -596,5 +601,96 @@ async fn the_autoscaler_adds_machines_for_pods_that_do_not_fit_and_removes_them_
         (ready_nodes(&tenant).await.len() == 1).then_some(())
     })
     .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machines_are_charged_to_the_tenants_quota_and_a_scale_up_beyond_it_is_refused() {
+    let h = Harness::start().await;
+    // Two vCPUs for the tenant: two u1.medium machines (one vCPU each).
+    let tenant = cluster_in(
+        &h,
+        json!({"resourceQuotas": {"cpu": "2", "memory": "16Gi"}}),
+        "q",
+        json!({"nodeGroups": {"md0": {"minReplicas": 1, "maxReplicas": 3, "instanceType": "u1.medium"}}}),
+    )
+    .await;
+    running(&h, 1).await;
+    let mds: Api<MachineDeployment> = Api::namespaced(h.root.clone(), NS);
+    mds.patch(
+        "kubernetes-q-md0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .expect("scale to three");
+    running(&h, 2).await;
+    let sets: Api<MachineSet> = Api::namespaced(h.root.clone(), NS);
+    let refused = eventually("the set says the quota blocks it", || async {
+        let s = sets.list(&ListParams::default()).await.ok()?.items.pop()?;
+        let c = cond(s.status.as_ref(), "ScalingUp")?.clone();
+        (c["reason"] == "QuotaExceeded").then_some(c)
+    })
+    .await;
+    assert_eq!(
+        refused["message"],
+        "scaling up is blocked: exceeded quota: tenant-quota, requested: limits.cpu=1, used: limits.cpu=2, limited: limits.cpu=2"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(h.root.clone(), NS);
+    eventually("a FailedCreate event with the quota's words", || async {
+        let list = events.list(&ListParams::default()).await.ok()?.items;
+        list.iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("FailedCreate")
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("exceeded quota: tenant-quota"))
+            })
+            .then_some(())
+    })
+    .await;
+    assert_eq!(machines(&h).await.len(), 2, "no third machine");
+    // The autoscaler does not ask for what the quota refuses, and tells the pod why.
+    mds.patch(
+        "kubernetes-q-md0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 2}})),
+    )
+    .await
+    .expect("back to two");
+    let pods: Api<Pod> = Api::namespaced(tenant.clone(), "default");
+    let big: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "wants-a-node"},
+        "spec": {"containers": [{"name": "c", "image": "c:1", "resources": {"requests": {"cpu": "800m"}}}]},
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &big)
+        .await
+        .expect("a pod for a third node");
+    // Fill both nodes first so the pod needs a third.
+    for i in 0..2 {
+        let filler: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("filler{i}")},
+            "spec": {"containers": [{"name": "c", "image": "c:1", "resources": {"requests": {"cpu": "800m"}}}]},
+        }))
+        .expect("pod");
+        let _ = pods.create(&PostParams::default(), &filler).await;
+    }
+    let tevents: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(tenant.clone(), "default");
+    let msg = eventually("a pod says the quota blocked the scale-up", || async {
+        let list = tevents.list(&ListParams::default()).await.ok()?.items;
+        list.iter()
+            .filter(|e| e.reason.as_deref() == Some("NotTriggerScaleUp"))
+            .filter_map(|e| e.message.clone())
+            .find(|m| m.contains("blocked by quota"))
+    })
+    .await;
+    assert!(msg.contains("exceeded quota: tenant-quota"), "{msg}");
+    let md = mds.get("kubernetes-q-md0").await.expect("md");
+    assert_eq!(
+        md.spec["replicas"], 2,
+        "the autoscaler did not grow the group past the quota"
+    );
     h.stop().await;
 }

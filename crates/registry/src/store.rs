@@ -835,7 +835,28 @@ impl Store {
                 ),
             ));
         }
-        if opts.subresource.as_deref() == Some("status") {
+        if opts.subresource.as_deref() == Some("approval") {
+            // A CertificateSigningRequest's approval changes only its conditions (Approved,
+            // Denied); the certificate and everything else stay.
+            let conditions = new.pointer_mut("/status/conditions").map(Value::take);
+            let managed = meta::metadata(&new).get("managedFields").cloned();
+            let mut merged = old.clone();
+            if !merged.get("status").is_some_and(Value::is_object) {
+                merged["status"] = Value::Object(Default::default());
+            }
+            match conditions {
+                Some(c) => merged["status"]["conditions"] = c,
+                None => {
+                    if let Some(st) = merged["status"].as_object_mut() {
+                        st.remove("conditions");
+                    }
+                }
+            }
+            if let Some(mf) = managed {
+                meta::set(&mut merged, "managedFields", mf);
+            }
+            new = merged;
+        } else if opts.subresource.as_deref() == Some("status") {
             // The status endpoint changes only the status (and who manages it).
             let status = new.get_mut("status").map(Value::take);
             let managed = meta::metadata(&new).get("managedFields").cloned();

@@ -116,6 +116,26 @@ pub fn as_user(server: &Arc<ApiServer>, user: &str, groups: &[&str]) -> kube::Cl
     kube::Client::new(LocalService::as_user(server.clone(), info), "default")
 }
 
+/// A client of logical cluster `cluster` of `server` acting as `user` in exactly `groups`.
+pub fn as_user_in(
+    server: &Arc<ApiServer>,
+    cluster: &str,
+    user: &str,
+    groups: &[&str],
+) -> kube::Client {
+    let info = UserInfo {
+        name: user.into(),
+        uid: String::new(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        extra: Vec::new(),
+    };
+    let service = tower::Layer::layer(
+        &runtime::client::ClusterPrefix::cluster(cluster),
+        LocalService::as_user(server.clone(), info),
+    );
+    kube::Client::new(service, "default")
+}
+
 /// `LogicalCluster` of `core.matryoshka.dev/v1alpha1`.
 pub fn logical_clusters() -> ApiResource {
     ApiResource {
