@@ -74,26 +74,7 @@ async fn create_cluster(root: &kube::Client, name: &str, group: Value) -> anyhow
 pub async fn run(pods: usize, roll: usize) -> anyhow::Result<()> {
     let (server, _data) = crate::setup::server().await?;
     let mut background = crate::setup::Background::control_plane(&server);
-    for (group, plural, v) in platform::admission::validators() {
-        server
-            .control_plane()
-            .admission()
-            .register(group, plural, v);
-    }
-    let clients = crate::setup::clients(&server);
-    platform::install(&clients)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let capi = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/crds/cluster-api");
-    platform::install_machines(&clients, Some(&capi))
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    background.spawn(platform::run_controllers(
-        clients.clone(),
-        platform::Options::default(),
-        background.shutdown.clone().wait(),
-    ));
+    let clients = crate::setup::platform(&server, &mut background).await?;
     let root = clients.cluster("root")?;
     println!("machines benchmark: virtual machines, autoscaler scan every 1 s, in process");
 

@@ -70,26 +70,7 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
     let count = count.unwrap_or(if quick { 50 } else { 1000 });
     let (server, _data) = crate::setup::server().await?;
     let mut background = crate::setup::Background::control_plane(&server);
-    for (group, plural, v) in platform::admission::validators() {
-        server
-            .control_plane()
-            .admission()
-            .register(group, plural, v);
-    }
-    let clients = crate::setup::clients(&server);
-    platform::install(&clients)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let capi = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/crds/cluster-api");
-    platform::install_machines(&clients, Some(&capi))
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    background.spawn(platform::run_controllers(
-        clients.clone(),
-        platform::Options::default(),
-        background.shutdown.clone().wait(),
-    ));
+    let clients = crate::setup::platform(&server, &mut background).await?;
     println!(
         "platform benchmark: {count} TenantClusters with one u1.medium node each, {parallel} created at a time through the API (in process)"
     );

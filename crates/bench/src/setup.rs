@@ -108,3 +108,32 @@ impl Background {
         }
     }
 }
+
+/// Registers the platform's admission, installs it with Cluster API's CRDs (the shared test
+/// data) and runs its controllers (and the machine controllers) in `background`.
+pub async fn platform(
+    server: &Arc<ApiServer>,
+    background: &mut Background,
+) -> anyhow::Result<ClusterClients> {
+    for (group, plural, v) in platform::admission::validators() {
+        server
+            .control_plane()
+            .admission()
+            .register(group, plural, v);
+    }
+    let clients = clients(server);
+    platform::install(&clients)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let capi = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/testdata/crds/cluster-api");
+    platform::install_machines(&clients, Some(&capi))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    background.spawn(platform::run_controllers(
+        clients.clone(),
+        platform::Options::default(),
+        background.shutdown.clone().wait(),
+    ));
+    Ok(clients)
+}

@@ -694,3 +694,43 @@ async fn machines_are_charged_to_the_tenants_quota_and_a_scale_up_beyond_it_is_r
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_cluster_api_a_tenant_cluster_serves_and_says_it_has_no_workers() {
+    let h = Harness::start_without_cluster_api().await;
+    create_tenant(&h.root, "tenant-root", "foo", json!({})).await;
+    await_condition(&tenants(&h.root, "tenant-root"), "foo", "Ready").await;
+    let tcs = tenant_clusters(&h.root, NS);
+    tcs.create(
+        &PostParams::default(),
+        &object(
+            "TenantCluster",
+            "bare",
+            json!({"nodeGroups": {"md0": {"minReplicas": 1, "maxReplicas": 1}}}),
+        ),
+    )
+    .await
+    .expect("create");
+    await_condition(&tcs, "bare", "ControlPlaneReady").await;
+    let tc = eventually("the cluster says why it has no workers", || async {
+        let tc = tcs.get("bare").await.ok()?;
+        let nodes = cond(tc.data.get("status"), "NodesReady")?.clone();
+        (nodes["reason"] == "ClusterAPIMissing").then_some(tc)
+    })
+    .await;
+    let ready = cond(tc.data.get("status"), "Ready").expect("Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("ClusterAPIMissing"))
+    );
+    // Its kubeconfig works all the same, and deleting it is not held up by machines.
+    assert!(tc.data["status"]["kubeconfigSecret"].is_string());
+    tcs.delete("bare", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the cluster is gone", || async {
+        tcs.get_opt("bare").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    h.stop().await;
+}

@@ -45,6 +45,15 @@ impl Harness {
 
     /// A harness whose platform controllers run with `options`.
     pub async fn start_with(options: platform::Options) -> Harness {
+        Harness::start_full(options, true).await
+    }
+
+    /// A harness whose root cluster does not serve Cluster API (as after a plain `up`).
+    pub async fn start_without_cluster_api() -> Harness {
+        Harness::start_full(platform::Options::default(), false).await
+    }
+
+    async fn start_full(options: platform::Options, cluster_api: bool) -> Harness {
         // `TEST_LOG=machines=debug` shows what the components did.
         if let Ok(filter) = std::env::var("TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -117,7 +126,7 @@ impl Harness {
         platform::install(&clients)
             .await
             .expect("install the platform");
-        platform::install_machines(&clients, Some(&cluster_api_crds()))
+        platform::install_machines(&clients, cluster_api.then(cluster_api_crds).as_deref())
             .await
             .expect("install the Cluster API CRDs");
         let shut = stopped(&stop);
