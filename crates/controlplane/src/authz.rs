@@ -104,6 +104,14 @@ pub fn allowed(
             reason: String::new(),
         };
     }
+    // The Node authorizer first (authorization modes Node,RBAC).
+    if let Some(node) = crate::node_authz::node_name(user)
+        && crate::node_authz::authorize(cp, cluster, node, attrs) == Some(true)
+    {
+        return rbac::Decision::Allow {
+            reason: String::new(),
+        };
+    }
     let policy = CachePolicy::load(cp, cluster, &attrs.namespace);
     rbac::authorize(attrs, user, &policy)
 }

@@ -27,6 +27,7 @@ pub mod crds;
 pub mod fields;
 pub mod jwt;
 pub mod metrics;
+pub mod node_authz;
 pub mod openapi;
 pub mod patching;
 pub mod rotation;

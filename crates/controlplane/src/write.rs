@@ -214,6 +214,22 @@ pub async fn create(
     if res.group == "certificates.k8s.io" && res.plural == "certificatesigningrequests" {
         record_requester(who.user, &mut obj);
     }
+    // NodeRestriction: a node creates only its own Node.
+    if res.group.is_empty()
+        && res.plural == "nodes"
+        && let Some(node) = crate::node_authz::node_name(who.user)
+        && meta::name(&obj) != node
+    {
+        return Err(ApiError::forbidden(
+            &res.plural,
+            &res.group,
+            meta::name(&obj),
+            &format!(
+                "node {node:?} is not allowed to modify node {:?}",
+                meta::name(&obj)
+            ),
+        ));
+    }
     rbac_guard(cp, who, res, loc.namespace, &obj, None)?;
     catch_up_for_validators(cp, res).await;
     let mut attrs = Attributes::new(
