@@ -32,6 +32,12 @@ pub struct NodeArgs {
     /// The kubeconfig context to use instead of the current one.
     #[arg(long)]
     pub context: Option<String>,
+    /// A kubeconfig with a bootstrap token: when `--kubeconfig` does not exist (or its
+    /// certificate is about to expire), the node asks for a client certificate with it (TLS
+    /// bootstrap) and writes `--kubeconfig`. One node, one identity: a real node, or
+    /// `--count 1` virtual.
+    #[arg(long)]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
     /// CRI: the runtime's endpoint; when nothing answers there the agent starts its own
     /// containerd with a socket in the data directory.
     #[arg(long, default_value = node::kubelet::config::DEFAULT_CRI_ENDPOINT)]
@@ -192,12 +198,32 @@ fn kubeconfig_ca(path: &std::path::Path, context: Option<&str>) -> anyhow::Resul
     Ok(None)
 }
 
-pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
+pub async fn run(mut args: NodeArgs) -> anyhow::Result<()> {
     let runtime = if args.virtual_nodes {
         Runtime::Virtual
     } else {
         args.runtime
     };
+    if let Some(bootstrap) = args.bootstrap_kubeconfig.clone()
+        && !node::bootstrap::usable(&args.kubeconfig)
+    {
+        let name = match runtime {
+            Runtime::Virtual if args.count == 1 => format!("{}0", args.name_prefix),
+            Runtime::Virtual => {
+                anyhow::bail!("TLS bootstrap gives one node one identity: use --count 1")
+            }
+            Runtime::Cri => args.node_name.clone().unwrap_or_else(hostname),
+        };
+        tracing::info!(node = %name, "TLS bootstrap: asking for a node client certificate");
+        node::bootstrap::tls_bootstrap(
+            &bootstrap,
+            &args.kubeconfig,
+            &name,
+            std::time::Duration::from_secs(300),
+        )
+        .await?;
+        args.context = None;
+    }
     match runtime {
         Runtime::Virtual => {
             let cli = node::CliArgs {

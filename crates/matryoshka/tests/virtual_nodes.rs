@@ -146,3 +146,97 @@ fn a_logical_clusters_kubeconfig_puts_virtual_nodes_in_that_cluster() {
         .ok()
         .not_out("virtual-node-0");
 }
+
+/// TLS bootstrap: a node given only a bootstrap token joins, gets its own client certificate
+/// through a CertificateSigningRequest (approved and signed by the platform), and is then
+/// confined by the Node authorizer.
+#[test]
+fn a_node_joins_from_a_bootstrap_token_and_cannot_touch_another_nodes_objects() {
+    let server = Server::start(Backend::Embedded);
+    let admin = server.kubectl("1.33");
+    // What kubeadm sets up: a bootstrap token, and bindings for its group.
+    let token = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\nstringData:\n  token-id: abcdef\n  token-secret: 0123456789abcdef\n  usage-bootstrap-authentication: \"true\"\n";
+    admin.run_stdin(&["apply", "-f", "-"], Some(token)).ok();
+    admin
+        .run(&[
+            "create",
+            "clusterrolebinding",
+            "kubeadm:kubelet-bootstrap",
+            "--clusterrole=system:node-bootstrapper",
+            "--group=system:bootstrappers",
+        ])
+        .ok();
+    admin
+        .run(&[
+            "create",
+            "clusterrolebinding",
+            "kubeadm:node-autoapprove-bootstrap",
+            "--clusterrole=system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            "--group=system:bootstrappers",
+        ])
+        .ok();
+    admin
+        .run_stdin(
+            &["apply", "-f", "-"],
+            Some("apiVersion: v1\nkind: Node\nmetadata:\n  name: other\n"),
+        )
+        .ok();
+    // The bootstrap kubeconfig: the server and its CA, and only the token.
+    let bootstrap = server.dir.join("bootstrap.conf");
+    std::fs::copy(server.kubeconfig(), &bootstrap).expect("copy admin.conf");
+    let boot = Kubectl::new("1.33", &bootstrap);
+    boot.run(&[
+        "config",
+        "set-credentials",
+        "boot",
+        "--token=abcdef.0123456789abcdef",
+    ])
+    .ok();
+    boot.run(&["config", "set-context", "--current", "--user=boot"])
+        .ok();
+    boot.run(&["config", "unset", "users.kubernetes-admin"])
+        .ok();
+    boot.run(&["get", "nodes"]).fails(1).err("Forbidden");
+
+    let node_conf = server.dir.join("node.conf");
+    let log = server.dir.join("joiner.log");
+    let _agent = Agent::start(
+        &node_conf,
+        &[
+            "--count",
+            "1",
+            "--name-prefix",
+            "joiner-",
+            "--bootstrap-kubeconfig",
+            bootstrap.to_str().expect("path"),
+        ],
+        &log,
+    );
+    admin.eventually(
+        &["get", "node", "joiner-0", "--no-headers"],
+        Duration::from_secs(60),
+        |r| r.code == 0 && r.stdout.split_whitespace().nth(1) == Some("Ready"),
+    );
+    admin
+        .run(&["get", "csr", "-o", "jsonpath={range .items[*]}{.spec.username} {.spec.signerName} {.status.conditions[0].reason}{\"\\n\"}{end}"])
+        .ok()
+        .out("system:bootstrap:abcdef kubernetes.io/kube-apiserver-client-kubelet AutoApproved");
+    // The node's own credentials: itself, and only itself.
+    let node = Kubectl::new("1.33", &node_conf);
+    node.run(&["get", "nodes"])
+        .ok()
+        .out("joiner-0")
+        .out("other");
+    node.run(&["label", "node", "joiner-0", "team=a"]).ok();
+    node.run(&["label", "node", "other", "team=a"])
+        .fails(1)
+        .err("Forbidden");
+    node.run(&["delete", "node", "other"])
+        .fails(1)
+        .err("Forbidden");
+    node.run(&["get", "secrets", "-A"])
+        .fails(1)
+        .err("Forbidden");
+    node.run(&["-n", "kube-node-lease", "get", "lease", "joiner-0"])
+        .ok();
+}

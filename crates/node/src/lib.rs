@@ -14,6 +14,7 @@
 //! Kubernetes cluster.
 
 pub mod agent;
+pub mod bootstrap;
 pub mod config;
 pub mod error;
 pub mod kubelet;
