@@ -204,7 +204,14 @@ async fn service_account_keys_rotate_while_every_token_issued_before_keeps_worki
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(with_token(&server, "/clusters/rot", &legacy).await, 201);
+    // Authentication reads the watch cache, which holds the new Secret a moment after the
+    // create answered.
+    until(
+        "the legacy token authenticates",
+        Duration::from_secs(5),
+        async || with_token(&server, "/clusters/rot", &legacy).await == 201,
+    )
+    .await;
 
     // The key rotates: new tokens carry the new key, the old token still works, and the
     // discovery document publishes both keys.
