@@ -92,23 +92,11 @@ impl Ctx {
                 // Each Machine's deletion brings this key back.
                 return Ok(Action::AwaitChange);
             }
-            let rest: Vec<&String> = finalizers
-                .iter()
-                .filter(|f| *f != names::CLUSTER_FINALIZER)
-                .collect();
-            let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": c.metadata.resource_version}});
-            ignore_not_found(
-                api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await,
-            )?;
+            crate::set_finalizer(&api, &*c, names::CLUSTER_FINALIZER, false).await?;
             return Ok(Action::AwaitChange);
         }
         if !has_finalizer {
-            let mut f = finalizers.clone();
-            f.push(names::CLUSTER_FINALIZER.into());
-            let patch = json!({"metadata": {"finalizers": f, "resourceVersion": c.metadata.resource_version}});
-            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            crate::set_finalizer(&api, &*c, names::CLUSTER_FINALIZER, true).await?;
             return Ok(Action::AwaitChange);
         }
         let workload = Ctx::workload_of(&c).is_some();

@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use node::NodeTemplate;
 use node::sizing::{KubeletOverrides, SizingInput};
-use runtime::error::{Result, ignore_not_found};
+use runtime::error::Result;
 use runtime::informer::ObjectKey;
 use runtime::queue::Action;
 use serde_json::{Value, json};
@@ -109,23 +109,11 @@ impl Ctx {
                 // Without its cluster the machine can only be found by name.
                 self.virtual_nodes.remove_everywhere(&key.name).await?;
             }
-            let rest: Vec<&String> = finalizers
-                .iter()
-                .filter(|f| *f != names::INFRA_MACHINE_FINALIZER)
-                .collect();
-            let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": im.metadata.resource_version}});
-            ignore_not_found(
-                api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await,
-            )?;
+            crate::set_finalizer(&api, &*im, names::INFRA_MACHINE_FINALIZER, false).await?;
             return Ok(Action::AwaitChange);
         }
         if !has_finalizer {
-            let mut f = finalizers.clone();
-            f.push(names::INFRA_MACHINE_FINALIZER.into());
-            let patch = json!({"metadata": {"finalizers": f, "resourceVersion": im.metadata.resource_version}});
-            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            crate::set_finalizer(&api, &*im, names::INFRA_MACHINE_FINALIZER, true).await?;
             return Ok(Action::AwaitChange);
         }
         let (Some(machine), Some(workload)) = (machine, workload) else {

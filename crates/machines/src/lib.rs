@@ -123,6 +123,41 @@ pub(crate) fn controller_of(
         .find(|o| o.controller == Some(true))
 }
 
+/// Adds (`add`) or releases `finalizer` on `obj` with a merge patch carrying its
+/// resourceVersion, so a write from a stale view conflicts instead of dropping another
+/// controller's finalizer. An object already gone is fine when releasing.
+pub(crate) async fn set_finalizer<K>(
+    api: &kube::Api<K>,
+    obj: &K,
+    finalizer: &str,
+    add: bool,
+) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let meta = obj.meta();
+    let mut list: Vec<String> = meta
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != finalizer)
+        .collect();
+    if add {
+        list.push(finalizer.to_string());
+    }
+    let patch = serde_json::json!({"metadata": {"finalizers": list, "resourceVersion": meta.resource_version}});
+    let name = meta.name.as_deref().unwrap_or("");
+    let pp = kube::api::PatchParams::default();
+    let done = api.patch(name, &pp, &kube::api::Patch::Merge(&patch)).await;
+    if add {
+        done?;
+    } else {
+        runtime::error::ignore_not_found(done)?;
+    }
+    Ok(())
+}
+
 /// A controller owner reference to `obj`.
 pub(crate) fn owner_ref<K: kube::Resource<DynamicType = ()>>(obj: &K) -> OwnerReference {
     OwnerReference {

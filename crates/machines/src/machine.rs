@@ -117,7 +117,7 @@ impl Ctx {
             if !has_finalizer {
                 return Ok(Action::AwaitChange);
             }
-            return self.delete_machine(&key, &m, &api, finalizers).await;
+            return self.delete_machine(&key, &m, &api).await;
         }
         let cluster_name = str_at(&m.spec, "/clusterName").unwrap_or("").to_string();
         let labelled = m
@@ -467,7 +467,6 @@ impl Ctx {
         key: &ObjectKey,
         m: &Machine,
         api: &Api<Machine>,
-        finalizers: Vec<String>,
     ) -> Result<Action> {
         let cluster = self.cluster_of(&key.namespace, &m.spec);
         let workload = cluster
@@ -595,15 +594,7 @@ impl Ctx {
                 Err(e) => return Err(e.into()),
             }
         }
-        let rest: Vec<&String> = finalizers
-            .iter()
-            .filter(|f| *f != names::MACHINE_FINALIZER)
-            .collect();
-        let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": m.metadata.resource_version}});
-        ignore_not_found(
-            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await,
-        )?;
+        crate::set_finalizer(api, m, names::MACHINE_FINALIZER, false).await?;
         Ok(Action::AwaitChange)
     }
 
