@@ -70,6 +70,13 @@ impl Options {
     }
 
     /// Runs the time-dependent controllers on `clock` (tests use a [`crate::clock::FakeClock`]).
+    /// How long a node may go without a heartbeat before it is `Unknown`
+    /// (`--node-monitor-grace-period`).
+    pub fn with_node_grace(mut self, grace: std::time::Duration) -> Self {
+        self.policy.node_grace = grace;
+        self
+    }
+
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
         self

@@ -18,7 +18,7 @@ use crate::resource::INFRA_GROUP;
 pub const FIELD_MANAGER: &str = "matryoshka-machines";
 
 /// The providers a machine may come from.
-pub const PROVIDERS: &[&str] = &["virtual"];
+pub const PROVIDERS: &[&str] = &["virtual", "process"];
 
 /// The schema of a machine's infrastructure spec (the template's `spec.template.spec`).
 fn machine_spec() -> Value {

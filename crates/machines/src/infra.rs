@@ -103,11 +103,23 @@ impl Ctx {
             if !has_finalizer {
                 return Ok(Action::AwaitChange);
             }
-            if let Some(w) = &workload {
-                self.virtual_nodes.remove(w, &key.name).await?;
-            } else {
-                // Without its cluster the machine can only be found by name.
-                self.virtual_nodes.remove_everywhere(&key.name).await?;
+            match str_at(&im.spec, "/provider").unwrap_or("virtual") {
+                "process" => {
+                    if let Some(p) = &self.options.process {
+                        let client = workload
+                            .as_deref()
+                            .and_then(|w| self.clients.cluster(w).ok());
+                        p.remove(client.as_ref(), &key.name).await?;
+                    }
+                }
+                _ => {
+                    if let Some(w) = &workload {
+                        self.virtual_nodes.remove(w, &key.name).await?;
+                    } else {
+                        // Without its cluster the machine can only be found by name.
+                        self.virtual_nodes.remove_everywhere(&key.name).await?;
+                    }
+                }
             }
             crate::set_finalizer(&api, &*im, names::INFRA_MACHINE_FINALIZER, false).await?;
             return Ok(Action::AwaitChange);
@@ -131,24 +143,43 @@ impl Ctx {
                 .await;
         };
         let provider = str_at(&im.spec, "/provider").unwrap_or("virtual");
-        if provider != "virtual" {
-            let msg = format!("unknown provider {provider:?}");
-            return self
-                .infra_status(
-                    &api,
-                    &im,
-                    json!({}),
-                    Cond::no("Ready", "UnknownProvider", msg),
-                )
-                .await;
-        }
         let labels = machine.metadata.labels.clone().unwrap_or_default();
         let template = node_template(&im.spec, &labels);
-        let done = match self
-            .virtual_nodes
-            .ensure(&workload, &key.name, &template)
-            .await
-        {
+        let ensured = match (provider, &self.options.process) {
+            ("virtual", _) => {
+                self.virtual_nodes
+                    .ensure(&workload, &key.name, &template)
+                    .await
+            }
+            ("process", Some(p)) => {
+                p.ensure(&self.clients, &workload, &key.name, &template)
+                    .await
+            }
+            ("process", None) => {
+                let msg = "this platform runs no process machines (it cannot run real nodes, \
+                           or was started with --machine-provider virtual)";
+                return self
+                    .infra_status(
+                        &api,
+                        &im,
+                        json!({}),
+                        Cond::no("Ready", "ProviderUnavailable", msg),
+                    )
+                    .await;
+            }
+            (other, _) => {
+                let msg = format!("unknown provider {other:?}");
+                return self
+                    .infra_status(
+                        &api,
+                        &im,
+                        json!({}),
+                        Cond::no("Ready", "UnknownProvider", msg),
+                    )
+                    .await;
+            }
+        };
+        let done = match ensured {
             Ok(d) => d,
             Err(e) => {
                 let msg = e.to_string();

@@ -17,8 +17,9 @@
 //! - [`healthcheck`]: MachineHealthChecks (unhealthy node conditions, node startup timeout,
 //!   the `unhealthyLessThanOrEqualTo` short-circuit);
 //! - [`cluster`]: the Cluster's status and its deletion (every machine first);
-//! - [`infra`] with [`provider`]: `MatryoshkaMachine` — `virtual` machines are nodes of the
-//!   in-process node agent;
+//! - [`infra`] with [`provider`] and [`process`]: `MatryoshkaMachine` — `virtual` machines
+//!   are nodes of the in-process node agent, `process` machines real node agents in network
+//!   namespaces of their own;
 //! - [`autoscaler`]: the cluster autoscaler over the groups' size annotations.
 //!
 //! **Architecture Invariant:** an API client only (through `runtime`); one instance serves every
@@ -36,6 +37,7 @@ pub mod infra;
 pub mod machine;
 pub mod machineset;
 pub mod names;
+pub mod process;
 pub mod provider;
 pub mod quota;
 pub mod resource;
@@ -70,6 +72,9 @@ pub struct Options {
     pub drain_retry: Duration,
     /// The cluster autoscaler (None: node groups keep the size they are given).
     pub autoscaler: Option<autoscaler::AutoscalerOptions>,
+    /// The `process` provider's machines, when this platform can run them (its owner
+    /// stops them).
+    pub process: Option<Arc<process::ProcessProvider>>,
 }
 
 impl Default for Options {
@@ -79,6 +84,7 @@ impl Default for Options {
             nodes: node::Options::default(),
             drain_retry: Duration::from_secs(2),
             autoscaler: Some(autoscaler::AutoscalerOptions::default()),
+            process: None,
         }
     }
 }

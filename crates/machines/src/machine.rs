@@ -604,15 +604,22 @@ impl Ctx {
         let client = self.clients.cluster(workload)?;
         let nodes: Api<Node> = Api::all(client.clone());
         let cordon = json!({"spec": {"unschedulable": true}});
-        if ignore_not_found(
+        let Some(cordoned) = ignore_not_found(
             nodes
                 .patch(node, &PatchParams::default(), &Patch::Merge(&cordon))
                 .await,
         )?
-        .is_none()
-        {
+        else {
             return Ok(Vec::new());
-        }
+        };
+        // An unreachable node (Ready Unknown) never confirms a pod's deletion: as upstream,
+        // a pod deleted over a second ago is not waited for.
+        let unreachable = cordoned
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "Unknown");
         let pods: Api<Pod> = Api::all(client.clone());
         let list = pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
@@ -625,7 +632,11 @@ impl Ctx {
             let ns = p.metadata.namespace.clone().unwrap_or_default();
             let name = p.metadata.name.clone().unwrap_or_default();
             left.push(format!("{ns}/{name}"));
-            if p.metadata.deletion_timestamp.is_some() {
+            if let Some(t) = &p.metadata.deletion_timestamp {
+                let age = jiff::Timestamp::now().duration_since(t.0).as_secs_f64();
+                if unreachable && age > UNREACHABLE_SKIP_WAIT_SECONDS {
+                    left.pop();
+                }
                 continue;
             }
             let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -640,6 +651,10 @@ impl Ctx {
         Ok(left)
     }
 }
+
+/// How long a pod deleted on an unreachable node is waited for (upstream's
+/// `SkipWaitForDeleteTimeoutSeconds` for unreachable nodes).
+const UNREACHABLE_SKIP_WAIT_SECONDS: f64 = 1.0;
 
 /// Whether a pod has to leave a node being drained: not a DaemonSet's, not a mirror pod, not
 /// finished, not labelled `cluster.x-k8s.io/drain: skip`.

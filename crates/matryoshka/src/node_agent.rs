@@ -112,6 +112,40 @@ pub struct NodeArgs {
     /// node to its data directory's filesystem.
     #[arg(long)]
     pub disk_size: Option<String>,
+    /// CRI: the node's whole sizing as an infrastructure provider passes it (JSON:
+    /// `{"instanceType": "u1.medium", "cpu": "2", "memory": "4Gi", "kubelet": {...},
+    /// "diskSize": "20Gi"}`); flags given beside it win.
+    #[arg(long, value_parser = parse_sizing)]
+    pub sizing: Option<node::sizing::SizingInput>,
+    /// CRI: the CA bundle (PEM file) client certificates at the kubelet API must chain to
+    /// (kubelet's `--client-ca-file`); default: the cluster's `kube-system/kube-root-ca.crt`.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// CRI: the Node's `spec.providerID` (kubelet's `--provider-id`).
+    #[arg(long)]
+    pub provider_id: Option<String>,
+    /// CRI: labels the node registers with (`key=value`, comma-separated; kubelet's
+    /// `--node-labels`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_label)]
+    pub node_labels: Vec<(String, String)>,
+}
+
+fn parse_sizing(s: &str) -> Result<node::sizing::SizingInput, String> {
+    serde_json::from_str(s).map_err(|e| format!("not a sizing: {e}"))
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not key=value"))?;
+    let problems: Vec<String> = apimachinery::validation::is_qualified_name(k)
+        .into_iter()
+        .chain(apimachinery::validation::is_valid_label_value(v))
+        .collect();
+    if !problems.is_empty() {
+        return Err(format!("label {s:?}: {}", problems.join("; ")));
+    }
+    Ok((k.to_string(), v.to_string()))
 }
 
 /// The hostname, the default name of a real node.
@@ -151,8 +185,23 @@ pub fn kubelet_config(args: &NodeArgs) -> anyhow::Result<KubeletConfig> {
         c.containerd.sandbox_image = img.clone();
     }
     c.containerd.preload = args.preload_image.clone();
-    c.sizing.instance_type = args.instance_type.clone();
-    c.sizing.disk_size = args.disk_size.clone();
+    if let Some(sizing) = &args.sizing {
+        c.sizing = sizing.clone();
+    }
+    if args.instance_type.is_some() {
+        c.sizing.instance_type = args.instance_type.clone();
+    }
+    if args.disk_size.is_some() {
+        c.sizing.disk_size = args.disk_size.clone();
+    }
+    c.provider_id = args.provider_id.clone();
+    if let Some(f) = &args.client_ca_file {
+        c.client_ca_pem = Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("reading --client-ca-file {}: {e}", f.display()))?,
+        );
+    }
+    c.labels.extend(args.node_labels.iter().cloned());
     c.roles = args.roles.clone();
     if args.remove_pods_on_exit {
         c.teardown = Teardown::RemovePods;

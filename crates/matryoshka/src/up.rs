@@ -128,6 +128,84 @@ pub struct UpArgs {
     /// The instance type of those virtual nodes (capacity and kubelet reservations).
     #[arg(long, default_value = "u1.large")]
     pub virtual_node_instance_type: String,
+    /// Where tenant clusters' worker machines come from when a TenantCluster does not say
+    /// (`spec.workers.provider`): `process` runs each machine as a real node agent in a
+    /// network namespace of its own, with its own containerd; `virtual` as nodes that run no
+    /// containers; `auto` is `process` where this machine can run real nodes.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub machine_provider: MachineProvider,
+    /// The process machines' LAN: a bridge of this name whose first address is where
+    /// machines reach the API server and the registry.
+    #[arg(long, default_value = "mtk0")]
+    pub machine_bridge: String,
+    /// The process machines' subnet (the bridge has its first address); outside the
+    /// Service range (10.96.0.0/12) and the pod network (10.244.0.0/16).
+    #[arg(long, default_value = "10.240.0.0/16")]
+    pub machine_subnet: ipnet::Ipv4Net,
+    /// Where process machines' cluster DNS forwards names outside their cluster:
+    /// `resolv-conf`, `none`, or `IP[:PORT],...`.
+    #[arg(long, default_value = "resolv-conf", value_parser = machine_dns_upstream)]
+    pub machine_dns_upstream: String,
+    /// How long a node may go without a heartbeat before it is `Unknown`
+    /// (kube-controller-manager's `--node-monitor-grace-period`; a Go duration).
+    #[arg(long, default_value = "40s", value_parser = parse_go_duration)]
+    pub node_monitor_grace_period: Duration,
+    /// How long a node the autoscaler finds unneeded stays before it is removed (the cluster
+    /// autoscaler's `--scale-down-unneeded-time`; a Go duration).
+    #[arg(long, default_value = "10m0s", value_parser = parse_go_duration)]
+    pub scale_down_unneeded_time: Duration,
+    /// No scale-down of a cluster for this long after a scale-up (the cluster autoscaler's
+    /// `--scale-down-delay-after-add`; a Go duration).
+    #[arg(long, default_value = "10m0s", value_parser = parse_go_duration)]
+    pub scale_down_delay_after_add: Duration,
+}
+
+/// `--machine-provider`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MachineProvider {
+    Auto,
+    Process,
+    Virtual,
+}
+
+fn machine_dns_upstream(s: &str) -> Result<String, String> {
+    crate::real_node::parse_dns_upstream(s).map(|_| s.to_string())
+}
+
+/// Whether process machines can run here: what a real node needs (its own containerd, not a
+/// shared runtime) and `nsenter` to start agents inside their namespaces.
+async fn process_machines_usable() -> Result<String, String> {
+    let why = node::kubelet::host::real_node_usable(Some(
+        "unix:///run/matryoshka/no-shared-runtime.sock",
+    ))
+    .await?;
+    let nsenter = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("nsenter").is_file()))
+        .unwrap_or(false);
+    if !nsenter {
+        return Err("nsenter (util-linux) is not installed".into());
+    }
+    Ok(why)
+}
+
+/// The process machines' bridge; one left by a run that crashed is replaced.
+async fn machine_fabric(args: &UpArgs) -> anyhow::Result<nodenet::podnet::Fabric> {
+    let config = nodenet::podnet::FabricConfig {
+        bridge: args.machine_bridge.clone(),
+        subnet: args.machine_subnet,
+    };
+    if std::path::Path::new("/sys/class/net")
+        .join(&args.machine_bridge)
+        .exists()
+    {
+        tracing::info!(bridge = %args.machine_bridge, "replacing the machines' bridge an earlier run left");
+        nodenet::exec::ip(&["link", "del", &args.machine_bridge])
+            .await
+            .map_err(|e| anyhow::anyhow!("deleting the old bridge: {e}"))?;
+    }
+    nodenet::podnet::Fabric::create(config, None)
+        .await
+        .map_err(|e| anyhow::anyhow!("the machines' bridge {}: {e}", args.machine_bridge))
 }
 
 /// `--node`.
@@ -290,12 +368,30 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     server.serve_registry(Arc::new(registry));
 
     let advertise = advertise_address(&args);
+    // Process machines: their LAN first, so the serving certificate names its gateway.
+    let fabric = match args.machine_provider {
+        MachineProvider::Virtual => None,
+        asked => match process_machines_usable().await {
+            Ok(why) => {
+                tracing::info!(bridge = %args.machine_bridge, subnet = %args.machine_subnet, "process machines: {why}");
+                Some(Arc::new(machine_fabric(&args).await?))
+            }
+            Err(why) if asked == MachineProvider::Process => {
+                anyhow::bail!("--machine-provider process: this machine cannot run them: {why}")
+            }
+            Err(why) => {
+                tracing::info!("worker machines are virtual: {why}");
+                None
+            }
+        },
+    };
     let validity = Duration::from_secs(args.serving_cert_validity_seconds.max(3));
     let issue = {
         let ca = ca.clone();
         let mut names = sans(args.bind_address);
         names.extend(advertise.map(|a| a.to_string()));
         names.extend(external_host(&args));
+        names.extend(fabric.as_ref().map(|f| f.config().gateway().to_string()));
         names.dedup();
         move || ca.issue_server_for("kube-apiserver", &names, validity)
     };
@@ -313,6 +409,34 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let tls = apiserver::serve::tls_config(serving_cert)?;
+    // Machines reach the API server and the registry at their LAN's gateway.
+    let machine_listener = match &fabric {
+        Some(f) if !args.bind_address.is_unspecified() => {
+            let at = SocketAddr::new(f.config().gateway().into(), args.secure_port);
+            Some(
+                tokio::net::TcpListener::bind(at)
+                    .await
+                    .with_context(|| format!("listening on the machines' gateway {at}"))?,
+            )
+        }
+        _ => None,
+    };
+    let process = match &fabric {
+        Some(f) => {
+            let binary = std::env::current_exe().context("the matryoshka binary's path")?;
+            let mut o = machines::process::ProcessOptions::new(
+                binary,
+                args.data_dir.join("machines"),
+                args.secure_port,
+                ca.pair.cert_pem.clone(),
+            );
+            o.dns_upstream = args.machine_dns_upstream.clone();
+            Some(Arc::new(
+                machines::process::ProcessProvider::new(o, f.clone()).await,
+            ))
+        }
+        None => None,
+    };
     // The platform's CRDs, roles and `tenant-root` exist before the first client is told
     // where to connect.
     // In-process components are clients over the in-memory transport, as the system
@@ -407,7 +531,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             .with_root_signer(
                 server.control_plane().config().root_ca.cert_pem.clone(),
                 server.control_plane().config().root_ca.key_pem.clone(),
-            ),
+            )
+            .with_node_grace(args.node_monitor_grace_period),
         stopped.clone().wait(),
     ));
     let scheduler = tokio::spawn(scheduler::run(
@@ -426,6 +551,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             ),
             backup_min_interval: Duration::from_secs(args.backup_min_interval_seconds),
             cluster_api_crds: args.cluster_api_crds.clone(),
+            machines: machines::Options {
+                process: process.clone(),
+                autoscaler: Some(machines::autoscaler::AutoscalerOptions {
+                    scale_down_unneeded_time: args.scale_down_unneeded_time,
+                    scale_down_delay_after_add: args.scale_down_delay_after_add,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
             ..Default::default()
         }
         .with_leader_election(identity.clone()),
@@ -537,6 +671,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.max_requests_inflight > 0 {
         serving.flow.seats = args.max_requests_inflight;
     }
+    if let Some(l) = machine_listener {
+        tokio::spawn(apiserver::serve::serve_with(
+            server.clone(),
+            l,
+            tls.clone(),
+            serving,
+            stopped.clone().wait(),
+        ));
+    }
     if let Some(l) = advertise_listener {
         tokio::spawn(apiserver::serve::serve_with(
             server.clone(),
@@ -581,6 +724,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), scheduler).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), platform).await;
+    // Process machines are this process's children: they stop with it (their Nodes stay,
+    // and the next start runs them again).
+    if let Some(p) = process {
+        p.stop_all().await;
+    }
+    if let Some(f) = fabric.and_then(Arc::into_inner)
+        && let Err(e) = f.delete().await
+    {
+        tracing::warn!(error = %e, "deleting the machines' bridge");
+    }
     if let Some(election) = election {
         let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
     }

@@ -97,35 +97,12 @@ impl Platform {
             address,
             _one: one,
         };
-        for archive in [
-            testimages::pause(),
-            testimages::busybox(),
-            testimages::mtest(),
-        ] {
-            let archive = archive.expect("the test images build");
-            p.import(&archive.path);
-        }
+        p.server().import_test_images();
         p
     }
 
     fn server(&self) -> &Server {
         self.server.as_ref().expect("running")
-    }
-
-    /// Pushes an image archive into the platform's registry.
-    fn import(&self, archive: &Path) {
-        let out = Command::new(env!("CARGO_BIN_EXE_matryoshka"))
-            .args(["image", "import", "--data-dir"])
-            .arg(&self.server().dir)
-            .arg(archive)
-            .output()
-            .expect("matryoshka image import runs");
-        assert!(
-            out.status.success(),
-            "importing {}: {}",
-            archive.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 
     fn kubectl(&self, version: &str) -> Kubectl {

@@ -97,21 +97,6 @@ fn gateway(machine: &Machine) -> String {
     std::net::Ipv4Addr::from((a & 0xffff_ff00) | 1).to_string()
 }
 
-fn import(server: &Server, archive: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_matryoshka"))
-        .args(["image", "import", "--data-dir"])
-        .arg(&server.dir)
-        .arg(archive)
-        .output()
-        .expect("matryoshka image import runs");
-    assert!(
-        out.status.success(),
-        "importing {}: {}",
-        archive.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn get_from(k: &Kubectl, pod: &str, target: &str) -> Run {
     k.run(&[
         "exec",
@@ -169,13 +154,7 @@ fn a_pod_on_one_node_reaches_a_service_served_from_another_by_its_dns_names() {
         Backend::Embedded,
         &["--node", "none", "--bind-address", &gw],
     );
-    for archive in [
-        testimages::pause(),
-        testimages::busybox(),
-        testimages::mtest(),
-    ] {
-        import(&server, &archive.expect("the test images build").path);
-    }
+    server.import_test_images();
     let dir = tempfile::tempdir().expect("tempdir");
     let names = ["node-a", "node-b"];
     let mut nodes: Vec<NodeProcess> = machines

@@ -57,6 +57,9 @@ pub struct TenantClusterController {
     queue: Arc<Queue<ObjectKey>>,
     /// Lifetime of the kubeconfigs' client certificates.
     client_cert_validity: std::time::Duration,
+    /// The machine provider of clusters whose spec names none: `process` where this
+    /// platform runs real machines, else `virtual`.
+    default_provider: &'static str,
 }
 
 impl TenantClusterController {
@@ -66,6 +69,7 @@ impl TenantClusterController {
         logical: &Informer<LogicalCluster>,
         cluster_api: bool,
         client_cert_validity: std::time::Duration,
+        default_provider: &'static str,
     ) -> Arc<Self> {
         let queue = Queue::new();
         let q = queue.clone();
@@ -89,6 +93,7 @@ impl TenantClusterController {
             cluster_api,
             queue,
             client_cert_validity,
+            default_provider,
         })
     }
 
@@ -239,6 +244,7 @@ impl TenantClusterController {
             serving_ca: &serving_ca,
             spec: &tc.spec,
             owner: owner(&tc),
+            default_provider: self.default_provider,
         }
         .ensure(&root)
         .await?;

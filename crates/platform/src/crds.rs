@@ -129,6 +129,9 @@ fn tenant_cluster_spec() -> Value {
                 "scheduler": component("The scheduler.", "t1.micro"),
                 "konnectivity": object("The konnectivity proxy.", json!({"server": component("The konnectivity server.", "t1.micro")})),
             })),
+            "workers": object("Where the worker machines come from.", json!({
+                "provider": {"type": "string", "enum": ["process", "virtual"], "description": "The machine provider: process (a real node agent with its own network namespace and containerd per machine) or virtual (nodes that run no containers). Default: process where the platform can run real machines, else virtual; changing it replaces every machine."},
+            })),
             "nodeGroups": {"type": "object", "description": "Worker node groups by name (when empty, one group md0 of u1.medium with no minimum).", "additionalProperties": node_group()},
             "nodeHealthCheck": object("When unhealthy nodes are replaced.", json!({
                 "maxUnhealthy": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}], "default": "50%", "description": "How many nodes may be unhealthy before remediation stops: N or N%."},

@@ -166,6 +166,11 @@ async fn run_controllers_now(
         &logical,
         cluster_api,
         options.client_cert_validity,
+        if options.machines.process.is_some() {
+            "process"
+        } else {
+            "virtual"
+        },
     );
     // The Cluster API objects a TenantCluster renders bring it back when they change.
     let capi = if cluster_api {

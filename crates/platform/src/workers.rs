@@ -48,6 +48,8 @@ pub struct Workers<'a> {
     pub serving_ca: &'a str,
     pub spec: &'a Value,
     pub owner: OwnerReference,
+    /// The machine provider when the spec names none (`spec.workers.provider`).
+    pub default_provider: &'a str,
 }
 
 /// Seconds of a Go duration (`20m`), if it reads.
@@ -56,10 +58,10 @@ fn seconds(text: Option<&str>) -> Option<i64> {
         .map(|n| n / 1_000_000_000)
 }
 
-/// The infrastructure spec of a group's machines.
-pub fn machine_spec(group: &Value) -> Value {
+/// The infrastructure spec of a group's machines, from `provider`.
+pub fn machine_spec(group: &Value, provider: &str) -> Value {
     let mut s = json!({
-        "provider": "virtual",
+        "provider": provider,
         "instanceType": group.get("instanceType").and_then(Value::as_str).unwrap_or("u1.medium"),
         "diskSize": group.get("diskSize").cloned().unwrap_or(json!("20Gi")),
     });
@@ -174,10 +176,15 @@ impl Workers<'_> {
             .unwrap_or("30m");
         let mut wanted = Vec::new();
         let mut current_templates = Vec::new();
+        let provider = self
+            .spec
+            .pointer("/workers/provider")
+            .and_then(Value::as_str)
+            .unwrap_or(self.default_provider);
         for (group, g) in groups(self.spec) {
             let name = format!("{}-{group}", self.release);
             wanted.push(name.clone());
-            let mspec = machine_spec(&g);
+            let mspec = machine_spec(&g, provider);
             let tname = format!("{name}-{}", template_hash(&mspec));
             current_templates.push(tname.clone());
             let capacity = node::sizing::resolve(
@@ -371,13 +378,16 @@ mod tests {
 
     #[test]
     fn a_changed_group_renders_a_template_of_another_name() {
-        let a = machine_spec(&json!({"instanceType": "u1.medium"}));
-        let b = machine_spec(&json!({"instanceType": "u1.large"}));
+        let a = machine_spec(&json!({"instanceType": "u1.medium"}), "virtual");
+        let b = machine_spec(&json!({"instanceType": "u1.large"}), "virtual");
         assert_eq!(template_hash(&a).len(), 6);
         assert_ne!(template_hash(&a), template_hash(&b));
         assert_eq!(
             template_hash(&a),
-            template_hash(&machine_spec(&json!({"instanceType": "u1.medium"})))
+            template_hash(&machine_spec(
+                &json!({"instanceType": "u1.medium"}),
+                "virtual"
+            ))
         );
     }
 

@@ -120,6 +120,11 @@ impl Server {
         {
             cmd.args(["--node", "none"]);
         }
+        // Worker machines are virtual unless a test asks for process machines (which make
+        // a bridge and namespaces on this host).
+        if !self.args.iter().any(|a| a == "--machine-provider") {
+            cmd.args(["--machine-provider", "virtual"]);
+        }
         let log = std::fs::File::create(self.dir.join("server.log")).expect("log file");
         cmd.stdout(Stdio::null())
             .stderr(log)
@@ -173,6 +178,34 @@ impl Server {
 
     pub fn kubectl(&self, version: &str) -> Kubectl {
         Kubectl::new(version, &self.kubeconfig())
+    }
+
+    /// Pushes the test images real nodes run (pause, busybox, mtest) into the platform's
+    /// registry.
+    pub fn import_test_images(&self) {
+        for archive in [
+            testimages::pause(),
+            testimages::busybox(),
+            testimages::mtest(),
+        ] {
+            self.import_image(&archive.expect("the test images build").path);
+        }
+    }
+
+    /// Pushes an image archive into the platform's registry (`matryoshka image import`).
+    pub fn import_image(&self, archive: &Path) {
+        let out = Command::new(env!("CARGO_BIN_EXE_matryoshka"))
+            .args(["image", "import", "--data-dir"])
+            .arg(&self.dir)
+            .arg(archive)
+            .output()
+            .expect("matryoshka image import runs");
+        assert!(
+            out.status.success(),
+            "importing {}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

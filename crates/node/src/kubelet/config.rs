@@ -122,6 +122,9 @@ pub struct KubeletConfig {
     /// (`--client-ca-file`); `None`: the cluster's own, from the `kube-root-ca.crt` ConfigMap
     /// of `kube-system`.
     pub client_ca_pem: Option<String>,
+    /// The Node's `spec.providerID` (the infrastructure provider's name for the machine,
+    /// kubelet's `--provider-id`).
+    pub provider_id: Option<String>,
     pub timing: KubeletTiming,
     /// What stopping the agent does to its pods.
     pub teardown: Teardown,
@@ -152,6 +155,7 @@ impl KubeletConfig {
             kubelet_address: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             kubelet_port: 10250,
             client_ca_pem: None,
+            provider_id: None,
             timing: KubeletTiming::default(),
             teardown: Teardown::KeepPods,
         }

@@ -434,10 +434,21 @@ async fn cluster_ca(client: &kube::Client) -> Option<String> {
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), "kube-system");
     let deadline = tokio::time::Instant::now() + CLUSTER_CA_WAIT;
     loop {
-        if let Ok(Some(cm)) = api.get_opt("kube-root-ca.crt").await
-            && let Some(pem) = cm.data.and_then(|mut d| d.remove("ca.crt"))
-        {
-            return Some(pem);
+        match api.get_opt("kube-root-ca.crt").await {
+            Ok(Some(cm)) => {
+                if let Some(pem) = cm.data.and_then(|mut d| d.remove("ca.crt")) {
+                    return Some(pem);
+                }
+            }
+            // A node identity may not read it (only what its pods reference): waiting
+            // changes nothing.
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                tracing::warn!(
+                    "kube-root-ca.crt may not be read with this identity (give --client-ca-file): the kubelet API takes no client certificates"
+                );
+                return None;
+            }
+            _ => {}
         }
         if tokio::time::Instant::now() >= deadline {
             tracing::warn!(

@@ -117,6 +117,7 @@ pub async fn register(
             pod_cidr: config.pod_cidr.map(|c| c.to_string()),
             pod_cidrs: config.pod_cidr.map(|c| vec![c.to_string()]),
             taints: (!config.taints.is_empty()).then(|| config.taints.clone()),
+            provider_id: config.provider_id.clone(),
             ..NodeSpec::default()
         }),
         status: None,

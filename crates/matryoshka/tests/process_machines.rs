@@ -1,0 +1,438 @@
+//! Worker machines that are real: with `--machine-provider process` every Machine of a
+//! tenant cluster is a `matryoshka node` process in a network namespace of its own, with its
+//! own containerd, that joins its cluster from a bootstrap token alone. The autoscaler adds
+//! them for pods that do not fit and removes them when idle, a MachineHealthCheck replaces one
+//! whose agent is killed, a changed instance type rolls them with the workload moving along,
+//! and nothing of them is left once the cluster is gone.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use support::{Backend, Kubectl, Run, Server};
+
+const LONG: Duration = Duration::from_secs(180);
+
+/// The server, stopped with SIGTERM (its machines with it) even when the test fails.
+struct Platform {
+    server: Option<Server>,
+    bridge: String,
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            let _ = s.terminate();
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+impl Platform {
+    fn server(&self) -> &Server {
+        self.server.as_ref().expect("running")
+    }
+
+    fn machines_dir(&self) -> PathBuf {
+        self.server().dir.join("machines")
+    }
+
+    /// Every agent's log and the server's, for a failure message.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.machines_dir()) {
+            for e in entries.flatten() {
+                let log = std::fs::read_to_string(e.path().join("agent.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                out.push_str(&format!(
+                    "--- {}:\n{}\n",
+                    e.file_name().to_string_lossy(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ));
+            }
+        }
+        let log = self.server().log();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        out.push_str(&format!(
+            "--- server:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ));
+        out
+    }
+
+    /// Retries until `check` holds, failing with every log.
+    #[track_caller]
+    fn until(&self, k: &Kubectl, args: &[&str], check: impl Fn(&Run) -> bool) -> Run {
+        let deadline = std::time::Instant::now() + LONG;
+        loop {
+            let r = k.run(args);
+            if check(&r) {
+                return r;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "condition not reached for `{}`:\n{}\n{}\n{}",
+                    r.cmdline,
+                    r.stdout,
+                    r.stderr,
+                    self.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+const TENANT_CLUSTER: &str = r#"
+apiVersion: platform.matryoshka.dev/v1alpha1
+kind: TenantCluster
+metadata: {name: demo, namespace: tenant-root}
+spec:
+  version: v1.33
+  workers: {provider: process}
+  nodeGroups:
+    md0: {minReplicas: 1, maxReplicas: 3, instanceType: u1.medium}
+  nodeHealthCheck: {readyUnknownTimeout: 2s, readyFalseTimeout: 2s}
+"#;
+
+const WEB: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["serve-http", "--port", "8080"]
+        resources: {requests: {cpu: 500m}}
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+          periodSeconds: 1
+"#;
+
+/// `name=value` pairs of machines: `phase nodeName providerID` per line.
+const MACHINES: &str = "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.nodeRef.name} {.spec.providerID}{\"\\n\"}{end}";
+
+fn running_machines(r: &Run) -> Vec<String> {
+    r.stdout
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some("Running"))
+        .filter_map(|l| l.split(' ').next().map(str::to_string))
+        .collect()
+}
+
+fn ready_nodes(r: &Run) -> usize {
+    r.rows().iter().filter(|n| n[1] == "Ready").count()
+}
+
+#[test]
+fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind() {
+    let n = std::process::id() % 200 + 20;
+    let bridge = format!("mtpm{n}");
+    let crds =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/crds/cluster-api");
+    let subnet = format!("10.241.{n}.0/24");
+    let server = Server::start_with(
+        Backend::Embedded,
+        &[
+            "--cluster-api-crds",
+            crds.to_str().expect("utf-8 path"),
+            "--machine-provider",
+            "process",
+            "--machine-bridge",
+            &bridge,
+            "--machine-subnet",
+            &subnet,
+            // Names outside a cluster are refused, never forwarded off this machine.
+            "--machine-dns-upstream",
+            "none",
+            // Above the node Lease's 10 s renewal.
+            "--node-monitor-grace-period",
+            "16s",
+            "--scale-down-unneeded-time",
+            "3s",
+            "--scale-down-delay-after-add",
+            "3s",
+        ],
+    );
+    let p = Platform {
+        server: Some(server),
+        bridge: bridge.clone(),
+    };
+    p.server().import_test_images();
+    let k = p.server().kubectl("1.33");
+    k.run_stdin(&["apply", "-f", "-"], Some(TENANT_CLUSTER))
+        .ok();
+    p.until(
+        &k,
+        &[
+            "get",
+            "tenantcluster",
+            "demo",
+            "-n",
+            "tenant-root",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ],
+        |r| r.stdout == "True",
+    );
+    let conf = k
+        .run(&[
+            "get",
+            "secret",
+            "-n",
+            "tenant-root",
+            "kubernetes-demo-admin-kubeconfig",
+            "-o",
+            "go-template={{ index .data \"admin.conf\" | base64decode }}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let path = p.server().dir.join("demo.conf");
+    std::fs::write(&path, conf).expect("write kubeconfig");
+    let t = Kubectl::new("1.33", &path);
+
+    // One machine: a real node, joined with its own bootstrap token and TLS bootstrap.
+    let first = p.until(&t, &["get", "nodes"], |r| ready_nodes(r) == 1);
+    let node = first.rows()[0][0].clone();
+    t.run(&[
+        "get",
+        "node",
+        &node,
+        "-o",
+        "jsonpath={.spec.providerID} {.status.addresses[?(@.type==\"InternalIP\")].address} {.status.nodeInfo.containerRuntimeVersion}",
+    ])
+    .ok()
+    .out(&format!("process://{node} 10.241.{n}."))
+    .out("containerd://");
+    t.run(&["get", "csr"])
+        .ok()
+        .out("kubernetes.io/kube-apiserver-client-kubelet")
+        .out("Approved,Issued");
+    t.run(&["get", "secrets", "-n", "kube-system"])
+        .ok()
+        .out("bootstrap-token-");
+    k.run(&["get", "machines", "-n", "tenant-root", "-o", MACHINES])
+        .ok()
+        .out(&format!("{node} Running {node} process://{node}"));
+
+    // Pods that do not fit make the autoscaler add machines; they run there.
+    t.run_stdin(&["apply", "-f", "-"], Some(WEB)).ok();
+    p.until(
+        &t,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |r| r.stdout == "3",
+    );
+    let events = t.run(&["get", "events"]).ok().stdout.clone();
+    assert!(events.contains("TriggeredScaleUp"), "{events}");
+    let nodes = p.until(&t, &["get", "nodes"], |r| ready_nodes(r) == 3);
+    let hosts = t
+        .run(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let mut hosts: Vec<&str> = hosts.lines().collect();
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(
+        hosts.len(),
+        3,
+        "one pod per node: {hosts:?}\n{}",
+        nodes.stdout
+    );
+
+    // A node cannot touch another node's objects with its own credentials.
+    let other = nodes
+        .rows()
+        .iter()
+        .map(|r| r[0].clone())
+        .find(|n| *n != node)
+        .expect("another node");
+    let node_conf = p.machines_dir().join(&node).join("kubelet.conf");
+    let as_node = Kubectl::new("1.33", &node_conf);
+    as_node
+        .run(&["label", "node", &other, "stolen=yes"])
+        .fails(1)
+        .err("forbidden");
+    as_node.run(&["get", "node", &node]).ok();
+
+    // Killing a machine's agent: its node goes Unknown, the health check replaces it, and
+    // the pods come back on the new machine.
+    let victim = other.clone();
+    let pid = std::fs::read_to_string(p.machines_dir().join(&victim).join("agent.pid"))
+        .expect("the agent's pid file");
+    let killed = Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    p.until(
+        &k,
+        &["get", "machines", "-n", "tenant-root", "-o", MACHINES],
+        |r| {
+            let running = running_machines(r);
+            running.len() == 3 && !r.stdout.contains(&victim)
+        },
+    );
+    p.until(
+        &t,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |r| r.stdout == "3",
+    );
+    assert!(
+        !p.machines_dir().join(&victim).exists(),
+        "the dead machine's data is removed"
+    );
+    let events = k
+        .run(&["get", "events", "-n", "tenant-root"])
+        .ok()
+        .stdout
+        .clone();
+    assert!(events.contains("MachineMarkedUnhealthy"), "{events}");
+
+    // Without the workload the group goes back to its minimum.
+    t.run(&[
+        "delete",
+        "deployment",
+        "web",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
+    p.until(&t, &["get", "nodes"], |r| r.rows().len() == 1);
+
+    // A changed instance type rolls the group; the workload moves to the new machine.
+    t.run(&[
+        "create",
+        "deployment",
+        "one",
+        "--image=docker.io/matryoshka/mtest:1",
+        "--",
+        "/mtest",
+        "sleep",
+        "infinity",
+    ])
+    .ok();
+    t.run(&["rollout", "status", "deployment/one", "--timeout=90s"])
+        .ok();
+    let before = p
+        .until(&t, &["get", "nodes"], |r| ready_nodes(r) == 1)
+        .rows()[0][0]
+        .clone();
+    k.run(&[
+        "patch",
+        "tenantcluster",
+        "demo",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"nodeGroups":{"md0":{"instanceType":"u1.large"}}}}"#,
+    ])
+    .ok();
+    let after = p.until(
+        &t,
+        &[
+            "get",
+            "nodes",
+            "-L",
+            "node.kubernetes.io/instance-type",
+            "--no-headers",
+        ],
+        |r| {
+            let lines: Vec<&str> = r.stdout.lines().collect();
+            lines.len() == 1 && lines[0].contains(" Ready ") && lines[0].ends_with("u1.large")
+        },
+    );
+    assert!(!after.stdout.contains(&before), "{}", after.stdout);
+    p.until(
+        &t,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=one",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName} {.status.phase}{\"\\n\"}{end}",
+        ],
+        |r| {
+            r.stdout.lines().count() == 1
+                && r.stdout.ends_with(" Running\n")
+                && !r.stdout.contains(&before)
+        },
+    );
+
+    // Cluster API's view, as its tooling prints it.
+    k.run(&[
+        "get",
+        "machinedeployments,machinesets,machines",
+        "-n",
+        "tenant-root",
+    ])
+    .ok()
+    .out("kubernetes-demo-md0")
+    .out("Running");
+
+    // Deleting the cluster removes every machine: no process, namespace or data is left.
+    k.run(&[
+        "delete",
+        "tenantcluster",
+        "demo",
+        "-n",
+        "tenant-root",
+        "--timeout=120s",
+    ])
+    .ok();
+    p.until(&k, &["get", "machines", "-n", "tenant-root"], |r| {
+        r.stdout.trim().is_empty()
+    });
+    let left: Vec<String> = std::fs::read_dir(p.machines_dir())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "machine data left: {left:?}");
+    let ps = Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .expect("ps runs");
+    let dir = p.machines_dir().display().to_string();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        !ps.lines().any(|l| l.contains(&dir)),
+        "machine processes left:\n{ps}"
+    );
+}
