@@ -47,6 +47,9 @@ pub struct Options {
     /// The root cluster's CA (certificate, key) for the CSR signer; logical clusters' CAs are
     /// read from their `-pki` Secrets.
     pub root_signer: crate::certificates::RootSigner,
+    /// How long certificates the CSR signer issues are valid at most
+    /// (`--cluster-signing-duration`).
+    pub signing_duration: std::time::Duration,
 }
 
 impl Default for Options {
@@ -58,6 +61,7 @@ impl Default for Options {
             clock: crate::clock::system(),
             policy: Default::default(),
             root_signer: None,
+            signing_duration: crate::certificates::DEFAULT_DURATION,
         }
     }
 }
@@ -74,6 +78,12 @@ impl Options {
     /// (`--node-monitor-grace-period`).
     pub fn with_node_grace(mut self, grace: std::time::Duration) -> Self {
         self.policy.node_grace = grace;
+        self
+    }
+
+    /// The longest lifetime of certificates the CSR signer issues.
+    pub fn with_signing_duration(mut self, d: std::time::Duration) -> Self {
+        self.signing_duration = d;
         self
     }
 
@@ -150,7 +160,11 @@ async fn run_controllers(clients: ClusterClients, options: Options, stop: Shutdo
         Some(ca) => Some(RootCaPublisher::new(&informers, ca.clone())?),
         None => None,
     };
-    let csrs = crate::certificates::CsrController::new(&informers, options.root_signer.clone())?;
+    let csrs = crate::certificates::CsrController::new(
+        &informers,
+        options.root_signer.clone(),
+        options.signing_duration,
+    )?;
     let gc = GarbageCollector::new(clients).await?;
     let mut tasks = informers.start(stop.clone());
     tasks.extend(gc.start(&stop));

@@ -92,18 +92,22 @@ async fn kubelet_client_requests_from_bootstrappers_are_approved_and_signed_by_t
     // Not a kubelet's: alternative names are not allowed in a client request.
     let (with_san, _) =
         pki::csr::new_csr("system:node:n2", "system:nodes", &["n2".into()], &[]).expect("csr");
-    as_bootstrap
-        .create(
-            &PostParams::default(),
-            &csr(
-                "with-san",
-                &with_san,
-                "kubernetes.io/kube-apiserver-client-kubelet",
-                &["digital signature", "client auth"],
-            ),
-        )
-        .await
-        .expect("create");
+    // RBAC reads bindings from the watch cache: the first request waits for the new ones.
+    testkit::eventually("bootstrappers may ask for certificates", || async {
+        as_bootstrap
+            .create(
+                &PostParams::default(),
+                &csr(
+                    "with-san",
+                    &with_san,
+                    "kubernetes.io/kube-apiserver-client-kubelet",
+                    &["digital signature", "client auth"],
+                ),
+            )
+            .await
+            .ok()
+    })
+    .await;
     // A kubelet's.
     let (good, _key) = pki::csr::new_csr("system:node:n1", "system:nodes", &[], &[]).expect("csr");
     let created = as_bootstrap
@@ -226,5 +230,87 @@ async fn kubelet_client_requests_from_bootstrappers_are_approved_and_signed_by_t
         "{}",
         v["spec"]
     );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_serving_request_for_its_own_addresses_is_approved_and_anything_else_waits() {
+    let h = Harness::start(&["t1"]).await;
+    let admin = h.client("t1");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(admin.clone());
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "n1"}})).expect("node"),
+        )
+        .await
+        .expect("create n1");
+    let addresses = json!({"status": {"addresses": [
+        {"type": "InternalIP", "address": "10.0.0.5"},
+        {"type": "Hostname", "address": "n1"},
+    ]}});
+    nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(&addresses))
+        .await
+        .expect("n1's addresses");
+    let as_node = |name: &str| -> Api<CertificateSigningRequest> {
+        Api::all(testkit::server::as_user_in(
+            &h.server,
+            "t1",
+            &format!("system:node:{name}"),
+            &["system:nodes", "system:authenticated"],
+        ))
+    };
+    let serving = ["digital signature", "server auth"];
+    let ask = |api: Api<CertificateSigningRequest>, name: &'static str, cn: &str, ips: &[&str]| {
+        let (request, _) = pki::csr::new_csr(
+            cn,
+            "system:nodes",
+            &["n1".into()],
+            &ips.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .expect("csr");
+        async move {
+            api.create(
+                &PostParams::default(),
+                &csr(name, &request, "kubernetes.io/kubelet-serving", &serving),
+            )
+            .await
+            .expect("create")
+        }
+    };
+    // An address that is not the node's, and another node asking in n1's name: left alone
+    // (asked first, so they are looked at before the next one is signed).
+    ask(
+        as_node("n1"),
+        "foreign-ip",
+        "system:node:n1",
+        &["10.0.0.99"],
+    )
+    .await;
+    ask(as_node("n2"), "other-node", "system:node:n1", &["10.0.0.5"]).await;
+    // Its own name and address: approved and signed by the cluster's CA.
+    ask(as_node("n1"), "own", "system:node:n1", &["10.0.0.5"]).await;
+    let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let done = signed(&api, "own").await;
+    assert_eq!(
+        conditions(&done),
+        [("Approved".to_string(), "AutoApproved".to_string())]
+    );
+    let secrets: Api<Secret> = Api::namespaced(h.client("root"), "matryoshka-system");
+    let pki = secrets.get("t1-pki").await.expect("the cluster's pki");
+    let ca = String::from_utf8_lossy(&pki.data.unwrap_or_default()["ca.crt"].0).to_string();
+    assert!(pki::issued_by(
+        &certificate(&done).expect("certificate"),
+        &ca
+    ));
+    for name in ["foreign-ip", "other-node"] {
+        let c = api.get(name).await.expect("get");
+        assert!(
+            conditions(&c).is_empty() && certificate(&c).is_none(),
+            "{name} is left for a human: {:?}",
+            conditions(&c)
+        );
+    }
     h.stop().await;
 }

@@ -96,6 +96,88 @@ async fn a_node_may_change_only_its_own_objects_and_read_only_what_its_pods_use(
         2
     );
 
+    // NodeRestriction: labels only a node's owner sets are not the node's to change, at
+    // creation or after; its own kubelet labels are.
+    let roled: Node = serde_json::from_value(
+        json!({"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}}}),
+    )
+    .unwrap();
+    match nodes_as_node.create(&PostParams::default(), &roled).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403);
+            assert!(
+                s.message.contains(
+                    "node \"n1\" is not allowed to set the following labels: node-role.kubernetes.io/worker"
+                ),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    for (label, code_wanted) in [
+        ("node-role.kubernetes.io/control-plane", 403),
+        ("node-restriction.kubernetes.io/pool", 403),
+        ("kubernetes.io/made-up", 403),
+        ("node.kubernetes.io/instance-type", 200),
+        ("topology.kubernetes.io/zone", 200),
+        ("example.com/anything", 200),
+    ] {
+        let patch = json!({"metadata": {"labels": {label: "x"}}});
+        let r = nodes_as_node
+            .patch("n1", &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        if code_wanted == 403 {
+            match r {
+                Err(kube::Error::Api(s)) => {
+                    assert_eq!(s.code, 403, "{label}");
+                    assert!(
+                        s.message
+                            .contains(&format!("is not allowed to modify labels: {label}")),
+                        "{}",
+                        s.message
+                    );
+                }
+                other => panic!("{label}: {other:?}"),
+            }
+        } else {
+            assert_eq!(code(r), 200, "{label}");
+        }
+    }
+    let admin_label = json!({"metadata": {"labels": {"node-role.kubernetes.io/worker": ""}}});
+    nodes
+        .patch("n1", &PatchParams::default(), &Patch::Merge(&admin_label))
+        .await
+        .expect("the owner sets the role");
+    let unlabel = json!({"metadata": {"labels": {"node-role.kubernetes.io/worker": null}}});
+    assert_eq!(
+        code(
+            nodes_as_node
+                .patch("n1", &PatchParams::default(), &Patch::Merge(&unlabel))
+                .await
+        ),
+        403,
+        "nor may it remove one"
+    );
+    // The kubelet API's delegated checks.
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "someone", "resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": "proxy", "name": "n1"}},
+    });
+    let reviews: Api<k8s_openapi::api::authorization::v1::SubjectAccessReview> =
+        Api::all(node.clone());
+    assert_eq!(
+        code(
+            reviews
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(review).unwrap()
+                )
+                .await
+        ),
+        200
+    );
+
     // Its own Lease.
     let leases: Api<Lease> = Api::namespaced(node.clone(), "kube-node-lease");
     let lease = |name: &str| -> Lease {

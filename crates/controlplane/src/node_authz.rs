@@ -8,7 +8,9 @@
 //!   from the watch cache: upstream's graph);
 //! - Secrets, ConfigMaps and PersistentVolumeClaims that a pod bound to it references (get, or
 //!   a list or watch of that one object), tokens of its pods' service accounts;
-//! - Events, and its own CertificateSigningRequests.
+//! - Events, and its own CertificateSigningRequests;
+//! - TokenReviews and SubjectAccessReviews (the kubelet API authenticates and authorizes its
+//!   callers through them).
 //!
 //! Anything else gets no opinion (RBAC decides; by default nothing is bound to
 //! `system:nodes`). Creating pods (mirror pods) is not allowed: the node agent has none.
@@ -144,8 +146,18 @@ pub fn authorize(cp: &ControlPlane, cluster: &str, node: &str, a: &Attributes) -
         }
         ("", "pods") => match (verb, sub) {
             (v, "") if is_read(v) => true,
-            ("update" | "patch", "status") | ("delete", "") | ("create", "eviction") => {
+            ("update" | "patch", "status") | ("create", "eviction") => {
                 pod_on(cp, cluster, &a.namespace, &a.name, node)
+            }
+            // A pod already gone is the store's 404, not a 403 (NodeRestriction lets the
+            // deletion of a missing pod through).
+            ("delete", "") => {
+                pod_on(cp, cluster, &a.namespace, &a.name, node)
+                    || cp
+                        .store
+                        .cache
+                        .get("", "pods", cluster, &a.namespace, &a.name)
+                        .is_none()
             }
             _ => false,
         },
@@ -168,6 +180,11 @@ pub fn authorize(cp: &ControlPlane, cluster: &str, node: &str, a: &Attributes) -
         }
         ("certificates.k8s.io", "certificatesigningrequests") => {
             matches!(verb, "create" | "get" | "list" | "watch") && sub.is_empty()
+        }
+        // The kubelet API's delegated authentication and authorization.
+        ("authentication.k8s.io", "tokenreviews")
+        | ("authorization.k8s.io", "subjectaccessreviews" | "localsubjectaccessreviews") => {
+            verb == "create"
         }
         _ => return None,
     };

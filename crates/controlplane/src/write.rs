@@ -112,7 +112,8 @@ fn record_requester(user: &apimachinery::user::UserInfo, obj: &mut Value) {
     }
 }
 
-/// Escalation prevention for writes of RBAC objects.
+/// Checks of a write against what the object was: escalation prevention for RBAC objects,
+/// and NodeRestriction's label rules for a node writing its Node.
 fn rbac_guard(
     cp: &ControlPlane,
     who: &Requester<'_>,
@@ -121,10 +122,100 @@ fn rbac_guard(
     new: &Value,
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
+    if res.group.is_empty() && res.plural == "nodes" {
+        return node_label_guard(who, res, new, old);
+    }
     if res.group != "rbac.authorization.k8s.io" {
         return Ok(());
     }
     crate::authz::check_rbac_write(cp, who.cluster, who.user, &res.plural, namespace, new, old)
+}
+
+/// The labels a kubelet may set on its own Node in the `kubernetes.io` and `k8s.io`
+/// namespaces (upstream `KubeletLabels`), besides those under `kubelet.kubernetes.io/` and
+/// `node.kubernetes.io/`.
+const KUBELET_LABELS: &[&str] = &[
+    "kubernetes.io/hostname",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+];
+
+/// Whether a node may not set label `key` on itself (NodeRestriction): `node-restriction.
+/// kubernetes.io/` labels, and `kubernetes.io` / `k8s.io` labels a kubelet does not own —
+/// `node-role.kubernetes.io/*` among them, which only the node's owner sets.
+pub fn node_label_restricted(key: &str) -> bool {
+    let Some((domain, _)) = key.split_once('/') else {
+        return false;
+    };
+    let under = |d: &str| domain == d || domain.ends_with(&format!(".{d}"));
+    if under("node-restriction.kubernetes.io") {
+        return true;
+    }
+    if !(under("kubernetes.io") || under("k8s.io")) {
+        return false;
+    }
+    !(KUBELET_LABELS.contains(&key)
+        || under("kubelet.kubernetes.io")
+        || under("node.kubernetes.io"))
+}
+
+/// NodeRestriction on a node's own Node: no restricted label set at creation, none changed
+/// (added, modified or removed) after.
+fn node_label_guard(
+    who: &Requester<'_>,
+    res: &ResourceDef,
+    new: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let Some(node) = crate::node_authz::node_name(who.user) else {
+        return Ok(());
+    };
+    let labels = |v: Option<&Value>| {
+        v.and_then(|v| v.pointer("/metadata/labels"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (now, before) = (labels(Some(new)), labels(old));
+    let mut changed: Vec<&str> = now
+        .iter()
+        .filter(|(k, v)| before.get(*k) != Some(v))
+        .map(|(k, _)| k.as_str())
+        .chain(
+            before
+                .keys()
+                .filter(|k| !now.contains_key(*k))
+                .map(String::as_str),
+        )
+        .filter(|k| node_label_restricted(k))
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    changed.sort_unstable();
+    changed.dedup();
+    let message = if old.is_none() {
+        format!(
+            "node {node:?} is not allowed to set the following labels: {}",
+            changed.join(", ")
+        )
+    } else {
+        format!("is not allowed to modify labels: {}", changed.join(", "))
+    };
+    Err(ApiError::forbidden(
+        &res.plural,
+        &res.group,
+        meta::name(new),
+        &message,
+    ))
 }
 
 /// Sets up admission outside the server (webhooks) inside the store's update of `loc`, when

@@ -9,7 +9,9 @@
 //! kubeadm makes for the `system:bootstrappers` group, hands the agent a bootstrap kubeconfig
 //! with only that token, and the agent obtains its node client certificate through a
 //! CertificateSigningRequest (TLS bootstrap). Its Node carries `spec.providerID`
-//! `process://<name>` and the machine's address.
+//! `process://<name>` and the machine's address; its roles and the other labels a kubelet may
+//! not set on itself (NodeRestriction) come from its Machine, which the Machine controller
+//! syncs onto the Node as Cluster API does.
 //!
 //! A machine whose agent dies stays dead (a crashed host is not rebooted by its provider):
 //! its Node goes `Unknown` and the MachineHealthCheck replaces it. Removing a machine stops
@@ -21,7 +23,7 @@
 //! starts them again under the same names (a reboot); leftovers of a crashed platform are
 //! cleaned when the provider starts.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -247,15 +249,6 @@ impl ProcessProvider {
             }
         };
         let sizing = serde_json::to_string(&template.sizing).unwrap_or_else(|_| "{}".into());
-        let mut labels: BTreeMap<String, String> = template.labels.clone();
-        for r in &template.roles {
-            labels.insert(format!("node-role.kubernetes.io/{r}"), String::new());
-        }
-        let labels = labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
         let log = std::fs::File::create(dir.join("agent.log"))
             .map_err(|e| retry("the agent's log", e))?;
         let registry = format!(
@@ -286,6 +279,8 @@ impl ProcessProvider {
             .args(["--sizing", &sizing])
             .args(["--cluster-dns-upstream", &self.options.dns_upstream])
             .arg("--remove-pods-on-exit")
+            .arg("--rotate-certificates")
+            .arg("--rotate-server-certificates")
             .env(
                 "MATRYOSHKA_LOG",
                 std::env::var("MATRYOSHKA_MACHINE_LOG").unwrap_or_else(|_| "info".into()),
@@ -294,12 +289,6 @@ impl ProcessProvider {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(log);
-        if !labels.is_empty() {
-            cmd.args(["--node-labels", &labels]);
-        }
-        if !template.roles.is_empty() {
-            cmd.args(["--roles", &template.roles.join(",")]);
-        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -338,8 +327,9 @@ impl ProcessProvider {
 
     /// Stops and removes machine `name` (its Node stays for the Machine controller).
     pub async fn remove(&self, client: Option<&kube::Client>, name: &str) -> Result<()> {
-        let mut machines = self.machines.lock().await;
-        let Some(mut r) = machines.remove(name) else {
+        // Taken out under the lock, stopped outside it: machines stop side by side.
+        let taken = self.machines.lock().await.remove(name);
+        let Some(mut r) = taken else {
             // Not started by this process: whatever an earlier run left goes.
             self.clean_up(name, &self.options.data_dir.join(name)).await;
             return Ok(());
@@ -373,10 +363,11 @@ impl ProcessProvider {
     /// Stops every machine (their Nodes stay and go `Unknown`).
     pub async fn stop_all(&self) {
         let all: Vec<(String, Running)> = self.machines.lock().await.drain().collect();
-        for (name, mut r) in all {
+        futures::future::join_all(all.into_iter().map(|(name, mut r)| async move {
             tracing::info!(machine = %name, "stopping a process machine");
             self.stop(&mut r).await;
-        }
+        }))
+        .await;
     }
 
     async fn stop(&self, r: &mut Running) {

@@ -121,6 +121,15 @@ pub struct NodeArgs {
     /// (kubelet's `--client-ca-file`); default: the cluster's `kube-system/kube-root-ca.crt`.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
+    /// Renew the node's client certificate (in `--kubeconfig`) at 70–90 % of its lifetime
+    /// with a CertificateSigningRequest (kubelet's `--rotate-certificates`).
+    #[arg(long)]
+    pub rotate_certificates: bool,
+    /// CRI: serve the kubelet API with a certificate the cluster issues
+    /// (`kubernetes.io/kubelet-serving`), renewed before it expires (kubelet's
+    /// `--rotate-server-certificates`); otherwise a self-signed one.
+    #[arg(long)]
+    pub rotate_server_certificates: bool,
     /// CRI: the Node's `spec.providerID` (kubelet's `--provider-id`).
     #[arg(long)]
     pub provider_id: Option<String>,
@@ -195,6 +204,7 @@ pub fn kubelet_config(args: &NodeArgs) -> anyhow::Result<KubeletConfig> {
         c.sizing.disk_size = args.disk_size.clone();
     }
     c.provider_id = args.provider_id.clone();
+    c.server_tls_bootstrap = args.rotate_server_certificates;
     if let Some(f) = &args.client_ca_file {
         c.client_ca_pem = Some(
             std::fs::read_to_string(f)
@@ -273,6 +283,33 @@ pub async fn run(mut args: NodeArgs) -> anyhow::Result<()> {
         .await?;
         args.context = None;
     }
+    // The client certificate is renewed with the identity it gives.
+    let renewal = if args.rotate_certificates {
+        let client =
+            node::run::client_from_kubeconfig(&args.kubeconfig, args.context.as_deref()).await?;
+        let name = match runtime {
+            Runtime::Virtual => format!("{}0", args.name_prefix),
+            Runtime::Cri => args.node_name.clone().unwrap_or_else(hostname),
+        };
+        Some(tokio::spawn(
+            node::bootstrap::keep_client_certificate_renewed(
+                client,
+                args.kubeconfig.clone(),
+                name,
+                std::future::pending::<()>(),
+            ),
+        ))
+    } else {
+        None
+    };
+    let result = run_agent(runtime, args).await;
+    if let Some(r) = renewal {
+        r.abort();
+    }
+    result
+}
+
+async fn run_agent(runtime: Runtime, args: NodeArgs) -> anyhow::Result<()> {
     match runtime {
         Runtime::Virtual => {
             let cli = node::CliArgs {

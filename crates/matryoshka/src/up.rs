@@ -146,6 +146,10 @@ pub struct UpArgs {
     /// `resolv-conf`, `none`, or `IP[:PORT],...`.
     #[arg(long, default_value = "resolv-conf", value_parser = machine_dns_upstream)]
     pub machine_dns_upstream: String,
+    /// The longest lifetime of a certificate the CSR signer issues (kube-controller-manager's
+    /// `--cluster-signing-duration`; a Go duration): nodes renew theirs at 70–90 % of it.
+    #[arg(long, default_value = "8760h0m0s", value_parser = parse_go_duration)]
+    pub cluster_signing_duration: Duration,
     /// How long a node may go without a heartbeat before it is `Unknown`
     /// (kube-controller-manager's `--node-monitor-grace-period`; a Go duration).
     #[arg(long, default_value = "40s", value_parser = parse_go_duration)]
@@ -532,7 +536,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 server.control_plane().config().root_ca.cert_pem.clone(),
                 server.control_plane().config().root_ca.key_pem.clone(),
             )
-            .with_node_grace(args.node_monitor_grace_period),
+            .with_node_grace(args.node_monitor_grace_period)
+            .with_signing_duration(args.cluster_signing_duration),
         stopped.clone().wait(),
     ));
     let scheduler = tokio::spawn(scheduler::run(

@@ -138,6 +138,8 @@ fn ready_nodes(r: &Run) -> usize {
 
 #[test]
 fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind() {
+    let started = std::time::Instant::now();
+    let phase = |what: &str| eprintln!("[{:>6.1?}] {what}", started.elapsed());
     let n = std::process::id() % 200 + 20;
     let bridge = format!("mtpm{n}");
     let crds =
@@ -204,6 +206,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     std::fs::write(&path, conf).expect("write kubeconfig");
     let t = Kubectl::new("1.33", &path);
 
+    phase("the cluster is ready");
     // One machine: a real node, joined with its own bootstrap token and TLS bootstrap.
     let first = p.until(&t, &["get", "nodes"], |r| ready_nodes(r) == 1);
     let node = first.rows()[0][0].clone();
@@ -217,10 +220,19 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     .ok()
     .out(&format!("process://{node} 10.241.{n}."))
     .out("containerd://");
-    t.run(&["get", "csr"])
-        .ok()
-        .out("kubernetes.io/kube-apiserver-client-kubelet")
-        .out("Approved,Issued");
+    // Its client certificate from the bootstrap token, its serving certificate as itself.
+    let csrs = p.until(
+        &t,
+        &["get", "csr", "-o", "jsonpath={range .items[*]}{.spec.signerName} {.spec.username} {.status.conditions[0].type}{\"\\n\"}{end}"],
+        |r| r.stdout.contains(&format!("kubernetes.io/kubelet-serving system:node:{node} Approved")),
+    );
+    assert!(
+        csrs.stdout.lines().any(|l| l
+            .starts_with("kubernetes.io/kube-apiserver-client-kubelet system:bootstrap:")
+            && l.ends_with(" Approved")),
+        "{}",
+        csrs.stdout
+    );
     t.run(&["get", "secrets", "-n", "kube-system"])
         .ok()
         .out("bootstrap-token-");
@@ -228,6 +240,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         .ok()
         .out(&format!("{node} Running {node} process://{node}"));
 
+    phase("the first machine joined");
     // Pods that do not fit make the autoscaler add machines; they run there.
     t.run_stdin(&["apply", "-f", "-"], Some(WEB)).ok();
     p.until(
@@ -266,6 +279,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         nodes.stdout
     );
 
+    phase("scaled up to 3");
     // A node cannot touch another node's objects with its own credentials.
     let other = nodes
         .rows()
@@ -280,7 +294,17 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         .fails(1)
         .err("forbidden");
     as_node.run(&["get", "node", &node]).ok();
+    as_node
+        .run(&[
+            "label",
+            "node",
+            &node,
+            "node-role.kubernetes.io/control-plane=",
+        ])
+        .fails(1)
+        .err("is not allowed to modify labels: node-role.kubernetes.io/control-plane");
 
+    phase("node credentials checked");
     // Killing a machine's agent: its node goes Unknown, the health check replaces it, and
     // the pods come back on the new machine.
     let victim = other.clone();
@@ -321,6 +345,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         .clone();
     assert!(events.contains("MachineMarkedUnhealthy"), "{events}");
 
+    phase("the killed machine is replaced");
     // Without the workload the group goes back to its minimum.
     t.run(&[
         "delete",
@@ -332,6 +357,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     .ok();
     p.until(&t, &["get", "nodes"], |r| r.rows().len() == 1);
 
+    phase("scaled down to 1");
     // A changed instance type rolls the group; the workload moves to the new machine.
     t.run(&[
         "create",
@@ -345,6 +371,10 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     ])
     .ok();
     t.run(&["rollout", "status", "deployment/one", "--timeout=90s"])
+        .ok();
+    // The API server reaches the machine's kubelet (its serving certificate is the
+    // cluster's; the kubelet takes the cluster CA's client certificate).
+    t.run(&["exec", "deploy/one", "--", "/mtest", "sleep", "0"])
         .ok();
     let before = p
         .until(&t, &["get", "nodes"], |r| ready_nodes(r) == 1)
@@ -393,6 +423,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         },
     );
 
+    phase("rolled");
     // Cluster API's view, as its tooling prints it.
     k.run(&[
         "get",
@@ -404,6 +435,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     .out("kubernetes-demo-md0")
     .out("Running");
 
+    phase("printed");
     // Deleting the cluster removes every machine: no process, namespace or data is left.
     k.run(&[
         "delete",

@@ -148,11 +148,13 @@ fn a_logical_clusters_kubeconfig_puts_virtual_nodes_in_that_cluster() {
 }
 
 /// TLS bootstrap: a node given only a bootstrap token joins, gets its own client certificate
-/// through a CertificateSigningRequest (approved and signed by the platform), and is then
-/// confined by the Node authorizer.
+/// through a CertificateSigningRequest (approved and signed by the platform), renews it with
+/// its own identity before it expires, and is confined by the Node authorizer.
 #[test]
-fn a_node_joins_from_a_bootstrap_token_and_cannot_touch_another_nodes_objects() {
-    let server = Server::start(Backend::Embedded);
+fn a_node_joins_from_a_bootstrap_token_renews_its_certificate_and_cannot_touch_another_nodes_objects()
+ {
+    // Certificates live 20 s: the node renews at 14–18 s.
+    let server = Server::start_with(Backend::Embedded, &["--cluster-signing-duration", "20s"]);
     let admin = server.kubectl("1.33");
     // What kubeadm sets up: a bootstrap token, and bindings for its group.
     let token = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\nstringData:\n  token-id: abcdef\n  token-secret: 0123456789abcdef\n  usage-bootstrap-authentication: \"true\"\n";
@@ -173,6 +175,15 @@ fn a_node_joins_from_a_bootstrap_token_and_cannot_touch_another_nodes_objects() 
             "kubeadm:node-autoapprove-bootstrap",
             "--clusterrole=system:certificates.k8s.io:certificatesigningrequests:nodeclient",
             "--group=system:bootstrappers",
+        ])
+        .ok();
+    admin
+        .run(&[
+            "create",
+            "clusterrolebinding",
+            "kubeadm:node-autoapprove-certificate-rotation",
+            "--clusterrole=system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            "--group=system:nodes",
         ])
         .ok();
     admin
@@ -209,6 +220,7 @@ fn a_node_joins_from_a_bootstrap_token_and_cannot_touch_another_nodes_objects() 
             "joiner-",
             "--bootstrap-kubeconfig",
             bootstrap.to_str().expect("path"),
+            "--rotate-certificates",
         ],
         &log,
     );
@@ -239,4 +251,32 @@ fn a_node_joins_from_a_bootstrap_token_and_cannot_touch_another_nodes_objects() 
         .err("Forbidden");
     node.run(&["-n", "kube-node-lease", "get", "lease", "joiner-0"])
         .ok();
+
+    // Before the certificate expires the node asks for another as itself; the new one is
+    // written to its kubeconfig and used, and the node stays Ready past the first's expiry.
+    let first = std::fs::read_to_string(&node_conf).expect("node.conf");
+    admin.eventually(
+        &["get", "csr", "-o", "jsonpath={range .items[*]}{.spec.username} {.status.conditions[0].reason} {.status.certificate}{\"\\n\"}{end}"],
+        Duration::from_secs(40),
+        |r| {
+            r.stdout.lines().any(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                f.len() == 3 && f[0] == "system:node:joiner-0" && f[1] == "AutoApproved" && !f[2].is_empty()
+            })
+        },
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&node_conf).expect("node.conf") == first {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node.conf was not rewritten"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(22));
+    admin
+        .run(&["get", "node", "joiner-0", "--no-headers"])
+        .ok()
+        .out(" Ready ");
+    node.run(&["get", "node", "joiner-0"]).ok();
 }

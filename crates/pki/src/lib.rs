@@ -219,12 +219,22 @@ pub fn issued_by(cert_pem: &str, ca_pem: &str) -> bool {
     }
 }
 
-/// The client certificate (PEM) of a kubeconfig's current user, as [`kubeconfig`] writes it.
+/// The client certificate (PEM) of a kubeconfig's user: YAML as [`kubeconfig`] writes it, or JSON.
 pub fn kubeconfig_client_cert(kubeconfig: &str) -> Option<String> {
-    let line = kubeconfig
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("client-certificate-data:"))?;
-    let der = STANDARD.decode(line.trim()).ok()?;
+    const KEY: &str = "client-certificate-data";
+    let at = kubeconfig.find(KEY)?;
+    // YAML (`key: value`) or JSON (`"key": "value"`, pretty or not).
+    let rest = kubeconfig[at + KEY.len()..]
+        .trim_start_matches('"')
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start()
+        .trim_start_matches('"');
+    let value: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
+        .collect();
+    let der = STANDARD.decode(value).ok()?;
     String::from_utf8(der).ok()
 }
 
@@ -310,6 +320,18 @@ mod tests {
         let other = Ca::generate("test-ca@2").unwrap();
         assert!(!issued_by(&c.cert_pem, &other.pair.cert_pem));
         assert_eq!(kubeconfig_client_cert(&conf).unwrap(), c.cert_pem);
+        // The same credentials written as JSON (as a node's TLS bootstrap writes them).
+        let b64 = STANDARD.encode(c.cert_pem.as_bytes());
+        for json in [
+            format!(
+                "{{\"users\":[{{\"user\":{{\"client-certificate-data\":\"{b64}\",\"client-key-data\":\"x\"}}}}]}}"
+            ),
+            format!(
+                "{{\n  \"users\": [{{\"user\": {{\n    \"client-certificate-data\": \"{b64}\",\n  }}}}]\n}}"
+            ),
+        ] {
+            assert_eq!(kubeconfig_client_cert(&json).unwrap(), c.cert_pem, "{json}");
+        }
         assert!(renewal_time("not a certificate").is_none());
     }
 

@@ -125,6 +125,10 @@ pub struct KubeletConfig {
     /// The Node's `spec.providerID` (the infrastructure provider's name for the machine,
     /// kubelet's `--provider-id`).
     pub provider_id: Option<String>,
+    /// Ask the cluster for the kubelet API's serving certificate (a
+    /// `kubernetes.io/kubelet-serving` request) and renew it, instead of serving a
+    /// self-signed one (upstream's `serverTLSBootstrap`).
+    pub server_tls_bootstrap: bool,
     pub timing: KubeletTiming,
     /// What stopping the agent does to its pods.
     pub teardown: Teardown,
@@ -156,6 +160,7 @@ impl KubeletConfig {
             kubelet_port: 10250,
             client_ca_pem: None,
             provider_id: None,
+            server_tls_bootstrap: false,
             timing: KubeletTiming::default(),
             teardown: Teardown::KeepPods,
         }

@@ -317,12 +317,36 @@ impl Kubelet {
             sizing,
             runtime_version,
         };
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(node_status::run(agent.clone(), identity, node_uid)),
             tokio::spawn(pods::watch(agent.clone())),
             tokio::spawn(pods::watch_services(agent.clone())),
             tokio::spawn(pods::relist(agent.clone())),
         ];
+        if agent.config.server_tls_bootstrap {
+            let slot = kubelet_api.serving();
+            let mut stopping = agent.shutdown.subscribe();
+            let keep = crate::bootstrap::keep_serving_certificate(
+                client.clone(),
+                agent.config.node_name.clone(),
+                vec![agent.config.node_name.clone()],
+                vec![node_ip.to_string()],
+                move |issued| {
+                    slot.replace(&server::ServingCert {
+                        cert_pem: issued.cert_pem.clone(),
+                        key_pem: issued.key_pem.clone(),
+                    })
+                    .map_err(|e| e.to_string())
+                },
+            );
+            // Like every task of the agent, it ends when the agent stops.
+            tasks.push(tokio::spawn(async move {
+                tokio::select! {
+                    () = keep => {}
+                    _ = stopping.wait_for(|s| *s) => {}
+                }
+            }));
+        }
         tracing::info!(node = %agent.config.node_name, endpoint = %endpoint, "the node agent runs pods through CRI");
         Ok(Kubelet {
             api,

@@ -44,7 +44,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::kubelet::api::KubeletApi;
 pub use auth::{Auth, ClientCa};
 pub use review::{KubeReviewer, Reviewer};
-pub use tls::ServingCert;
+pub use tls::{ServingCert, ServingSlot};
 
 /// The kubelet's default API port.
 pub const DEFAULT_PORT: u16 = 10250;
@@ -116,6 +116,7 @@ pub(crate) struct Shared {
 /// A listening server; dropping it stops accepting (open streams finish on their own).
 pub struct RunningServer {
     addr: SocketAddr,
+    serving: Arc<ServingSlot>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -124,6 +125,11 @@ impl RunningServer {
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The serving certificate it presents (replaceable).
+    pub fn serving(&self) -> Arc<ServingSlot> {
+        self.serving.clone()
     }
 
     /// Stops accepting and waits for the accept loop to end.
@@ -169,7 +175,8 @@ pub fn start_on(
     api: Arc<dyn KubeletApi>,
     reviewer: Arc<dyn Reviewer>,
 ) -> Result<RunningServer, ServerError> {
-    let tls = tls::server_config(&config.serving)?;
+    let serving = ServingSlot::new(&config.serving)?;
+    let tls = tls::server_config(serving.clone())?;
     let client_ca = config
         .client_ca_pem
         .as_deref()
@@ -196,7 +203,12 @@ pub fn start_on(
         stopped,
     ));
     tracing::info!(%addr, "kubelet API listening");
-    Ok(RunningServer { addr, stop, task })
+    Ok(RunningServer {
+        addr,
+        serving,
+        stop,
+        task,
+    })
 }
 
 async fn accept_loop(

@@ -62,10 +62,38 @@ impl ServingCert {
     }
 }
 
-/// The server's rustls configuration: the serving chain, client certificates optional and
-/// verified later, ALPN h2 and http/1.1 (upgrades need HTTP/1.1; clients that stream ask
-/// for it).
-pub fn server_config(cert: &ServingCert) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// The serving certificate a running server presents, replaceable while it serves (a
+/// kubelet with serving-certificate rotation swaps in each newly issued one; connections
+/// already open keep theirs).
+#[derive(Debug)]
+pub struct ServingSlot {
+    current: parking_lot::RwLock<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl ServingSlot {
+    pub fn new(cert: &ServingCert) -> Result<Arc<ServingSlot>, TlsError> {
+        Ok(Arc::new(ServingSlot {
+            current: parking_lot::RwLock::new(certified_key(cert)?),
+        }))
+    }
+
+    /// Presents `cert` from the next handshake on.
+    pub fn replace(&self, cert: &ServingCert) -> Result<(), TlsError> {
+        *self.current.write() = certified_key(cert)?;
+        Ok(())
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ServingSlot {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+}
+
+fn certified_key(cert: &ServingCert) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
     use rustls::pki_types::pem::PemObject;
     let chain = CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -75,6 +103,16 @@ pub fn server_config(cert: &ServingCert) -> Result<Arc<rustls::ServerConfig>, Tl
     }
     let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes())
         .map_err(|e| TlsError::Pem(e.to_string()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    Ok(Arc::new(rustls::sign::CertifiedKey::from_der(
+        chain, key, &provider,
+    )?))
+}
+
+/// The server's rustls configuration: the serving chain from `slot`, client certificates
+/// optional and verified later, ALPN h2 and http/1.1 (upgrades need HTTP/1.1; clients that
+/// stream ask for it).
+pub fn server_config(slot: Arc<ServingSlot>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(AnyClientCert {
         provider: provider.clone(),
@@ -82,7 +120,7 @@ pub fn server_config(cert: &ServingCert) -> Result<Arc<rustls::ServerConfig>, Tl
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)?;
+        .with_cert_resolver(slot);
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
@@ -180,6 +218,6 @@ mod tests {
         let sans = leaf.subject_alternative_name().unwrap().unwrap();
         let names = format!("{:?}", sans.value.general_names);
         assert_eq!(names, r#"[DNSName("node-1"), IPAddress([10, 0, 0, 5])]"#);
-        server_config(&cert).unwrap();
+        server_config(ServingSlot::new(&cert).unwrap()).unwrap();
     }
 }
