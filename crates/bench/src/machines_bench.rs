@@ -1,14 +1,20 @@
 //! The machines benchmark: worker machines of a TenantCluster through Cluster API and the
-//! autoscaler, in process (platform, machine controllers, controllers and scheduler running;
-//! `virtual` machines): from an unschedulable pod to that pod Running on a new machine (each
-//! pod needs a machine of its own; p50 and p90 of 20, the first one scaling from zero), and a
-//! node group of 20 machines rolled to a new instance type (total time).
+//! autoscaler: from an unschedulable pod to that pod Running on a new machine (each pod needs
+//! a machine of its own; p50 and p90 of 20, the first one scaling from zero), and a node group
+//! of 20 machines rolled to a new instance type (total time).
+//!
+//! Two providers: `virtual` (default) runs everything in this process (platform, machine
+//! controllers, controllers and scheduler; machines are virtual nodes); `process` runs
+//! `matryoshka up --machine-provider process` (the binary beside this one: build both with
+//! `cargo build --release -p bench -p matryoshka`), so every machine is a real node agent with
+//! its own network namespace and containerd, joining with a bootstrap token, and every pod a
+//! real container pulled from the platform's registry.
 //!
 //! Peers, published (neither runs here: Cluster API's Go controllers and KubeVirt need what this
 //! machine lacks): Cozystack's Cluster API with KubeVirt VMs takes minutes per node, and the
 //! cluster autoscaler scans every 10 s. The lines compare with the targets (3 s, 60 s).
 //!
-//! Usage: `cargo run --release -p bench -- machines [--pods N] [--roll N]`.
+//! Usage: `cargo run --release -p bench -- machines [--pods N] [--roll N] [--provider process]`.
 
 use std::time::{Duration, Instant};
 
@@ -71,13 +77,92 @@ async fn create_cluster(root: &kube::Client, name: &str, group: Value) -> anyhow
     .await
 }
 
-pub async fn run(pods: usize, roll: usize) -> anyhow::Result<()> {
-    let (server, _data) = crate::setup::server().await?;
-    let mut background = crate::setup::Background::control_plane(&server);
-    let clients = crate::setup::platform(&server, &mut background).await?;
-    let root = clients.cluster("root")?;
-    println!("machines benchmark: virtual machines, autoscaler scan every 1 s, in process");
+/// Where the benchmark's platform runs.
+enum Platform {
+    InProcess {
+        clients: runtime::client::ClusterClients,
+        background: crate::setup::Background,
+        _data: tempfile::TempDir,
+        _server: std::sync::Arc<apiserver::server::ApiServer>,
+    },
+    Process(crate::process_platform::ProcessPlatform),
+}
 
+impl Platform {
+    fn root(&self) -> anyhow::Result<kube::Client> {
+        match self {
+            Platform::InProcess { clients, .. } => Ok(clients.cluster("root")?),
+            Platform::Process(p) => Ok(p.root.clone()),
+        }
+    }
+
+    async fn tenant(&self, name: &str) -> anyhow::Result<kube::Client> {
+        match self {
+            Platform::InProcess { clients, .. } => {
+                Ok(clients.cluster(&platform::naming::logical_cluster(NAMESPACE, name))?)
+            }
+            Platform::Process(p) => p.tenant_cluster_client(NAMESPACE, name).await,
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            Platform::InProcess { background, .. } => background.stop().await,
+            Platform::Process(p) => p.stop().await,
+        }
+    }
+}
+
+pub async fn run(pods: usize, roll: usize, process: bool) -> anyhow::Result<()> {
+    let platform = if process {
+        let p = crate::process_platform::ProcessPlatform::start(&[
+            "--machine-provider",
+            "process",
+            "--machine-bridge",
+            "mtbench0",
+            "--machine-subnet",
+            "10.242.0.0/24",
+            "--machine-dns-upstream",
+            "none",
+        ])
+        .await?;
+        p.import_test_images()?;
+        println!(
+            "machines benchmark: process machines (a node agent, network namespace and containerd each), autoscaler scan every 1 s"
+        );
+        Platform::Process(p)
+    } else {
+        let (server, data) = crate::setup::server().await?;
+        let mut background = crate::setup::Background::control_plane(&server);
+        let clients = crate::setup::platform(&server, &mut background).await?;
+        println!("machines benchmark: virtual machines, autoscaler scan every 1 s, in process");
+        Platform::InProcess {
+            clients,
+            background,
+            _data: data,
+            _server: server,
+        }
+    };
+    let result = measure(&platform, pods, roll, process).await;
+    if let (Err(_), Platform::Process(p)) = (&result, &platform) {
+        eprintln!("{}", p.diagnostics());
+    }
+    platform.stop().await;
+    result
+}
+
+async fn measure(
+    platform: &Platform,
+    pods: usize,
+    roll: usize,
+    process: bool,
+) -> anyhow::Result<()> {
+    let root = platform.root()?;
+    let image = if process {
+        json!({"image": "docker.io/matryoshka/mtest:1", "args": ["sleep", "infinity"]})
+    } else {
+        json!({"image": "app:1"})
+    };
     // 1. Unschedulable pod → Running on a new machine.
     create_cluster(
         &root,
@@ -85,13 +170,18 @@ pub async fn run(pods: usize, roll: usize) -> anyhow::Result<()> {
         json!({"minReplicas": 0, "maxReplicas": pods + 1, "instanceType": "u1.medium"}),
     )
     .await?;
-    let tenant = clients.cluster(&platform::naming::logical_cluster(NAMESPACE, "scale"))?;
+    let tenant = platform.tenant("scale").await?;
     let pod_api: Api<Pod> = Api::namespaced(tenant.clone(), "default");
     let mut lat = Samples::default();
     for i in 0..pods {
+        let mut container =
+            json!({"name": "c", "resources": {"requests": {"cpu": "600m", "memory": "64Mi"}}});
+        if let (Some(c), Some(i)) = (container.as_object_mut(), image.as_object()) {
+            c.extend(i.clone());
+        }
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": format!("p{i}")},
-            "spec": {"containers": [{"name": "c", "image": "app:1", "resources": {"requests": {"cpu": "600m", "memory": "64Mi"}}}]},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [container]},
         }))?;
         let start = Instant::now();
         pod_api.create(&PostParams::default(), &pod).await?;
@@ -117,6 +207,26 @@ pub async fn run(pods: usize, roll: usize) -> anyhow::Result<()> {
                 start.elapsed().as_secs_f64()
             );
         }
+    }
+
+    // The first cluster's machines go before the second's come.
+    if process {
+        tenant_clusters(&root)
+            .delete("scale", &Default::default())
+            .await?;
+        until(
+            "the first cluster gone",
+            Duration::from_secs(300),
+            || async {
+                tenant_clusters(&root)
+                    .get_opt("scale")
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none()
+            },
+        )
+        .await?;
     }
 
     // 2. A group of `roll` machines rolled to a new instance type.
@@ -186,6 +296,5 @@ pub async fn run(pods: usize, roll: usize) -> anyhow::Result<()> {
     println!(
         "peers (published): Cluster API + KubeVirt VMs: minutes per node; the cluster autoscaler scans every 10 s"
     );
-    background.stop().await;
     Ok(())
 }

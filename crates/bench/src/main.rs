@@ -1,7 +1,7 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N]|backup [--objects N]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|backup [--objects N]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
@@ -14,6 +14,7 @@ mod isolation_bench;
 mod kubelet_bench;
 mod machines_bench;
 mod platform_bench;
+mod process_platform;
 mod proxy_bench;
 mod report;
 mod setup;
@@ -87,9 +88,15 @@ fn main() -> anyhow::Result<()> {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(default)
             };
+            let process = args
+                .iter()
+                .position(|a| a == "--provider")
+                .and_then(|i| args.get(i + 1))
+                .is_some_and(|p| p == "process");
             rt.block_on(machines_bench::run(
                 num("--pods", if quick { 5 } else { 20 }),
                 num("--roll", if quick { 5 } else { 20 }),
+                process,
             ))
         }
         Some("workloads") => {
@@ -138,7 +145,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N]|backup [--objects N]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|backup [--objects N]> [--quick]"
             );
             std::process::exit(2);
         }

@@ -4,8 +4,9 @@
 //! template's node labels, `capacity.../labels` and `taints`), so groups scale from zero.
 //!
 //! Every scan (one cross-cluster list of Pending pods, however many clusters):
-//! - **scale up**: a workload cluster's unschedulable pods are first placed on its groups'
-//!   upcoming machines (asked for, not yet Ready); for the rest every group below its maximum
+//! - **scale up**: a workload cluster's unschedulable pods are first placed on its Ready
+//!   nodes' free room (the scheduler will get to them), then on its groups' upcoming machines
+//!   (asked for, their node not Ready yet); for the rest every group below its maximum
 //!   packs them into new template nodes (first fit, largest first), and the least-waste
 //!   expander picks the group whose new nodes leave the smallest share of CPU and memory
 //!   unused; its `spec.replicas` grows. Pods get `TriggeredScaleUp` or `NotTriggerScaleUp`.
@@ -98,6 +99,9 @@ pub struct Group {
     pub annotations: BTreeMap<String, String>,
     /// The machines' infrastructure spec (for the quota's charge).
     pub machine_spec: Option<Value>,
+    /// The MachineDeployment's resourceVersion this view was read at: a resize from a stale
+    /// view conflicts instead of undoing another writer's.
+    pub resource_version: Option<String>,
 }
 
 impl Group {
@@ -201,6 +205,7 @@ pub fn group_of(md: &MachineDeployment, workload: &str) -> Option<Group> {
         taints: parse_taints(ann.get("capacity.cluster-autoscaler.kubernetes.io/taints")),
         annotations: ann,
         machine_spec: None,
+        resource_version: md.metadata.resource_version.clone(),
     })
 }
 
@@ -376,7 +381,7 @@ impl Ctx {
 
     async fn set_replicas(&self, g: &Group, replicas: i64) -> Result<()> {
         let api: Api<MachineDeployment> = Api::namespaced(self.root()?, &g.namespace);
-        let patch = json!({"spec": {"replicas": replicas}});
+        let patch = json!({"metadata": {"resourceVersion": g.resource_version}, "spec": {"replicas": replicas}});
         api.patch(&g.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         Ok(())
@@ -451,6 +456,104 @@ impl Ctx {
         Ok(())
     }
 
+    /// The Ready, schedulable nodes of `workload` (each as a one-node group with its labels,
+    /// taints and free capacity), and how many of each node group's machines have one.
+    async fn existing_nodes(
+        &self,
+        workload: &str,
+    ) -> Result<(Vec<(Group, Resource)>, HashMap<String, i64>)> {
+        let nodes: Vec<Arc<Node>> = self
+            .nodes
+            .list_cluster(workload)
+            .into_iter()
+            .map(|(_, n)| n)
+            .filter(|n| {
+                crate::machine::node_condition(n, "Ready").is_some_and(|(s, _)| s == "True")
+            })
+            .collect();
+        let mut by_group: HashMap<String, i64> = HashMap::new();
+        for n in &nodes {
+            let ann = n.metadata.annotations.clone().unwrap_or_default();
+            if let (Some(ns), Some(mname)) = (
+                ann.get(names::NODE_CLUSTER_NAMESPACE_ANNOTATION),
+                ann.get(names::NODE_MACHINE_ANNOTATION),
+            ) && let Some(m) = self.machines.get(&Ctx::key(ns, mname))
+                && let Some(md) = m
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(names::DEPLOYMENT_NAME_LABEL))
+            {
+                *by_group.entry(format!("{ns}/{md}")).or_default() += 1;
+            }
+        }
+        let schedulable: Vec<&Arc<Node>> = nodes
+            .iter()
+            .filter(|n| {
+                !n.spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+            })
+            .collect();
+        if schedulable.is_empty() {
+            return Ok((Vec::new(), by_group));
+        }
+        let pods: Api<Pod> = Api::all(self.clients.cluster(workload)?);
+        let mut used: HashMap<String, Resource> = HashMap::new();
+        for p in pods.list(&ListParams::default()).await?.items {
+            let finished = matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            if let (false, Some(spec)) = (finished, p.spec.as_ref())
+                && let Some(node) = spec.node_name.clone()
+            {
+                let r = used.entry(node).or_default();
+                r.add(&pod_requests(spec).0, 1);
+                r.pods += 1;
+            }
+        }
+        let existing = schedulable
+            .into_iter()
+            .map(|n| {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                let allocatable = n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.allocatable.as_ref())
+                    .map(Resource::from_list)
+                    .unwrap_or_default();
+                let mut free = allocatable.clone();
+                if let Some(u) = used.get(&name) {
+                    free.add(u, -1);
+                    free.pods -= u.pods;
+                }
+                let group = Group {
+                    namespace: String::new(),
+                    name: name.clone(),
+                    workload: workload.to_string(),
+                    min: 0,
+                    max: 0,
+                    replicas: 0,
+                    ready: 0,
+                    allocatable,
+                    labels: n.metadata.labels.clone().unwrap_or_default(),
+                    taints: n
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.taints.clone())
+                        .unwrap_or_default(),
+                    annotations: BTreeMap::new(),
+                    machine_spec: None,
+                    resource_version: None,
+                };
+                (group, free)
+            })
+            .collect();
+        Ok((existing, by_group))
+    }
+
     async fn scale_up(
         &self,
         workload: &str,
@@ -458,16 +561,27 @@ impl Ctx {
         pods: &[Pod],
         state: &State,
     ) -> Result<bool> {
-        // Upcoming machines take what they can first.
+        // Pods the scheduler can still place on a Ready node are not the autoscaler's
+        // (upstream's filter-out-schedulable: the scheduler retries an unschedulable pod with
+        // back-off, so a pod can say Unschedulable for a while after a node became Ready).
+        let (mut existing, ready_by_group) = self.existing_nodes(workload).await?;
+        // Then upcoming machines (asked for, their node not Ready yet) take what they can.
         let mut upcoming: Vec<(usize, Resource)> = Vec::new();
         for (i, g) in groups.iter().enumerate() {
-            for _ in 0..(g.replicas - g.ready).max(0) {
+            let ready = ready_by_group.get(&g.id()).copied().unwrap_or(0);
+            for _ in 0..(g.replicas - ready).max(0) {
                 upcoming.push((i, g.allocatable.clone()));
             }
         }
         let mut waiting = Vec::new();
         for p in pods {
-            if let Some((i, free)) = upcoming
+            if let Some((node, free)) = existing
+                .iter_mut()
+                .find(|(node, free)| misfit(p, node, free).is_none())
+            {
+                let _ = node;
+                take(free, p);
+            } else if let Some((i, free)) = upcoming
                 .iter_mut()
                 .find(|(i, free)| misfit(p, &groups[*i], free).is_none())
             {
@@ -1013,6 +1127,7 @@ mod tests {
             taints: Vec::new(),
             annotations: BTreeMap::new(),
             machine_spec: None,
+            resource_version: None,
         }
     }
 

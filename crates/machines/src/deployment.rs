@@ -213,7 +213,8 @@ impl Ctx {
             let min = ann
                 .get(names::AUTOSCALER_MIN_ANNOTATION)
                 .and_then(|v| v.parse::<i64>().ok());
-            let patch = json!({"spec": {"replicas": min.unwrap_or(1)}});
+            // Conditioned on what was read: an autoscaler that sized the group meanwhile wins.
+            let patch = json!({"metadata": {"resourceVersion": md.metadata.resource_version}, "spec": {"replicas": min.unwrap_or(1)}});
             api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
             return Ok(Action::AwaitChange);

@@ -532,6 +532,12 @@ async fn remove_machine_files(name: &str, dir: &Path) {
             tracing::debug!(mount = %p, error = %e, "unmounting a machine's mount");
         }
     }
+    // A containerd socket too deep for the data directory lives under /run.
+    let socket = node::kubelet::Layout::new(dir.join("data")).containerd_socket();
+    if !socket.starts_with(dir) {
+        let _ = std::fs::remove_file(&socket);
+        let _ = std::fs::remove_file(format!("{}.ttrpc", socket.display()));
+    }
     if dir.exists()
         && let Err(e) = std::fs::remove_dir_all(dir)
     {

@@ -231,6 +231,9 @@ impl Containerd {
         std::fs::write(&path, config(layout, opts))
             .map_err(io(format!("writing {}", path.display())))?;
         let socket = layout.containerd_socket();
+        if let Some(dir) = socket.parent() {
+            std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        }
         // A socket left by a containerd that died would make it refuse to start.
         let _ = std::fs::remove_file(&socket);
         let log = layout.root().join("containerd/containerd.log");

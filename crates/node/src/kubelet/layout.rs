@@ -9,6 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
+/// The longest unix socket path containerd accepts (it refuses more than 104 bytes, the
+/// portable `sun_path` size).
+const MAX_SOCKET_PATH: usize = 104;
+
 /// The data directory's layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
@@ -35,9 +39,19 @@ impl Layout {
         self.root.join("containerd/state")
     }
 
-    /// The socket of a containerd the agent starts itself.
+    /// The socket of a containerd the agent starts itself: in the data directory, unless that
+    /// path is too long for a unix socket (104 bytes with containerd's `.ttrpc` sibling), then
+    /// `/run/matryoshka/containerd-<hash of the data directory>.sock`.
     pub fn containerd_socket(&self) -> PathBuf {
-        self.root.join("containerd/containerd.sock")
+        let beside = self.root.join("containerd/containerd.sock");
+        if beside.as_os_str().len() + ".ttrpc".len() <= MAX_SOCKET_PATH {
+            return beside;
+        }
+        let mut h: u32 = 0x811c_9dc5;
+        for b in self.root.as_os_str().as_encoded_bytes() {
+            h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+        }
+        PathBuf::from(format!("/run/matryoshka/containerd-{h:08x}.sock"))
     }
 
     /// The generated containerd configuration.
@@ -142,6 +156,28 @@ mod tests {
         assert_eq!(
             l.pod_hosts_file("u-1"),
             PathBuf::from("/d/pods/u-1/etc-hosts")
+        );
+    }
+}
+
+#[cfg(test)]
+mod socket_tests {
+    use super::*;
+
+    #[test]
+    fn a_data_directory_too_deep_for_a_unix_socket_puts_containerds_socket_under_run() {
+        let short = Layout::new("/var/lib/matryoshka/node");
+        assert_eq!(
+            short.containerd_socket(),
+            PathBuf::from("/var/lib/matryoshka/node/containerd/containerd.sock")
+        );
+        let deep = Layout::new(format!("/work/{}/machines/m/data", "x".repeat(80)));
+        let s = deep.containerd_socket();
+        assert!(s.starts_with("/run/matryoshka/"), "{}", s.display());
+        assert_eq!(s, deep.containerd_socket(), "stable");
+        assert_ne!(
+            s,
+            Layout::new(format!("/work/{}/machines/n/data", "x".repeat(80))).containerd_socket()
         );
     }
 }
