@@ -102,10 +102,20 @@ impl ProcessPlatform {
         );
         if let Ok(entries) = std::fs::read_dir(self.dir.path().join("machines")) {
             for e in entries.flatten() {
+                // What went wrong, without containerd's chatter and backtraces.
+                let log = std::fs::read_to_string(e.path().join("agent.log")).unwrap_or_default();
+                let telling: Vec<&str> = log
+                    .lines()
+                    .filter(|l| {
+                        !l.contains("level=info")
+                            && !l.trim_start().starts_with("at ")
+                            && !l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())
+                    })
+                    .collect();
                 out.push_str(&format!(
                     "--- {}:\n{}\n",
                     e.file_name().to_string_lossy(),
-                    tail(&e.path().join("agent.log"), 20)
+                    telling[telling.len().saturating_sub(20)..].join("\n")
                 ));
             }
         }

@@ -190,7 +190,10 @@ disabled_plugins = [
         root = toml_str(&layout.containerd_root()),
         state = toml_str(&state),
         socket = toml_str(&layout.containerd_socket()),
-        ttrpc = toml_str(&layout.root().join("containerd/containerd.sock.ttrpc")),
+        ttrpc = toml_str(&std::path::PathBuf::from(format!(
+            "{}.ttrpc",
+            layout.containerd_socket().display()
+        ))),
         level = toml_string(&opts.log_level),
         sandbox = toml_string(&opts.sandbox_image),
         runc = toml_str(&opts.runc),
