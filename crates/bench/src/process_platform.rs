@@ -109,7 +109,11 @@ impl ProcessPlatform {
                     .filter(|l| {
                         !l.contains("level=info")
                             && !l.trim_start().starts_with("at ")
-                            && !l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())
+                            && !l
+                                .trim_start()
+                                .chars()
+                                .next()
+                                .is_some_and(|c| c.is_ascii_digit())
                     })
                     .collect();
                 out.push_str(&format!(
