@@ -49,9 +49,61 @@ fn pem_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
         .map_err(|e| Error::Pem(e.to_string()))
 }
 
-/// The serving certificate, replaceable while the server runs (rotation without a restart).
+/// The serving certificate, replaceable while the server runs (rotation without a restart),
+/// and the certificates of the clusters' own hostnames ([`ServingCert::serve_hosts`]).
 pub struct ServingCert {
     current: parking_lot::RwLock<Arc<rustls::sign::CertifiedKey>>,
+    hosts: std::sync::OnceLock<HostCerts>,
+}
+
+/// Whether a name a client asks for by SNI is a cluster's hostname.
+pub type KnownHost = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Certificates for clusters' hostnames, issued by the serving CA when a client first asks
+/// for one by SNI, and kept for two thirds of their lifetime.
+struct HostCerts {
+    ca: pki::Ca,
+    validity: Duration,
+    known: KnownHost,
+    issued: parking_lot::Mutex<
+        std::collections::HashMap<String, (Arc<rustls::sign::CertifiedKey>, std::time::Instant)>,
+    >,
+}
+
+/// How many hostnames' certificates are kept (the cache starts over beyond it).
+const MAX_HOST_CERTS: usize = 10_000;
+
+impl HostCerts {
+    fn get(&self, host: &str) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        if !(self.known)(&host) {
+            return None;
+        }
+        let now = std::time::Instant::now();
+        if let Some((k, renew_at)) = self.issued.lock().get(&host)
+            && now < *renew_at
+        {
+            return Some(k.clone());
+        }
+        let pair = match self.ca.issue_server_for(
+            "kube-apiserver",
+            std::slice::from_ref(&host),
+            self.validity,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(%host, error = %e, "issuing a hostname's serving certificate failed");
+                return None;
+            }
+        };
+        let key = certified_key(&pair.cert_pem, &pair.key_pem).ok()?;
+        let mut issued = self.issued.lock();
+        if issued.len() >= MAX_HOST_CERTS {
+            issued.clear();
+        }
+        issued.insert(host, (key.clone(), now + self.validity * 2 / 3));
+        Some(key)
+    }
 }
 
 impl std::fmt::Debug for ServingCert {
@@ -76,7 +128,19 @@ impl ServingCert {
     pub fn new(cert_pem: &str, key_pem: &str) -> Result<Arc<ServingCert>, Error> {
         Ok(Arc::new(ServingCert {
             current: parking_lot::RwLock::new(certified_key(cert_pem, key_pem)?),
+            hosts: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Serves a client that names a cluster's hostname by SNI (`known` says which are) a
+    /// certificate for that name from `ca`, valid for `validity`. Set once.
+    pub fn serve_hosts(&self, ca: pki::Ca, validity: Duration, known: KnownHost) {
+        let _ = self.hosts.set(HostCerts {
+            ca,
+            validity,
+            known,
+            issued: Default::default(),
+        });
     }
 
     /// Serves `cert_pem` from the next handshake on.
@@ -89,8 +153,13 @@ impl ServingCert {
 impl rustls::server::ResolvesServerCert for ServingCert {
     fn resolve(
         &self,
-        _hello: rustls::server::ClientHello<'_>,
+        hello: rustls::server::ClientHello<'_>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        if let (Some(hosts), Some(name)) = (self.hosts.get(), hello.server_name())
+            && let Some(key) = hosts.get(name)
+        {
+            return Some(key);
+        }
         Some(self.current.read().clone())
     }
 }
@@ -384,7 +453,22 @@ pub async fn serve_with(
                         c.iter().map(|d| d.clone().into_owned()).collect(),
                     ))
                 });
-            serve_connection(server, tls, peer, Caller::Tls(chain), watcher, options).await;
+            // A client naming a cluster's hostname by SNI is served that cluster's paths.
+            let host_cluster = tls
+                .get_ref()
+                .1
+                .server_name()
+                .and_then(|h| server.control_plane().cluster_for_host(h));
+            serve_connection(
+                server,
+                tls,
+                peer,
+                Caller::Tls(chain),
+                watcher,
+                options,
+                host_cluster,
+            )
+            .await;
         });
     }
     server.drain();
@@ -399,14 +483,19 @@ async fn serve_connection<IO>(
     caller: Caller,
     watcher: hyper_util::server::graceful::Watcher,
     options: Options,
+    host_cluster: Option<String>,
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let peer_ip = peer.ip().to_string();
-    let svc = service_fn(move |req: Request<Incoming>| {
+    let prefix: Option<Arc<str>> = host_cluster.map(|c| format!("/clusters/{c}").into());
+    let svc = service_fn(move |mut req: Request<Incoming>| {
         let server = server.clone();
         let caller = caller.clone();
         let peer_ip = peer_ip.clone();
+        if let Some(p) = &prefix {
+            host_path(p, &mut req);
+        }
         async move {
             // The registry streams its bodies (blobs can be large): not read up front.
             if crate::distribution::handles(req.uri().path()) {
@@ -438,9 +527,46 @@ async fn serve_connection<IO>(
     }
 }
 
+/// Puts a request of a connection to a cluster's hostname under that cluster's path
+/// (`prefix` = `/clusters/<name>`), unless it already names a cluster or is the platform's
+/// registry.
+fn host_path<B>(prefix: &str, req: &mut Request<B>) {
+    let path = req.uri().path();
+    if path.starts_with("/clusters/") || path == "/v2" || path.starts_with("/v2/") {
+        return;
+    }
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(p) = format!("{prefix}{pq}").parse() {
+        parts.path_and_query = Some(p);
+        if let Ok(u) = http::Uri::from_parts(parts) {
+            *req.uri_mut() = u;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hostname_connection_serves_its_cluster_paths_and_leaves_the_rest() {
+        let mut req = Request::get("/api/v1/namespaces?limit=1").body(()).unwrap();
+        host_path("/clusters/c1", &mut req);
+        assert_eq!(
+            req.uri().to_string(),
+            "/clusters/c1/api/v1/namespaces?limit=1"
+        );
+        for kept in ["/clusters/c2/api", "/v2/", "/v2/x/manifests/1"] {
+            let mut req = Request::get(kept).body(()).unwrap();
+            host_path("/clusters/c1", &mut req);
+            assert_eq!(req.uri().to_string(), kept);
+        }
+    }
 
     /// Regression: at the file-descriptor limit the accept loop spun at 100 % CPU writing a
     /// warning per failed accept.

@@ -27,7 +27,7 @@ use crate::report::{Better, Samples, header, line};
 
 const NAMESPACE: &str = "tenant-root";
 
-fn tenant_clusters(root: &kube::Client) -> Api<DynamicObject> {
+pub(crate) fn tenant_clusters(root: &kube::Client) -> Api<DynamicObject> {
     let ar = ApiResource {
         group: "platform.matryoshka.dev".into(),
         version: "v1alpha1".into(),
@@ -38,7 +38,7 @@ fn tenant_clusters(root: &kube::Client) -> Api<DynamicObject> {
     Api::namespaced_with(root.clone(), NAMESPACE, &ar)
 }
 
-async fn until<F, Fut>(what: &str, limit: Duration, mut f: F) -> anyhow::Result<()>
+pub(crate) async fn until<F, Fut>(what: &str, limit: Duration, mut f: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -51,7 +51,11 @@ where
     Ok(())
 }
 
-async fn create_cluster(root: &kube::Client, name: &str, group: Value) -> anyhow::Result<()> {
+pub(crate) async fn create_cluster(
+    root: &kube::Client,
+    name: &str,
+    group: Value,
+) -> anyhow::Result<()> {
     let tc: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "TenantCluster",
         "metadata": {"name": name, "namespace": NAMESPACE},

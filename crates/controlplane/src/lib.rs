@@ -25,6 +25,7 @@ pub mod clusters;
 pub mod conversion;
 pub mod crds;
 pub mod fields;
+pub mod hosts;
 pub mod jwt;
 pub mod metrics;
 pub mod node_authz;
@@ -100,6 +101,8 @@ pub struct ControlPlane {
     /// Called with the name of each logical cluster whose deletion completed, so caches
     /// outside the control plane (metrics scrapes, say) let go of it.
     forget_hooks: Mutex<Vec<ForgetHook>>,
+    /// The hostnames clusters are served at (SNI).
+    pub(crate) hostnames: hosts::Hostnames,
 }
 
 impl ControlPlane {
@@ -129,6 +132,7 @@ impl ControlPlane {
             admission: Default::default(),
             metrics: Default::default(),
             forget_hooks: Mutex::new(Vec::new()),
+            hostnames: Default::default(),
         }))
     }
 
@@ -253,7 +257,13 @@ impl ControlPlane {
     }
 
     /// Lets go of everything kept about a deleted cluster.
+    /// The logical cluster served at `host` (a TLS client's SNI), if any.
+    pub fn cluster_for_host(&self, host: &str) -> Option<String> {
+        self.hostnames.cluster(host)
+    }
+
     pub(crate) fn forget(&self, cluster: &str) {
+        self.hostnames.set(cluster, Vec::new());
         self.trusts.forget(cluster);
         self.store.cache.forget_cluster(cluster);
         self.openapi.set(cluster, None);

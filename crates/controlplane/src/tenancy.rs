@@ -101,6 +101,37 @@ impl Strategy for LogicalClusterStrategy {
                 "the name is reserved",
             ));
         }
+        if let Some(hosts) = obj.pointer("/spec/hostnames") {
+            match hosts.as_array() {
+                None => errs.push(apimachinery::FieldError::invalid(
+                    "spec.hostnames",
+                    hosts.clone(),
+                    "must be a list of DNS names",
+                )),
+                Some(list) if list.len() > crate::hosts::MAX_HOSTNAMES => {
+                    errs.push(apimachinery::FieldError::too_many(
+                        "spec.hostnames",
+                        list.len(),
+                        crate::hosts::MAX_HOSTNAMES,
+                    ))
+                }
+                Some(list) => {
+                    for (i, h) in list.iter().enumerate() {
+                        let why = match h.as_str() {
+                            Some(s) => apimachinery::validation::is_dns1123_subdomain(s),
+                            None => vec!["must be a string".to_string()],
+                        };
+                        for w in why {
+                            errs.push(apimachinery::FieldError::invalid(
+                                format!("spec.hostnames[{i}]"),
+                                h.clone(),
+                                w,
+                            ));
+                        }
+                    }
+                }
+            }
+        }
         errs
     }
 }
@@ -463,6 +494,15 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
                 tokio::select! {
                     (ty, obj) = follow.recv() => {
                         let Some(cp) = weak.upgrade() else { return };
+                        // Every replica serves the hostnames of the served clusters.
+                        {
+                            let v = obj.value();
+                            let served = ty != EventType::Deleted
+                                && meta::deletion_timestamp(&v).is_none()
+                                && v.pointer("/status/phase").and_then(Value::as_str) == Some("Ready");
+                            let hosts = if served { crate::hosts::requested(&v) } else { Vec::new() };
+                            cp.hostnames.set(obj.name(), hosts);
+                        }
                         if ty == EventType::Deleted {
                             // Every replica lets go of what it kept about the cluster.
                             cp.catalog.remove_cluster(obj.name());

@@ -20,13 +20,16 @@
 //! - [`infra`] with [`provider`] and [`process`]: `MatryoshkaMachine` — `virtual` machines
 //!   are nodes of the in-process node agent, `process` machines real node agents in network
 //!   namespaces of their own;
-//! - [`autoscaler`]: the cluster autoscaler over the groups' size annotations.
+//! - [`autoscaler`]: the cluster autoscaler over the groups' size annotations;
+//! - [`cloud`]: the workload clusters' cloud controller (LoadBalancer Services as infra
+//!   Services of the root cluster, Nodes whose machine is gone).
 //!
 //! **Architecture Invariant:** an API client only (through `runtime`); one instance serves every
 //! namespace and every workload cluster (watches are cross-cluster), so it scales with objects,
 //! not with clusters.
 
 pub mod autoscaler;
+pub mod cloud;
 pub mod cluster;
 pub mod cond;
 pub mod crds;
@@ -46,7 +49,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::watcher;
 use runtime::client::{ClusterClients, ROOT};
@@ -97,6 +101,10 @@ pub(crate) struct Queues {
     pub machines: Arc<Queue<ObjectKey>>,
     pub checks: Arc<Queue<ObjectKey>>,
     pub infra: Arc<Queue<ObjectKey>>,
+    /// Services of workload clusters (the cloud controller's load balancers).
+    pub services: Arc<Queue<ObjectKey>>,
+    /// Nodes of workload clusters whose machine may be gone.
+    pub cloud_nodes: Arc<Queue<ObjectKey>>,
 }
 
 /// What every controller of this crate reads: the informers' stores, the clients, the queues.
@@ -112,6 +120,8 @@ pub struct Ctx {
     pub(crate) infra: Store<MatryoshkaMachine>,
     pub(crate) templates: Store<MatryoshkaMachineTemplate>,
     pub(crate) nodes: Store<Node>,
+    pub(crate) services: Store<Service>,
+    pub(crate) slices: Store<EndpointSlice>,
     pub(crate) queues: Queues,
     pub(crate) virtual_nodes: provider::VirtualProvider,
     /// Machines a MachineSet, and MachineSets a MachineDeployment, just wrote.
@@ -233,6 +243,8 @@ pub async fn run(
     let infra = Informer::<MatryoshkaMachine>::root(&clients)?;
     let templates = Informer::<MatryoshkaMachineTemplate>::root(&clients)?;
     let nodes = Informer::<Node>::new(&clients, watcher::Config::default())?;
+    let services = Informer::<Service>::new(&clients, watcher::Config::default())?;
+    let slices = Informer::<EndpointSlice>::new(&clients, watcher::Config::default())?;
     let ctx = Arc::new(Ctx {
         clients: clients.clone(),
         recorder: Recorder::start(clients.clone(), "machine-controller"),
@@ -245,6 +257,8 @@ pub async fn run(
         infra: infra.store(),
         templates: templates.store(),
         nodes: nodes.store(),
+        services: services.store(),
+        slices: slices.store(),
         queues: Queues {
             clusters: Queue::new(),
             deployments: Queue::new(),
@@ -252,6 +266,8 @@ pub async fn run(
             machines: Queue::new(),
             checks: Queue::new(),
             infra: Queue::new(),
+            services: Queue::new(),
+            cloud_nodes: Queue::new(),
         },
         virtual_nodes: provider::VirtualProvider::new(clients.clone(), options.nodes.clone()),
         expected_machines: Default::default(),
@@ -267,6 +283,7 @@ pub async fn run(
         &infra,
         &nodes,
     );
+    cloud_wire(&ctx, &services, &slices, &nodes, &infra);
     let (stop, stopped) = Shutdown::new();
     let mut tasks = vec![
         tokio::spawn(clusters.clone().run(stopped.clone().wait())),
@@ -277,6 +294,8 @@ pub async fn run(
         tokio::spawn(infra.clone().run(stopped.clone().wait())),
         tokio::spawn(templates.clone().run(stopped.clone().wait())),
         tokio::spawn(nodes.clone().run(stopped.clone().wait())),
+        tokio::spawn(services.clone().run(stopped.clone().wait())),
+        tokio::spawn(slices.clone().run(stopped.clone().wait())),
     ];
     let synced = async {
         clusters.wait_synced().await;
@@ -287,6 +306,8 @@ pub async fn run(
         infra.wait_synced().await;
         templates.wait_synced().await;
         nodes.wait_synced().await;
+        services.wait_synced().await;
+        slices.wait_synced().await;
     };
     tokio::pin!(shutdown);
     tokio::select! {
@@ -314,6 +335,16 @@ pub async fn run(
     workers!("machine", machines, reconcile_machine);
     workers!("machinehealthcheck", checks, reconcile_check);
     workers!("matryoshkamachine", infra, reconcile_infra);
+    workers!("cloud-service", services, reconcile_service);
+    workers!("cloud-node-lifecycle", cloud_nodes, reconcile_cloud_node);
+    // Every load balancer once at start: what changed while no one watched.
+    for (k, svc) in ctx.services.entries() {
+        if k.cluster.as_str() != ROOT
+            && svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+        {
+            ctx.queues.services.add(k);
+        }
+    }
     if let Some(opts) = options.autoscaler.clone() {
         tasks.push(tokio::spawn(
             ctx.clone().run_autoscaler(opts, stopped.clone().wait()),
@@ -329,6 +360,8 @@ pub async fn run(
         &ctx.queues.machines,
         &ctx.queues.checks,
         &ctx.queues.infra,
+        &ctx.queues.services,
+        &ctx.queues.cloud_nodes,
     ] {
         q.shut_down();
     }
@@ -447,6 +480,113 @@ fn wire(
                         ));
                     }
                 }
+            }
+        }
+    });
+}
+
+/// Which changes wake the cloud controller.
+fn cloud_wire(
+    ctx: &Arc<Ctx>,
+    services: &Informer<Service>,
+    slices: &Informer<EndpointSlice>,
+    nodes: &Informer<Node>,
+    infra: &Informer<MatryoshkaMachine>,
+) {
+    let is_lb =
+        |s: &Service| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer");
+    let weak = Arc::downgrade(ctx);
+    services.on_change(move |c| {
+        let Some(ctx) = weak.upgrade() else { return };
+        let svc = c.object();
+        let key = c.key();
+        if key.cluster.as_str() != ROOT {
+            let tracked = is_lb(svc)
+                || svc
+                    .metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == cloud::LB_CLEANUP_FINALIZER)
+                || svc
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.load_balancer.as_ref())
+                    .and_then(|l| l.ingress.as_ref())
+                    .is_some_and(|i| !i.is_empty());
+            if tracked {
+                ctx.queues.services.add(key.clone());
+            }
+            return;
+        }
+        // An infra Service wakes its tenant Service.
+        let labels = svc.metadata.labels.as_ref();
+        let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+        if let (Some(name), Some(ns), Some(cluster)) = (
+            get(cloud::TENANT_SERVICE_NAME_LABEL),
+            get(cloud::TENANT_SERVICE_NAMESPACE_LABEL),
+            get(names::CLUSTER_NAME_LABEL),
+        ) && let Some(capi) = ctx.clusters.get(&Ctx::key(&key.namespace, cluster))
+            && let Some(workload) = Ctx::workload_of(&capi)
+        {
+            ctx.queues.services.add(ObjectKey::new(workload, ns, name));
+        }
+    });
+    let weak = Arc::downgrade(ctx);
+    slices.on_change(move |c| {
+        let Some(ctx) = weak.upgrade() else { return };
+        let key = c.key();
+        let Some(svc_name) = c
+            .object()
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(cloud::SERVICE_NAME_LABEL))
+        else {
+            return;
+        };
+        let svc_key = ObjectKey::new(key.cluster.as_str(), &key.namespace, svc_name);
+        if key.cluster.as_str() != ROOT
+            && ctx.services.get(&svc_key).is_some_and(|s| {
+                is_lb(&s)
+                    && s.spec
+                        .as_ref()
+                        .and_then(|s| s.external_traffic_policy.as_deref())
+                        == Some("Local")
+            })
+        {
+            ctx.queues.services.add(svc_key);
+        }
+    });
+    let weak = Arc::downgrade(ctx);
+    nodes.on_change(move |c| {
+        let Some(ctx) = weak.upgrade() else { return };
+        let cluster = c.key().cluster.as_str();
+        if cluster == ROOT {
+            return;
+        }
+        if !matches!(c, Change::Deleted(..)) {
+            ctx.queues.cloud_nodes.add(c.key().clone());
+        }
+        for (k, s) in ctx.services.list_cluster(cluster) {
+            if is_lb(&s) {
+                ctx.queues.services.add(k);
+            }
+        }
+    });
+    let weak = Arc::downgrade(ctx);
+    infra.on_change(move |c| {
+        let Some(ctx) = weak.upgrade() else { return };
+        if !matches!(c, Change::Deleted(..)) {
+            return;
+        }
+        // The machine's Node, named after it, in its workload cluster.
+        let key = c.key();
+        for (_, capi) in ctx.clusters.list_cluster(ROOT) {
+            if capi.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+                && let Some(w) = Ctx::workload_of(&capi)
+            {
+                ctx.queues.cloud_nodes.add(ObjectKey::new(w, "", &key.name));
             }
         }
     });

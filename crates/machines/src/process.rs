@@ -303,10 +303,20 @@ impl ProcessProvider {
         {
             let exited = exited.clone();
             let name = name.to_string();
+            let log_path = dir.join("agent.log");
             tokio::spawn(async move {
                 let status = child.wait().await;
                 exited.store(true, Ordering::SeqCst);
                 tracing::info!(machine = %name, ?status, "a process machine's agent exited");
+                // Its data goes with the machine: what it said last stays in this log.
+                if !matches!(&status, Ok(s) if s.success() || s.code().is_none()) {
+                    let log = tokio::fs::read_to_string(&log_path)
+                        .await
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    tracing::warn!(machine = %name, "the agent failed; its last words:\n{}", tail.join("\n"));
+                }
             });
         }
         tracing::info!(cluster, machine = name, %address, ?pid, "started a process machine");

@@ -162,6 +162,24 @@ pub struct UpArgs {
     /// `--scale-down-delay-after-add`; a Go duration).
     #[arg(long, default_value = "10m0s", value_parser = parse_go_duration)]
     pub scale_down_delay_after_add: Duration,
+    /// Addresses for the root cluster's `type: LoadBalancer` Services (the tenant clusters'
+    /// load balancers among them): first-last ranges and CIDRs, comma-separated, as a
+    /// MetalLB address pool lists them (`127.0.100.10-127.0.100.50`). Traffic to an address
+    /// and port is carried to the Service's endpoints. Without a pool such Services stay
+    /// pending, as in a cluster without a load balancer.
+    #[arg(long, value_parser = parse_pool)]
+    pub load_balancer_ip_range: Option<lb::Pool>,
+    /// The root tenant's domain (Cozystack's `root-host`): a tenant's host is
+    /// `<tenant>.<parent's host>` and a tenant cluster's `kubernetes-<name>.<tenant host>`,
+    /// served on this port by SNI. Given, kubeconfigs use these names (resolve
+    /// `*.<root host>` to this machine); without it clusters are still served at their
+    /// names under `matryoshka.local`, and kubeconfigs use `/clusters/<name>` paths.
+    #[arg(long)]
+    pub root_host: Option<String>,
+}
+
+fn parse_pool(s: &str) -> Result<lb::Pool, String> {
+    s.parse().map_err(|e: lb::pool::PoolError| e.to_string())
 }
 
 /// `--machine-provider`.
@@ -401,6 +419,18 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
     let serving = issue()?;
     let serving_cert = ServingCert::new(&serving.cert_pem, &serving.key_pem)?;
+    // Tenant clusters' own hostnames (SNI) get certificates of their own.
+    {
+        let cp = Arc::downgrade(server.control_plane());
+        serving_cert.serve_hosts(
+            ca.clone(),
+            validity,
+            Arc::new(move |h: &str| {
+                cp.upgrade()
+                    .is_some_and(|cp| cp.cluster_for_host(h).is_some())
+            }),
+        );
+    }
     let install = {
         let serving_cert = serving_cert.clone();
         move |c: &pki::CertPair| Ok(serving_cert.replace(&c.cert_pem, &c.key_pem)?)
@@ -565,11 +595,29 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 }),
                 ..Default::default()
             },
+            hosting: platform::endpoint::Hosting {
+                root_host: args
+                    .root_host
+                    .clone()
+                    .unwrap_or_else(|| platform::endpoint::DEFAULT_ROOT_HOST.into()),
+                host_urls: args.root_host.is_some(),
+            },
             ..Default::default()
         }
         .with_leader_election(identity.clone()),
         stopped.clone().wait(),
     ));
+    let load_balancer = args.load_balancer_ip_range.clone().map(|pool| {
+        tracing::info!(%pool, "the platform's load balancer hands out addresses");
+        tokio::spawn(lb::run(
+            clients(),
+            lb::Options {
+                pool,
+                leader_identity: Some(identity.clone()),
+            },
+            stopped.clone().wait(),
+        ))
+    });
     let usable = if matches!(args.node, Some(NodeMode::Virtual | NodeMode::None))
         || (args.node.is_none() && args.virtual_nodes > 0)
     {
@@ -729,6 +777,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), scheduler).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), platform).await;
+    if let Some(l) = load_balancer {
+        let _ = tokio::time::timeout(Duration::from_secs(5), l).await;
+    }
     // Process machines are this process's children: they stop with it (their Nodes stay,
     // and the next start runs them again).
     if let Some(p) = process {

@@ -75,6 +75,8 @@ fn api_clients_depend_on_nothing_of_the_server() {
         "node",
         "platform",
         "machines",
+        "lb",
+        "nodenet",
         "dns",
         "streaming",
     ];

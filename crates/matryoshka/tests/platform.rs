@@ -78,6 +78,49 @@ fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
     team.eventually(&["get", "nodes"], Duration::from_secs(60), |r| {
         r.rows().iter().filter(|n| n[1] == "Ready").count() == 2
     });
+    // The cluster at its own hostname (TLS SNI, a certificate for that name), under its
+    // tenant's host; and the in-cluster Service `admin.svc` names.
+    let host = k
+        .run(&[
+            "get",
+            "tenantcluster",
+            "team-x",
+            "-n",
+            "tenant-foo",
+            "-o",
+            "jsonpath={.status.host}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    assert_eq!(host, "kubernetes-team-x.foo.matryoshka.local");
+    let at = format!("https://127.0.0.1:{}", server.port);
+    team.eventually(
+        &["--server", &at, "--tls-server-name", &host, "get", "nodes"],
+        Duration::from_secs(30),
+        |r| r.code == 0 && r.rows().len() == 2,
+    );
+    team.run(&[
+        "--server",
+        &at,
+        "--tls-server-name",
+        "kubernetes-nope.foo.matryoshka.local",
+        "get",
+        "nodes",
+    ])
+    .fails(1)
+    .err("x509");
+    k.run(&[
+        "get",
+        "svc",
+        "kubernetes-team-x",
+        "-n",
+        "tenant-foo",
+        "-o",
+        "jsonpath={.spec.ports[0].port}",
+    ])
+    .ok()
+    .out("6443");
     let alloc = team
         .run(&["get", "nodes", "-o", "jsonpath={range .items[*]}{.status.allocatable.memory} {.status.allocatable.cpu}{\"\\n\"}{end}"])
         .ok()

@@ -145,6 +145,8 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     let crds =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/crds/cluster-api");
     let subnet = format!("10.241.{n}.0/24");
+    // Load balancer addresses on loopback, of this test only.
+    let pool = format!("127.1.{n}.10-127.1.{n}.20");
     let server = Server::start_with(
         Backend::Embedded,
         &[
@@ -166,6 +168,8 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
             "3s",
             "--scale-down-delay-after-add",
             "3s",
+            "--load-balancer-ip-range",
+            &pool,
         ],
     );
     let p = Platform {
@@ -346,6 +350,8 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     assert!(events.contains("MachineMarkedUnhealthy"), "{events}");
 
     phase("the killed machine is replaced");
+    load_balancers_reach_the_tenant_pods(&p, &k, &t, n);
+    phase("load balancers");
     // Without the workload the group goes back to its minimum.
     t.run(&[
         "delete",
@@ -467,4 +473,199 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         !ps.lines().any(|l| l.contains(&dir)),
         "machine processes left:\n{ps}"
     );
+}
+
+/// The body of `GET path` on `addr`, if it answers 200.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let sock: std::net::SocketAddr = addr.parse().ok()?;
+    let mut c = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(2)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// `kubectl expose --type=LoadBalancer` in the tenant cluster: an address of the platform's
+/// pool within seconds, an infra Service in the tenant's namespace whose ports lead to the
+/// tenant's NodePorts, traffic from this machine answered by the tenant's pods (every one of
+/// them), `externalTrafficPolicy: Local` sending only to nodes holding a pod, and deletion
+/// releasing the address and the infra Service.
+fn load_balancers_reach_the_tenant_pods(p: &Platform, k: &Kubectl, t: &Kubectl, n: u32) {
+    t.run(&[
+        "expose",
+        "deploy",
+        "web",
+        "--type=LoadBalancer",
+        "--port=80",
+        "--target-port=8080",
+    ])
+    .ok();
+    let ip = p
+        .until(
+            t,
+            &[
+                "get",
+                "svc",
+                "web",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[0].ip}",
+            ],
+            |r| !r.stdout.is_empty(),
+        )
+        .stdout
+        .clone();
+    assert!(ip.starts_with(&format!("127.1.{n}.")), "{ip}");
+    t.run(&["get", "svc", "web"]).ok().out(&ip);
+    t.run(&["get", "svc", "web", "-o", "jsonpath={.metadata.finalizers}"])
+        .ok()
+        .out("service.kubernetes.io/load-balancer-cleanup");
+    let node_port = t
+        .run(&[
+            "get",
+            "svc",
+            "web",
+            "-o",
+            "jsonpath={.spec.ports[0].nodePort}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let infra = k
+        .run(&[
+            "get",
+            "svc",
+            "-n",
+            "tenant-root",
+            "-l",
+            "cluster.x-k8s.io/tenant-service-name=web,cluster.x-k8s.io/tenant-service-namespace=default,cluster.x-k8s.io/cluster-name=kubernetes-demo",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.type} {.spec.ports[0].port} {.spec.ports[0].targetPort} {.status.loadBalancer.ingress[0].ip}{\"\\n\"}{end}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let fields: Vec<&str> = infra.split_whitespace().collect();
+    assert_eq!(fields.len(), 5, "one infra Service: {infra}");
+    assert!(
+        fields[0].starts_with('a') && fields[0].len() == 32,
+        "{infra}"
+    );
+    assert_eq!(
+        &fields[1..],
+        ["LoadBalancer", "80", node_port.as_str(), ip.as_str()]
+    );
+    // Every pod answers through the address, from this machine.
+    let addr = format!("{ip}:80");
+    let deadline = std::time::Instant::now() + LONG;
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 3 {
+        if let Some(body) = http_get(&addr, "/hostname") {
+            assert!(body.starts_with("web-"), "{body}");
+            seen.insert(body);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "answered by {seen:?}\n{}",
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Local: only the node holding the one pod left takes traffic.
+    t.run(&[
+        "patch",
+        "svc",
+        "web",
+        "-p",
+        r#"{"spec":{"externalTrafficPolicy":"Local"}}"#,
+    ])
+    .ok();
+    t.run(&["scale", "deploy", "web", "--replicas=1"]).ok();
+    p.until(
+        k,
+        &[
+            "get",
+            "endpointslices",
+            "-n",
+            "tenant-root",
+            "-l",
+            &format!("kubernetes.io/service-name={}", fields[0]),
+            "-o",
+            "jsonpath={range .items[*].endpoints[*]}{.addresses[0]}{\"\\n\"}{end}",
+        ],
+        |r| r.stdout.lines().count() == 1,
+    );
+    k.run(&[
+        "get",
+        "svc",
+        "-n",
+        "tenant-root",
+        fields[0],
+        "-o",
+        "jsonpath={.spec.externalTrafficPolicy}",
+    ])
+    .ok()
+    .out("Local");
+    let deadline = std::time::Instant::now() + LONG;
+    while http_get(&addr, "/hostname").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no answer with Local\n{}",
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Deleting the Service removes the infra Service and gives the address back: the next
+    // load balancer gets it.
+    t.run(&["delete", "svc", "web", "--timeout=60s"]).ok();
+    p.until(
+        k,
+        &[
+            "get",
+            "svc",
+            "-n",
+            "tenant-root",
+            "-l",
+            "cluster.x-k8s.io/tenant-service-name=web",
+            "-o",
+            "name",
+        ],
+        |r| r.stdout.trim().is_empty(),
+    );
+    let deadline = std::time::Instant::now() + LONG;
+    while http_get(&addr, "/hostname").is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the address still answers"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.run(&[
+        "expose",
+        "deploy",
+        "web",
+        "--name=again",
+        "--type=LoadBalancer",
+        "--port=80",
+        "--target-port=8080",
+    ])
+    .ok();
+    p.until(
+        t,
+        &[
+            "get",
+            "svc",
+            "again",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+        ],
+        |r| r.stdout == ip,
+    );
+    t.run(&["delete", "svc", "again", "--timeout=60s"]).ok();
 }

@@ -24,9 +24,10 @@ use runtime::informer::{Change, Informer, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 
 use crate::conditions::{self, Cond};
+use crate::endpoint::{self, Hosting};
 use crate::install::FIELD_MANAGER;
 use crate::kubeconfig::{self, Target};
-use crate::resource::{LogicalCluster, TenantCluster};
+use crate::resource::{LogicalCluster, Tenant, TenantCluster};
 use crate::{naming, spec, workers};
 
 /// `action`, or a reconcile when the kubeconfig's certificates are due, if that comes first.
@@ -52,6 +53,8 @@ pub struct TenantClusterController {
     clients: ClusterClients,
     clusters: Store<TenantCluster>,
     logical: Store<LogicalCluster>,
+    tenants: Store<Tenant>,
+    hosting: Hosting,
     /// Whether Cluster API's CRDs are served (without them a cluster gets no workers).
     cluster_api: bool,
     queue: Arc<Queue<ObjectKey>>,
@@ -63,10 +66,13 @@ pub struct TenantClusterController {
 }
 
 impl TenantClusterController {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         clients: ClusterClients,
         clusters: &Informer<TenantCluster>,
         logical: &Informer<LogicalCluster>,
+        tenants: &Informer<Tenant>,
+        hosting: Hosting,
         cluster_api: bool,
         client_cert_validity: std::time::Duration,
         default_provider: &'static str,
@@ -86,10 +92,27 @@ impl TenantClusterController {
                 q.add(ObjectKey::new(ROOT, &ns, &name));
             }
         });
+        // A tenant's host is in its clusters' hostnames (and its descendants').
+        let q = queue.clone();
+        let cs = clusters.store();
+        tenants.on_change(move |c| {
+            let t = c.object();
+            let ns = crate::naming::tenant_namespace(
+                t.metadata.namespace.as_deref().unwrap_or(""),
+                t.metadata.name.as_deref().unwrap_or(""),
+            );
+            for (k, _) in cs.list_cluster(ROOT) {
+                if k.namespace == ns || k.namespace.starts_with(&format!("{ns}-")) {
+                    q.add(k);
+                }
+            }
+        });
         Arc::new(TenantClusterController {
             clients,
             clusters: clusters.store(),
             logical: logical.store(),
+            tenants: tenants.store(),
+            hosting,
             cluster_api,
             queue,
             client_cert_validity,
@@ -144,8 +167,15 @@ impl TenantClusterController {
                 )
                 .await;
         };
-        // 1. The control plane: a logical cluster announcing the chosen release.
-        let lc = self.ensure_logical_cluster(&key, &lc_name, release).await?;
+        // 1. The control plane: a logical cluster announcing the chosen release, served at
+        // the cluster's hostnames.
+        let tenant_host =
+            endpoint::tenant_host(&self.tenants, &self.hosting.root_host, &key.namespace);
+        let host = endpoint::cluster_host(&tc.spec, &key.name, &tenant_host);
+        let hostnames = endpoint::hostnames(&host, &key.namespace, &key.name);
+        let lc = self
+            .ensure_logical_cluster(&key, &lc_name, release, &hostnames)
+            .await?;
         let ready = lc
             .as_ref()
             .and_then(|l| l.status_field("/phase"))
@@ -180,11 +210,18 @@ impl TenantClusterController {
                 )
                 .await;
         };
-        let url = lc
+        let path_url = lc
             .status_field("/url")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
+        let url = if self.hosting.host_urls {
+            endpoint::host_url(&path_url, &host)
+        } else {
+            path_url
+        };
+        // The in-cluster Service `admin.svc` names.
+        endpoint::ensure_api_service(&root, &key.namespace, &key.name, &owner(&tc)).await?;
         let serving_ca = lc
             .status_field("/caBundle")
             .and_then(Value::as_str)
@@ -228,7 +265,7 @@ impl TenantClusterController {
                             message: "Cluster API is not installed: no worker machines",
                         },
                     ],
-                    json!({"version": release, "endpoint": url, "logicalCluster": lc_name,
+                    json!({"version": release, "endpoint": url, "host": host, "logicalCluster": lc_name,
                         "kubeconfigSecret": naming::kubeconfig_secret(&key.name)}),
                 )
                 .await
@@ -288,6 +325,7 @@ impl TenantClusterController {
             json!({
                 "version": release,
                 "endpoint": url,
+                "host": host,
                 "logicalCluster": lc_name,
                 "kubeconfigSecret": naming::kubeconfig_secret(&key.name),
                 "desiredNodes": counts.desired,
@@ -305,6 +343,7 @@ impl TenantClusterController {
         key: &ObjectKey,
         lc_name: &str,
         release: &str,
+        hostnames: &[String],
     ) -> Result<Option<Arc<LogicalCluster>>> {
         let annotation = apimachinery::cluster::VERSION_ANNOTATION;
         let cached = self.logical.get(&ObjectKey::new(ROOT, "", lc_name));
@@ -320,8 +359,10 @@ impl TenantClusterController {
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(annotation));
-                if current.map(String::as_str) != Some(release) {
-                    let patch = json!({"metadata": {"annotations": {annotation: release}}});
+                let hosts_now = lc.spec.get("hostnames").cloned().unwrap_or(Value::Null);
+                if current.map(String::as_str) != Some(release) || hosts_now != json!(hostnames) {
+                    let patch = json!({"metadata": {"annotations": {annotation: release}},
+                        "spec": {"hostnames": hostnames}});
                     api.patch(lc_name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await?;
                 }
@@ -334,6 +375,7 @@ impl TenantClusterController {
                         "labels": {OWNER_NAMESPACE_LABEL: key.namespace, OWNER_NAME_LABEL: key.name},
                         "annotations": {annotation: release},
                     },
+                    "spec": {"hostnames": hostnames},
                 }))?;
                 match api.create(&PostParams::default(), &lc).await {
                     Ok(_) => Ok(None),

@@ -160,6 +160,7 @@ fn tenant_cluster_status() -> Value {
             "conditions": conditions(),
             "version": string("The Kubernetes release the cluster runs (v1.35.6)."),
             "endpoint": string("The URL of the cluster's API server."),
+            "host": string("The hostname the cluster's API server is served at (TLS SNI)."),
             "logicalCluster": string("The logical cluster serving it."),
             "kubeconfigSecret": string("The Secret holding the admin kubeconfigs."),
             "desiredNodes": {"type": "integer", "description": "Nodes the node groups ask for."},

@@ -33,6 +33,8 @@ pub async fn apply(client: &kube::Client, obj: &Value) -> Result<()> {
         "LimitRange" => "limitranges",
         "CustomResourceDefinition" => "customresourcedefinitions",
         "Secret" => "secrets",
+        "Service" => "services",
+        "EndpointSlice" => "endpointslices",
         other => return Err(Error::Config(format!("cannot apply a {other}"))),
     };
     let ar = ApiResource {

@@ -23,6 +23,7 @@ pub mod backup;
 pub mod cluster;
 pub mod conditions;
 pub mod crds;
+pub mod endpoint;
 pub mod install;
 pub mod kubeconfig;
 pub mod naming;
@@ -66,6 +67,8 @@ pub struct Options {
     /// Lease-based leader election (several replicas, one running the platform's controllers
     /// and node pools); `None` runs them at once.
     pub leader_election: Option<runtime::leader::LeaderConfig>,
+    /// How tenant clusters are served by name.
+    pub hosting: endpoint::Hosting,
 }
 
 impl Default for Options {
@@ -78,6 +81,7 @@ impl Default for Options {
             backup_dir: None,
             backup_min_interval: std::time::Duration::from_secs(600),
             leader_election: None,
+            hosting: endpoint::Hosting::default(),
         }
     }
 }
@@ -164,6 +168,8 @@ async fn run_controllers_now(
         clients.clone(),
         &clusters,
         &logical,
+        &tenants,
+        options.hosting.clone(),
         cluster_api,
         options.client_cert_validity,
         if options.machines.process.is_some() {

@@ -117,6 +117,27 @@ fn node_group(errs: &mut ErrorList, path: &Path, name: &str, g: &Value) {
 }
 
 /// Validates a TenantCluster being created or updated in namespace `ns`.
+/// A hostname a tenant or a cluster is served at: a DNS-1123 subdomain outside the names
+/// the platform gives in-cluster Services (`*.svc`, `*.cluster.local`).
+fn hostname(errs: &mut ErrorList, path: &Path, v: Option<&Value>) {
+    let Some(v) = v else { return };
+    let Some(h) = v.as_str() else { return };
+    if h.is_empty() {
+        return;
+    }
+    for why in apimachinery::validation::is_dns1123_subdomain(h) {
+        errs.push(FieldError::invalid(path.as_str(), v.clone(), why));
+    }
+    let lower = h.to_ascii_lowercase();
+    if lower.ends_with(".svc") || lower.ends_with(".cluster.local") || lower == "localhost" {
+        errs.push(FieldError::invalid(
+            path.as_str(),
+            v.clone(),
+            "must not be an in-cluster Service name (*.svc, *.cluster.local) or localhost",
+        ));
+    }
+}
+
 pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
     let mut errs = ErrorList::new();
     let name = obj
@@ -159,6 +180,7 @@ pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
             ));
         }
     }
+    hostname(&mut errs, &p.child("host"), spec.get("host"));
     duration(
         &mut errs,
         &p.child("maxNodeProvisionTime"),
@@ -249,6 +271,11 @@ pub fn tenant(obj: &Value, ns: &str) -> ErrorList {
             ));
         }
     }
+    hostname(
+        &mut errs,
+        &Path::new("spec").child("host"),
+        obj.pointer("/spec/host"),
+    );
     if let Some(q) = obj
         .pointer("/spec/resourceQuotas")
         .and_then(Value::as_object)
@@ -344,6 +371,22 @@ mod tests {
                 .all(|e| e.starts_with("spec.nodeGroups[md0].kubelet")),
             "{m:?}"
         );
+    }
+
+    #[test]
+    fn hosts_must_be_dns_names_outside_the_in_cluster_service_domains() {
+        assert!(messages(tc(json!({"host": "api.team-x.example.org"}))).is_empty());
+        for bad in [
+            "Not_A_Host",
+            "kubernetes-b.tenant-b.svc",
+            "x.svc.cluster.local",
+        ] {
+            let m = messages(tc(json!({"host": bad})));
+            assert!(
+                m.iter().any(|e| e.starts_with("spec.host: Invalid value")),
+                "{bad}: {m:?}"
+            );
+        }
     }
 
     #[test]

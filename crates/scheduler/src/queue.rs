@@ -213,30 +213,45 @@ impl Queue {
         }
     }
 
-    /// Takes the next pod to schedule, if any is active.
+    /// Takes the next pod to schedule: the first active one, or when none is active the one
+    /// whose backoff ends first (upstream 1.33's `SchedulerPopFromBackoffQ`: backoff keeps a
+    /// failing pod from starving others, not an idle scheduler from working).
     pub fn pop(&mut self) -> Option<QueuedPod> {
-        while let Some(item) = self.active.pop() {
-            let valid = self
-                .entries
-                .get(&item.key)
-                .is_some_and(|e| e.place == Place::Active(item.seq));
-            if !valid {
-                continue;
-            }
+        loop {
+            let key = if let Some(item) = self.active.pop() {
+                let valid = self
+                    .entries
+                    .get(&item.key)
+                    .is_some_and(|e| e.place == Place::Active(item.seq));
+                if !valid {
+                    continue;
+                }
+                item.key
+            } else if let Some(Reverse((_, seq, key))) = self.backoff.pop() {
+                let valid = self
+                    .entries
+                    .get(&key)
+                    .is_some_and(|e| e.place == Place::Backoff(seq));
+                if !valid {
+                    continue;
+                }
+                key
+            } else {
+                return None;
+            };
             self.cycle += 1;
             let cycle = self.cycle;
-            let e = self.entries.get_mut(&item.key)?;
+            let e = self.entries.get_mut(&key)?;
             e.place = Place::InFlight;
             e.pod.attempts += 1;
             e.pod.cycle = cycle;
             let pod = e.pod.clone();
             self.in_flight
-                .entry(item.key.cluster.clone())
+                .entry(key.cluster.clone())
                 .or_insert((0, 0))
                 .0 += 1;
             return Some(pod);
         }
-        None
     }
 
     fn finish(&mut self, key: &PodKey) -> Option<(QueuedPod, u64)> {
@@ -359,8 +374,9 @@ impl Queue {
     }
 
     /// Whether a pod can be popped now.
+    /// Whether [`Queue::pop`] may have a pod (active, or backing off).
     pub fn has_active(&self) -> bool {
-        !self.active.is_empty()
+        !self.active.is_empty() || !self.backoff.is_empty()
     }
 
     /// Whether the pod is queued (in any sub-queue or in flight).
@@ -429,8 +445,7 @@ mod tests {
         assert_eq!(q.unschedulable_len(), 2, "an unrelated plugin helps nobody");
         q.move_for_event("b", fit(), t0);
         assert_eq!(q.unschedulable_len(), 1, "only cluster b's pod moves");
-        assert!(q.pop().is_none(), "it backs off first");
-        q.flush_backoff(t0 + Duration::from_millis(1500));
+        // Nothing else is active: the pod in backoff is taken at once.
         assert_eq!(q.pop().unwrap().info.key.name, "r");
     }
 
@@ -451,6 +466,28 @@ mod tests {
         assert_eq!(q.unschedulable_len(), 1, "x waits for room, not for taints");
         q.move_for_event("a", PluginSet::ALL, t0);
         assert_eq!(q.unschedulable_len(), 0);
+    }
+
+    #[test]
+    fn an_active_pod_goes_before_one_in_backoff_and_backoff_goes_by_its_end() {
+        let mut q = Queue::default();
+        let t0 = Instant::now();
+        q.upsert(pod("a", "p", 0), t0);
+        q.upsert(pod("a", "r", 0), t0);
+        let p = q.pop().unwrap();
+        let r = q.pop().unwrap();
+        // p fails twice (a longer backoff), r once; both back off after an in-flight event.
+        q.move_for_event("a", fit(), t0);
+        q.unschedulable(&p.info.key, fit(), t0);
+        q.move_for_event("a", fit(), t0);
+        q.unschedulable(&r.info.key, fit(), t0 + Duration::from_millis(10));
+        q.upsert(pod("a", "new", 0), t0);
+        assert_eq!(q.pop().unwrap().info.key.name, "new", "active first");
+        let first = q.pop().unwrap().info.key.name.clone();
+        let second = q.pop().unwrap().info.key.name.clone();
+        assert_eq!([first.as_str(), second.as_str()], ["p", "r"]);
+        assert!(q.pop().is_none());
+        assert!(!q.has_active());
     }
 
     #[test]
