@@ -170,6 +170,11 @@ pub fn authorize(cp: &ControlPlane, cluster: &str, node: &str, a: &Attributes) -
                 && !a.name.is_empty()
                 && referenced(cp, cluster, &a.namespace, node, kind, &a.name)
         }
+        // A volume bound to a claim one of its pods uses (upstream's graph: pod → claim →
+        // volume).
+        ("", "persistentvolumes") => {
+            verb == "get" && sub.is_empty() && volume_of_pod_on(cp, cluster, node, &a.name)
+        }
         ("", "serviceaccounts") => {
             verb == "create"
                 && sub == "token"
@@ -189,6 +194,39 @@ pub fn authorize(cp: &ControlPlane, cluster: &str, node: &str, a: &Attributes) -
         _ => return None,
     };
     allow.then_some(true)
+}
+
+/// Whether volume `name` is bound to a claim a pod on `node` uses.
+fn volume_of_pod_on(cp: &ControlPlane, cluster: &str, node: &str, name: &str) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    let Some(pv) = cp
+        .store
+        .cache
+        .get("", "persistentvolumes", cluster, "", name)
+    else {
+        return false;
+    };
+    let pv = pv.value();
+    let (Some(ns), Some(claim)) = (
+        pv.pointer("/spec/claimRef/namespace")
+            .and_then(Value::as_str),
+        pv.pointer("/spec/claimRef/name").and_then(Value::as_str),
+    ) else {
+        return false;
+    };
+    let bound_back = cp
+        .store
+        .cache
+        .get("", "persistentvolumeclaims", cluster, ns, claim)
+        .is_some_and(|c| {
+            c.value()
+                .pointer("/spec/volumeName")
+                .and_then(Value::as_str)
+                == Some(name)
+        });
+    bound_back && referenced(cp, cluster, ns, node, "persistentvolumeclaims", claim)
 }
 
 fn referenced_sa(

@@ -21,6 +21,8 @@
 //!   are nodes of the in-process node agent, `process` machines real node agents in network
 //!   namespaces of their own;
 //! - [`autoscaler`]: the cluster autoscaler over the groups' size annotations;
+//! - [`volumes`]: volumes from the platform (tenant claims as infra claims of directory
+//!   volumes the nodes reach);
 //! - [`cloud`]: the workload clusters' cloud controller (LoadBalancer Services as infra
 //!   Services of the root cluster, Nodes whose machine is gone).
 //!
@@ -44,13 +46,15 @@ pub mod process;
 pub mod provider;
 pub mod quota;
 pub mod resource;
+pub mod volumes;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::watcher;
 use runtime::client::{ClusterClients, ROOT};
@@ -79,6 +83,8 @@ pub struct Options {
     /// The `process` provider's machines, when this platform can run them (its owner
     /// stops them).
     pub process: Option<Arc<process::ProcessProvider>>,
+    /// Where the platform keeps tenant clusters' volumes (None: their claims stay pending).
+    pub volumes_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -89,6 +95,7 @@ impl Default for Options {
             drain_retry: Duration::from_secs(2),
             autoscaler: Some(autoscaler::AutoscalerOptions::default()),
             process: None,
+            volumes_dir: None,
         }
     }
 }
@@ -105,6 +112,8 @@ pub(crate) struct Queues {
     pub services: Arc<Queue<ObjectKey>>,
     /// Nodes of workload clusters whose machine may be gone.
     pub cloud_nodes: Arc<Queue<ObjectKey>>,
+    /// Claims and volumes of the platform's volumes.
+    pub volumes: Arc<Queue<ObjectKey>>,
 }
 
 /// What every controller of this crate reads: the informers' stores, the clients, the queues.
@@ -122,6 +131,9 @@ pub struct Ctx {
     pub(crate) nodes: Store<Node>,
     pub(crate) services: Store<Service>,
     pub(crate) slices: Store<EndpointSlice>,
+    pub(crate) claims: Store<PersistentVolumeClaim>,
+    pub(crate) volumes: Store<PersistentVolume>,
+    pub(crate) classes: Store<StorageClass>,
     pub(crate) queues: Queues,
     pub(crate) virtual_nodes: provider::VirtualProvider,
     /// Machines a MachineSet, and MachineSets a MachineDeployment, just wrote.
@@ -245,6 +257,19 @@ pub async fn run(
     let nodes = Informer::<Node>::new(&clients, watcher::Config::default())?;
     let services = Informer::<Service>::new(&clients, watcher::Config::default())?;
     let slices = Informer::<EndpointSlice>::new(&clients, watcher::Config::default())?;
+    let claims = Informer::<PersistentVolumeClaim>::new(&clients, watcher::Config::default())?;
+    let volumes = Informer::<PersistentVolume>::new(&clients, watcher::Config::default())?;
+    let classes = Informer::<StorageClass>::new(&clients, watcher::Config::default())?;
+    // The root cluster's class of infra volumes.
+    {
+        let api: kube::Api<StorageClass> = kube::Api::all(clients.cluster(ROOT)?);
+        let class: StorageClass = serde_json::from_value(volumes::root_class())?;
+        match api.create(&Default::default(), &class).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     let ctx = Arc::new(Ctx {
         clients: clients.clone(),
         recorder: Recorder::start(clients.clone(), "machine-controller"),
@@ -259,6 +284,9 @@ pub async fn run(
         nodes: nodes.store(),
         services: services.store(),
         slices: slices.store(),
+        claims: claims.store(),
+        volumes: volumes.store(),
+        classes: classes.store(),
         queues: Queues {
             clusters: Queue::new(),
             deployments: Queue::new(),
@@ -268,6 +296,7 @@ pub async fn run(
             infra: Queue::new(),
             services: Queue::new(),
             cloud_nodes: Queue::new(),
+            volumes: Queue::new(),
         },
         virtual_nodes: provider::VirtualProvider::new(clients.clone(), options.nodes.clone()),
         expected_machines: Default::default(),
@@ -284,6 +313,7 @@ pub async fn run(
         &nodes,
     );
     cloud_wire(&ctx, &services, &slices, &nodes, &infra);
+    volumes::wire(&ctx, &clusters, &claims, &volumes);
     let (stop, stopped) = Shutdown::new();
     let mut tasks = vec![
         tokio::spawn(clusters.clone().run(stopped.clone().wait())),
@@ -296,6 +326,9 @@ pub async fn run(
         tokio::spawn(nodes.clone().run(stopped.clone().wait())),
         tokio::spawn(services.clone().run(stopped.clone().wait())),
         tokio::spawn(slices.clone().run(stopped.clone().wait())),
+        tokio::spawn(claims.clone().run(stopped.clone().wait())),
+        tokio::spawn(volumes.clone().run(stopped.clone().wait())),
+        tokio::spawn(classes.clone().run(stopped.clone().wait())),
     ];
     let synced = async {
         clusters.wait_synced().await;
@@ -308,6 +341,9 @@ pub async fn run(
         nodes.wait_synced().await;
         services.wait_synced().await;
         slices.wait_synced().await;
+        claims.wait_synced().await;
+        volumes.wait_synced().await;
+        classes.wait_synced().await;
     };
     tokio::pin!(shutdown);
     tokio::select! {
@@ -337,6 +373,17 @@ pub async fn run(
     workers!("matryoshkamachine", infra, reconcile_infra);
     workers!("cloud-service", services, reconcile_service);
     workers!("cloud-node-lifecycle", cloud_nodes, reconcile_cloud_node);
+    workers!("platform-volumes", volumes, reconcile_volume);
+    // Every claim once at start (pending ones, infra ones whose tenant claim went meanwhile),
+    // and root volumes being deleted.
+    for k in ctx.claims.keys() {
+        ctx.queues.volumes.add(k);
+    }
+    for (k, v) in ctx.volumes.list_cluster(ROOT) {
+        if v.metadata.deletion_timestamp.is_some() {
+            ctx.queues.volumes.add(k);
+        }
+    }
     // Every load balancer once at start: what changed while no one watched.
     for (k, svc) in ctx.services.entries() {
         if k.cluster.as_str() != ROOT
@@ -362,6 +409,7 @@ pub async fn run(
         &ctx.queues.infra,
         &ctx.queues.services,
         &ctx.queues.cloud_nodes,
+        &ctx.queues.volumes,
     ] {
         q.shut_down();
     }

@@ -588,6 +588,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             cluster_api_crds: args.cluster_api_crds.clone(),
             machines: machines::Options {
                 process: process.clone(),
+                volumes_dir: Some(args.data_dir.join("volumes")),
                 autoscaler: Some(machines::autoscaler::AutoscalerOptions {
                     scale_down_unneeded_time: args.scale_down_unneeded_time,
                     scale_down_delay_after_add: args.scale_down_delay_after_add,

@@ -350,6 +350,8 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     assert!(events.contains("MachineMarkedUnhealthy"), "{events}");
 
     phase("the killed machine is replaced");
+    volumes_follow_their_pod_to_another_node(&p, &k, &t);
+    phase("volumes");
     load_balancers_reach_the_tenant_pods(&p, &k, &t, n);
     phase("load balancers");
     // Without the workload the group goes back to its minimum.
@@ -473,6 +475,173 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         !ps.lines().any(|l| l.contains(&dir)),
         "machine processes left:\n{ps}"
     );
+}
+
+const DB: &str = r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: busybox:1.35
+        command: ["sh", "-c", "hostname >> /data/log; exec sleep 3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Mi}}
+"#;
+
+/// A StatefulSet's claim gets the TenantCluster's `storageClass` (the platform's volumes): an
+/// infra claim in the tenant's namespace of the root cluster; what the pod writes is there
+/// after the pod moves to another node; growing the claim grows the volume; the class cannot
+/// be changed; deleting the claim deletes the infra claim and the data.
+fn volumes_follow_their_pod_to_another_node(p: &Platform, k: &Kubectl, t: &Kubectl) {
+    t.run(&["get", "storageclass", "replicated", "-o", "jsonpath={.provisioner} {.allowVolumeExpansion} {.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class}"])
+        .ok()
+        .out("volumes.platform.matryoshka.dev true true");
+    t.run_stdin(&["apply", "-f", "-"], Some(DB)).ok();
+    let claim = p
+        .until(
+            t,
+            &[
+                "get",
+                "pvc",
+                "data-db-0",
+                "-o",
+                "jsonpath={.status.phase} {.spec.storageClassName} {.spec.volumeName}",
+            ],
+            |r| r.stdout.starts_with("Bound "),
+        )
+        .stdout
+        .clone();
+    let fields: Vec<&str> = claim.split(' ').collect();
+    assert_eq!(fields[1], "replicated", "{claim}");
+    let volume = fields[2].to_string();
+    assert!(volume.starts_with("pvc-"), "{claim}");
+    k.run(&[
+        "get",
+        "pvc",
+        &volume,
+        "-n",
+        "tenant-root",
+        "-o",
+        "jsonpath={.status.phase} {.spec.storageClassName}",
+    ])
+    .ok()
+    .out("Bound matryoshka-volumes");
+    let where_ = |r: &Run| {
+        let f: Vec<String> = r.stdout.split(' ').map(str::to_string).collect();
+        (f.len() == 2 && f[1] == "Running").then(|| f[0].clone())
+    };
+    let pod = [
+        "get",
+        "pod",
+        "db-0",
+        "-o",
+        "jsonpath={.spec.nodeName} {.status.phase}",
+    ];
+    let first = p.until(t, &pod, |r| where_(r).is_some());
+    let first_node = where_(&first).expect("running");
+    // The pod moves to another node; what it wrote is still there.
+    t.run(&["cordon", &first_node]).ok();
+    t.run(&["delete", "pod", "db-0", "--wait=true", "--timeout=60s"])
+        .ok();
+    let second = p.until(t, &pod, |r| where_(r).is_some_and(|n| n != first_node));
+    let second_node = where_(&second).expect("running");
+    let log = p.until(t, &["exec", "db-0", "--", "cat", "/data/log"], |r| {
+        r.code == 0 && r.stdout.lines().count() == 2
+    });
+    assert_eq!(
+        log.stdout.lines().collect::<Vec<_>>(),
+        ["db-0", "db-0"],
+        "{}",
+        log.stdout
+    );
+    t.run(&["uncordon", &first_node]).ok();
+    assert_ne!(first_node, second_node);
+    // Growing the claim grows the volume.
+    t.run(&[
+        "patch",
+        "pvc",
+        "data-db-0",
+        "-p",
+        r#"{"spec":{"resources":{"requests":{"storage":"2Mi"}}}}"#,
+    ])
+    .ok();
+    p.until(
+        t,
+        &[
+            "get",
+            "pvc",
+            "data-db-0",
+            "-o",
+            "jsonpath={.status.capacity.storage}",
+        ],
+        |r| r.stdout == "2Mi",
+    );
+    k.run(&[
+        "get",
+        "pvc",
+        &volume,
+        "-n",
+        "tenant-root",
+        "-o",
+        "jsonpath={.spec.resources.requests.storage}",
+    ])
+    .ok()
+    .out("2Mi");
+    // The cluster's storage class is immutable.
+    k.run(&[
+        "patch",
+        "tenantcluster",
+        "demo",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"storageClass":"other"}}"#,
+    ])
+    .fails(1)
+    .err("storageClass is immutable");
+    // Deleting the claim deletes the infra claim and the data.
+    t.run(&[
+        "delete",
+        "statefulset",
+        "db",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
+    t.run(&["delete", "pvc", "data-db-0", "--wait=true", "--timeout=60s"])
+        .ok();
+    p.until(k, &["get", "pvc", "-n", "tenant-root", "-o", "name"], |r| {
+        !r.stdout.contains(&volume)
+    });
+    let dir = p
+        .server()
+        .dir
+        .join("volumes")
+        .join("tenant-root")
+        .join(&volume);
+    let deadline = std::time::Instant::now() + LONG;
+    while dir.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} is left",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The body of `GET path` on `addr`, if it answers 200.

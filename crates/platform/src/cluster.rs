@@ -55,6 +55,8 @@ pub struct TenantClusterController {
     logical: Store<LogicalCluster>,
     tenants: Store<Tenant>,
     hosting: Hosting,
+    /// Logical clusters given their platform StorageClass by this process.
+    classes_done: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether Cluster API's CRDs are served (without them a cluster gets no workers).
     cluster_api: bool,
     queue: Arc<Queue<ObjectKey>>,
@@ -113,6 +115,7 @@ impl TenantClusterController {
             logical: logical.store(),
             tenants: tenants.store(),
             hosting,
+            classes_done: Default::default(),
             cluster_api,
             queue,
             client_cert_validity,
@@ -239,6 +242,8 @@ impl TenantClusterController {
         };
         let renew_at =
             kubeconfig::ensure(&root, &tenant, &target, self.client_cert_validity).await?;
+        self.ensure_storage_class(&tenant, &lc_name, spec::storage_class(&tc.spec))
+            .await?;
         // 3. The workers, as Cluster API objects.
         if !self.cluster_api {
             return self
@@ -337,6 +342,40 @@ impl TenantClusterController {
         .map(|action| renewal_due(action, renew_at))
     }
 
+    /// The tenant cluster's default StorageClass, the platform's volumes (`local` stops being
+    /// the default).
+    async fn ensure_storage_class(
+        &self,
+        tenant: &kube::Client,
+        lc_name: &str,
+        class: &str,
+    ) -> Result<()> {
+        let done = format!("{lc_name}/{class}");
+        if self.classes_done.lock().is_ok_and(|d| d.contains(&done)) {
+            return Ok(());
+        }
+        crate::install::apply(tenant, &machines::volumes::tenant_class(class)).await?;
+        let api: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(tenant.clone());
+        let default = "storageclass.kubernetes.io/is-default-class";
+        if let Some(local) = ignore_not_found(api.get("local").await)?
+            && local
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(default))
+                .map(String::as_str)
+                == Some("true")
+        {
+            let patch = json!({"metadata": {"annotations": {default: "false"}}});
+            api.patch("local", &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        if let Ok(mut d) = self.classes_done.lock() {
+            d.insert(done);
+        }
+        Ok(())
+    }
+
     /// The LogicalCluster (created, or its release annotation brought up to date).
     async fn ensure_logical_cluster(
         &self,
@@ -394,6 +433,9 @@ impl TenantClusterController {
         api: &Api<TenantCluster>,
         finalizers: Vec<String>,
     ) -> Result<Action> {
+        if let Ok(mut d) = self.classes_done.lock() {
+            d.retain(|c| !c.starts_with(&format!("{lc_name}/")));
+        }
         let root = self.clients.cluster(ROOT)?;
         if self.cluster_api
             && !workers::delete(&root, &key.namespace, &naming::release(&key.name)).await?

@@ -35,6 +35,7 @@ pub async fn apply(client: &kube::Client, obj: &Value) -> Result<()> {
         "Secret" => "secrets",
         "Service" => "services",
         "EndpointSlice" => "endpointslices",
+        "StorageClass" => "storageclasses",
         other => return Err(Error::Config(format!("cannot apply a {other}"))),
     };
     let ar = ApiResource {

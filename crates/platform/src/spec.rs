@@ -51,6 +51,14 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
 }
 
 /// The spec's version minor (default `v1.35`).
+/// The tenant cluster's default StorageClass (`storageClass`, default `replicated`).
+pub fn storage_class(spec: &Value) -> &str {
+    spec.get("storageClass")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("replicated")
+}
+
 pub fn version(spec: &Value) -> &str {
     str_at(spec, "/version")
         .filter(|s| !s.is_empty())
