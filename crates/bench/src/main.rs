@@ -1,7 +1,7 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|loadbalancers [--count N]|backup [--objects N]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|backup [--objects N]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
@@ -12,7 +12,6 @@ mod crds_bench;
 mod dns_bench;
 mod isolation_bench;
 mod kubelet_bench;
-mod loadbalancer_bench;
 mod machines_bench;
 mod platform_bench;
 mod process_platform;
@@ -20,6 +19,7 @@ mod proxy_bench;
 mod report;
 mod setup;
 mod storage_bench;
+mod tenant_services_bench;
 mod workloads_bench;
 
 fn main() -> anyhow::Result<()> {
@@ -81,14 +81,14 @@ fn main() -> anyhow::Result<()> {
                 num("--parallel").unwrap_or(4),
             ))
         }
-        Some("loadbalancers") => {
+        Some("tenant-services") => {
             let count = args
                 .iter()
                 .position(|a| a == "--count")
                 .and_then(|i| args.get(i + 1))
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(if quick { 5 } else { 20 });
-            rt.block_on(loadbalancer_bench::run(count))
+            rt.block_on(tenant_services_bench::run(count))
         }
         Some("machines") => {
             let num = |flag: &str, default: usize| {
@@ -155,7 +155,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|loadbalancers [--count N]|backup [--objects N]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|backup [--objects N]> [--quick]"
             );
             std::process::exit(2);
         }

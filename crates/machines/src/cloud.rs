@@ -184,7 +184,11 @@ impl Ctx {
         };
         let infra_ns = capi.metadata.namespace.clone().unwrap_or_default();
         let cluster_name = capi.metadata.name.clone().unwrap_or_default();
-        let svc = self.services.get(&key);
+        // A Cluster being deleted gets no new load balancers (its deletion removes them).
+        let svc = self
+            .services
+            .get(&key)
+            .filter(|_| capi.metadata.deletion_timestamp.is_none());
         let existing = self.infra_services(&infra_ns, &cluster_name, &key);
         let tenant_api: Api<Service> =
             Api::namespaced(self.clients.cluster(key.cluster.as_str())?, &key.namespace);
@@ -455,8 +459,9 @@ impl Ctx {
         }
         let api: Api<Node> = Api::all(self.clients.cluster(key.cluster.as_str())?);
         ignore_not_found(api.delete(&key.name, &DeleteParams::default()).await)?;
-        self.recorder.about(
-            &*node,
+        self.recorder.record(
+            key.cluster.as_str(),
+            runtime::events::reference(&*node),
             "Normal",
             "DeletingNode",
             format!(

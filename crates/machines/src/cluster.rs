@@ -92,6 +92,35 @@ impl Ctx {
                 // Each Machine's deletion brings this key back.
                 return Ok(Action::AwaitChange);
             }
+            // What the cluster had of the platform goes with it (Cozystack's pre-cleanup:
+            // its load balancers' infra Services and its volumes' infra claims).
+            fn label<'a>(m: &'a kube::api::ObjectMeta, k: &str) -> Option<&'a str> {
+                m.labels.as_ref().and_then(|l| l.get(k)).map(String::as_str)
+            }
+            for svc in self.services.list_namespace(ROOT, ns) {
+                if label(&svc.metadata, names::CLUSTER_NAME_LABEL) == Some(key.name.as_str())
+                    && label(&svc.metadata, crate::cloud::TENANT_SERVICE_NAME_LABEL).is_some()
+                {
+                    let a: Api<k8s_openapi::api::core::v1::Service> =
+                        Api::namespaced(root.clone(), ns);
+                    ignore_not_found(
+                        a.delete(svc.metadata.name.as_deref().unwrap_or(""), &dp)
+                            .await,
+                    )?;
+                }
+            }
+            for claim in self.claims.list_namespace(ROOT, ns) {
+                if label(&claim.metadata, names::CLUSTER_NAME_LABEL) == Some(key.name.as_str())
+                    && label(&claim.metadata, crate::volumes::TENANT_CLAIM_NAME_LABEL).is_some()
+                {
+                    let a: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+                        Api::namespaced(root.clone(), ns);
+                    ignore_not_found(
+                        a.delete(claim.metadata.name.as_deref().unwrap_or(""), &dp)
+                            .await,
+                    )?;
+                }
+            }
             crate::set_finalizer(&api, &*c, names::CLUSTER_FINALIZER, false).await?;
             return Ok(Action::AwaitChange);
         }

@@ -52,7 +52,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -134,6 +134,7 @@ pub struct Ctx {
     pub(crate) claims: Store<PersistentVolumeClaim>,
     pub(crate) volumes: Store<PersistentVolume>,
     pub(crate) classes: Store<StorageClass>,
+    pub(crate) pods: Store<Pod>,
     pub(crate) queues: Queues,
     pub(crate) virtual_nodes: provider::VirtualProvider,
     /// Machines a MachineSet, and MachineSets a MachineDeployment, just wrote.
@@ -260,6 +261,7 @@ pub async fn run(
     let claims = Informer::<PersistentVolumeClaim>::new(&clients, watcher::Config::default())?;
     let volumes = Informer::<PersistentVolume>::new(&clients, watcher::Config::default())?;
     let classes = Informer::<StorageClass>::new(&clients, watcher::Config::default())?;
+    let pods = Informer::<Pod>::new(&clients, watcher::Config::default())?;
     // The root cluster's class of infra volumes.
     {
         let api: kube::Api<StorageClass> = kube::Api::all(clients.cluster(ROOT)?);
@@ -287,6 +289,7 @@ pub async fn run(
         claims: claims.store(),
         volumes: volumes.store(),
         classes: classes.store(),
+        pods: pods.store(),
         queues: Queues {
             clusters: Queue::new(),
             deployments: Queue::new(),
@@ -313,7 +316,7 @@ pub async fn run(
         &nodes,
     );
     cloud_wire(&ctx, &services, &slices, &nodes, &infra);
-    volumes::wire(&ctx, &clusters, &claims, &volumes);
+    volumes::wire(&ctx, &clusters, &claims, &volumes, &pods);
     let (stop, stopped) = Shutdown::new();
     let mut tasks = vec![
         tokio::spawn(clusters.clone().run(stopped.clone().wait())),
@@ -329,6 +332,7 @@ pub async fn run(
         tokio::spawn(claims.clone().run(stopped.clone().wait())),
         tokio::spawn(volumes.clone().run(stopped.clone().wait())),
         tokio::spawn(classes.clone().run(stopped.clone().wait())),
+        tokio::spawn(pods.clone().run(stopped.clone().wait())),
     ];
     let synced = async {
         clusters.wait_synced().await;
@@ -344,6 +348,7 @@ pub async fn run(
         claims.wait_synced().await;
         volumes.wait_synced().await;
         classes.wait_synced().await;
+        pods.wait_synced().await;
     };
     tokio::pin!(shutdown);
     tokio::select! {

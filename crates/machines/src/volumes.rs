@@ -15,17 +15,23 @@
 //! the infra claim, and the root volume's finalizer removes the directory; a deleted cluster's
 //! infra claims go with it.
 //!
-//! Not done: `ReadWriteOnce` across nodes is not enforced (there is no attachment to refuse;
-//! two nodes' pods may mount one volume), block volumes are refused, and capacity is not a
-//! quota on the directory.
+//! **Attachment** (the attach/detach controller's part for these volumes): a volume only one
+//! node may use (`ReadWriteOnce`, `ReadWriteOncePod`) is attached to the node of the first
+//! pod using it (the tenant volume's [`ATTACHED_NODE_ANNOTATION`]); the kubelet mounts it only
+//! there. A pod on another node waits, with upstream's `FailedAttachVolume` "Multi-Attach
+//! error" Event, until no pod on the attached node uses the volume, which is then detached
+//! and attached to the waiting pod's node.
+//!
+//! Not done: block volumes are refused, and capacity is not a quota on the directory.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use apimachinery::quantity::Quantity;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+pub use node::kubelet::volumes::hostpath::ATTACHED_NODE_ANNOTATION;
 use runtime::client::ROOT;
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::ObjectKey;
@@ -35,7 +41,7 @@ use serde_json::{Value, json};
 use crate::{Ctx, names};
 
 /// The provisioner of the tenant clusters' platform StorageClass.
-pub const PROVISIONER: &str = "volumes.platform.matryoshka.dev";
+pub const PROVISIONER: &str = node::kubelet::volumes::hostpath::PLATFORM_PROVISIONER;
 /// The root cluster's StorageClass of infra volumes (directories).
 pub const ROOT_CLASS: &str = "matryoshka-volumes";
 /// Holds a root volume until its directory is removed.
@@ -126,12 +132,17 @@ impl Ctx {
         let Some(class) = self.platform_class(&key, &claim) else {
             return Ok(Action::AwaitChange);
         };
-        let Some(capi) = self.cluster_for_workload(key.cluster.as_str()) else {
+        // A Cluster being deleted gets no new volumes (its deletion removes them).
+        let Some(capi) = self
+            .cluster_for_workload(key.cluster.as_str())
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+        else {
             return Ok(Action::AwaitChange);
         };
         let Some(dir) = self.options.volumes_dir.clone() else {
-            self.recorder.about(
-                &*claim,
+            self.recorder.record(
+                key.cluster.as_str(),
+                runtime::events::reference(&*claim),
                 "Warning",
                 "ProvisioningFailed",
                 "the platform keeps no volumes (it runs without a volumes directory)",
@@ -140,8 +151,9 @@ impl Ctx {
         };
         let spec = claim.spec.clone().unwrap_or_default();
         if spec.volume_mode.as_deref() == Some("Block") {
-            self.recorder.about(
-                &*claim,
+            self.recorder.record(
+                key.cluster.as_str(),
+                runtime::events::reference(&*claim),
                 "Warning",
                 "ProvisioningFailed",
                 "the platform's volumes are filesystems; volumeMode Block is not supported",
@@ -230,8 +242,9 @@ impl Ctx {
                 }))?;
                 match tenant_volumes.create(&PostParams::default(), &obj).await {
                     Ok(_) => {
-                        self.recorder.about(
-                            &*claim,
+                        self.recorder.record(
+                            key.cluster.as_str(),
+                            runtime::events::reference(&*claim),
                             "Normal",
                             "ProvisioningSucceeded",
                             format!("Successfully provisioned volume {name}"),
@@ -243,6 +256,7 @@ impl Ctx {
                 return Ok(Action::AwaitChange);
             }
             Some(v) => {
+                self.attach(&key, v, &tenant_volumes).await?;
                 // 3. Expansion: a bound claim asking for more grows every side.
                 let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
                 let have = capacity(v);
@@ -278,8 +292,9 @@ impl Ctx {
                             &Patch::Merge(&json!({"status": {"capacity": {"storage": size_s}}})),
                         )
                         .await?;
-                    self.recorder.about(
-                        &*claim,
+                    self.recorder.record(
+                        key.cluster.as_str(),
+                        runtime::events::reference(&*claim),
                         "Normal",
                         "VolumeResizeSuccessful",
                         format!("resize volume \"{name}\" by resizer \"{PROVISIONER}\" finished successfully"),
@@ -288,6 +303,96 @@ impl Ctx {
             }
         }
         Ok(Action::AwaitChange)
+    }
+
+    /// Attaches an exclusive volume to the node of the pods using it (see the module's docs).
+    async fn attach(
+        &self,
+        key: &ObjectKey,
+        volume: &PersistentVolume,
+        api: &Api<PersistentVolume>,
+    ) -> Result<()> {
+        if !node::kubelet::volumes::hostpath::exclusive(volume) {
+            return Ok(());
+        }
+        let name = volume.metadata.name.clone().unwrap_or_default();
+        // Pods placed on a node and not finished that use the claim, oldest first.
+        let mut users: Vec<Arc<Pod>> = self
+            .pods
+            .list_namespace(key.cluster.as_str(), &key.namespace)
+            .into_iter()
+            .filter(|p| {
+                let spec = p.spec.as_ref();
+                let placed = spec
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty());
+                let done = matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                );
+                let uses = spec.and_then(|s| s.volumes.as_ref()).is_some_and(|vs| {
+                    vs.iter().any(|v| {
+                        v.persistent_volume_claim
+                            .as_ref()
+                            .is_some_and(|c| c.claim_name == key.name)
+                    })
+                });
+                placed && !done && uses
+            })
+            .collect();
+        users.sort_by(|a, b| {
+            a.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .cmp(&b.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        });
+        let node_of = |p: &Pod| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default()
+        };
+        let attached = volume
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ATTACHED_NODE_ANNOTATION))
+            .cloned();
+        let still_used = attached
+            .as_ref()
+            .is_some_and(|a| users.iter().any(|p| node_of(p) == *a));
+        let want = if still_used {
+            attached.clone()
+        } else {
+            users.first().map(|p| node_of(p))
+        };
+        if want != attached {
+            let patch = json!({"metadata": {"annotations": {ATTACHED_NODE_ANNOTATION: want}}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            tracing::info!(volume = %name, from = ?attached, to = ?want, "platform volume attachment");
+        }
+        if let Some(at) = &want {
+            let holders: Vec<String> = users
+                .iter()
+                .filter(|p| node_of(p) == *at)
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect();
+            for p in users.iter().filter(|p| node_of(p) != *at) {
+                self.recorder.record(
+                    key.cluster.as_str(),
+                    runtime::events::reference(&**p),
+                    "Warning",
+                    "FailedAttachVolume",
+                    format!(
+                        "Multi-Attach error for volume \"{name}\" Volume is already used by pod(s) {}",
+                        holders.join(", ")
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Deletes an infra claim whose tenant claim (or cluster) is gone.
@@ -374,6 +479,7 @@ pub(crate) fn wire(
     clusters: &runtime::informer::Informer<crate::resource::Cluster>,
     claims: &runtime::informer::Informer<PersistentVolumeClaim>,
     volumes: &runtime::informer::Informer<PersistentVolume>,
+    pods: &runtime::informer::Informer<Pod>,
 ) {
     // A deleted Cluster's infra claims go with it.
     let weak = Arc::downgrade(ctx);
@@ -421,6 +527,31 @@ pub(crate) fn wire(
             return;
         }
         ctx.queues.volumes.add(key.clone());
+    });
+    // A pod placed, finished or gone changes who may have its volumes.
+    let weak = Arc::downgrade(ctx);
+    pods.on_change(move |c| {
+        let Some(ctx) = weak.upgrade() else { return };
+        let key = c.key();
+        if key.cluster.as_str() == ROOT {
+            return;
+        }
+        let pod = c.object();
+        let Some(spec) = pod.spec.as_ref() else {
+            return;
+        };
+        if spec.node_name.as_deref().unwrap_or("").is_empty() {
+            return;
+        }
+        for v in spec.volumes.iter().flatten() {
+            if let Some(c) = &v.persistent_volume_claim {
+                ctx.queues.volumes.add(ObjectKey::new(
+                    key.cluster.as_str(),
+                    &key.namespace,
+                    &c.claim_name,
+                ));
+            }
+        }
     });
     let weak = Arc::downgrade(ctx);
     volumes.on_change(move |c| {

@@ -444,7 +444,37 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     .out("Running");
 
     phase("printed");
-    // Deleting the cluster removes every machine: no process, namespace or data is left.
+    // A load balancer and a volume still there when the cluster goes.
+    t.run(&[
+        "expose",
+        "deploy",
+        "one",
+        "--name=left",
+        "--type=LoadBalancer",
+        "--port=80",
+    ])
+    .ok();
+    t.run_stdin(
+        &["apply", "-f", "-"],
+        Some(r#"{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "left"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}}}"#),
+    )
+    .ok();
+    p.until(
+        &k,
+        &[
+            "get",
+            "svc,pvc",
+            "-n",
+            "tenant-root",
+            "-l",
+            "cluster.x-k8s.io/cluster-name=kubernetes-demo",
+            "-o",
+            "name",
+        ],
+        |r| r.stdout.lines().count() == 3,
+    );
+    // Deleting the cluster removes every machine, its load balancers' infra Services and its
+    // volumes: no process, namespace or data is left.
     k.run(&[
         "delete",
         "tenantcluster",
@@ -457,6 +487,30 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     p.until(&k, &["get", "machines", "-n", "tenant-root"], |r| {
         r.stdout.trim().is_empty()
     });
+    p.until(
+        &k,
+        &[
+            "get",
+            "svc,pvc",
+            "-n",
+            "tenant-root",
+            "-l",
+            "cluster.x-k8s.io/cluster-name=kubernetes-demo",
+            "-o",
+            "name",
+        ],
+        |r| r.code == 0 && r.stdout.trim().is_empty(),
+    );
+    let volumes = p.server().dir.join("volumes").join("tenant-root");
+    let deadline = std::time::Instant::now() + LONG;
+    while std::fs::read_dir(&volumes).is_ok_and(|mut d| d.next().is_some()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "volumes left in {}",
+            volumes.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let left: Vec<String> = std::fs::read_dir(p.machines_dir())
         .map(|d| {
             d.flatten()
@@ -552,6 +606,40 @@ fn volumes_follow_their_pod_to_another_node(p: &Platform, k: &Kubectl, t: &Kubec
     ];
     let first = p.until(t, &pod, |r| where_(r).is_some());
     let first_node = where_(&first).expect("running");
+    // ReadWriteOnce: a pod of another node waits for the volume, as upstream's attacher
+    // makes it wait.
+    let nodes = t.run(&["get", "nodes", "-o", "name"]).ok().stdout.clone();
+    let other = nodes
+        .lines()
+        .map(|l| l.trim_start_matches("node/"))
+        .find(|n| *n != first_node)
+        .expect("another node")
+        .to_string();
+    let intruder = format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "intruder"}},
+  "spec": {{"nodeName": "{other}", "terminationGracePeriodSeconds": 0,
+    "containers": [{{"name": "c", "image": "busybox:1.35", "command": ["sleep", "3600"],
+      "volumeMounts": [{{"name": "data", "mountPath": "/data"}}]}}],
+    "volumes": [{{"name": "data", "persistentVolumeClaim": {{"claimName": "data-db-0"}}}}]}}}}"#
+    );
+    t.run_stdin(&["apply", "-f", "-"], Some(&intruder)).ok();
+    p.until(
+        t,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=intruder",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+        |r| r.stdout.contains("Multi-Attach error for volume") && r.stdout.contains("db-0"),
+    );
+    t.run(&["get", "pod", "intruder", "-o", "jsonpath={.status.phase}"])
+        .ok()
+        .out("Pending");
+    t.run(&["delete", "pod", "intruder", "--wait=true", "--timeout=60s"])
+        .ok();
     // The pod moves to another node; what it wrote is still there.
     t.run(&["cordon", &first_node]).ok();
     t.run(&["delete", "pod", "db-0", "--wait=true", "--timeout=60s"])

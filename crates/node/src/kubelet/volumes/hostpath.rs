@@ -104,13 +104,59 @@ pub struct ClaimedVolume {
     pub host_path_type: Option<String>,
 }
 
-/// Resolves claim `namespace/claim` to its bound volume's node path. `owner` (name, uid) is
-/// the pod that must control the claim (generic ephemeral volumes).
+/// The provisioner of the platform's volumes (tenant clusters' default StorageClass).
+pub const PLATFORM_PROVISIONER: &str = "volumes.platform.matryoshka.dev";
+/// On a platform volume: the node it is attached to (written by the platform's attacher).
+pub const ATTACHED_NODE_ANNOTATION: &str = "volumes.platform.matryoshka.dev/attached-node";
+
+/// Whether only one node may use `pv` at a time (`ReadWriteOnce`, `ReadWriteOncePod`).
+pub fn exclusive(pv: &PersistentVolume) -> bool {
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.access_modes.as_ref())
+        .is_some_and(|m| {
+            !m.is_empty()
+                && m.iter()
+                    .all(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod")
+        })
+}
+
+/// Whether a platform volume may be used on `node`: one that only one node may use
+/// (`ReadWriteOnce`, `ReadWriteOncePod`) must be attached to it first, as a CSI volume with
+/// `attachRequired` is.
+pub fn check_attached(pv: &PersistentVolume, node: &str) -> Result<(), String> {
+    let ann = pv.metadata.annotations.as_ref();
+    let ours = ann
+        .and_then(|a| a.get("pv.kubernetes.io/provisioned-by"))
+        .is_some_and(|p| p == PLATFORM_PROVISIONER);
+    if !ours || !exclusive(pv) {
+        return Ok(());
+    }
+    let name = pv.metadata.name.clone().unwrap_or_default();
+    match ann.and_then(|a| a.get(ATTACHED_NODE_ANNOTATION)) {
+        Some(n) if n == node => Ok(()),
+        Some(n) => Err(format!(
+            "volume {} is attached to node {}, not to this node {}",
+            go_quote(&name),
+            go_quote(n),
+            go_quote(node)
+        )),
+        None => Err(format!(
+            "volume {} is not attached to node {} yet",
+            go_quote(&name),
+            go_quote(node)
+        )),
+    }
+}
+
+/// Resolves claim `namespace/claim` to its bound volume's node path on `node`. `owner`
+/// (name, uid) is the pod that must control the claim (generic ephemeral volumes).
 pub async fn resolve_claim(
     source: &dyn ObjectSource,
     namespace: &str,
     claim: &str,
     owner: Option<(&str, &str)>,
+    node: &str,
 ) -> Result<ClaimedVolume, String> {
     let wrap = |msg: String| format!("error processing PVC {namespace}/{claim}: {msg}");
     let pvc = match source.persistent_volume_claim(namespace, claim).await {
@@ -174,6 +220,7 @@ pub async fn resolve_claim(
     };
     let claim_uid = pvc.metadata.uid.clone().unwrap_or_default();
     check_claim_ref(&pv, &volume_name, &claim_uid).map_err(wrap)?;
+    check_attached(&pv, node).map_err(wrap)?;
     volume_path(&pv).map_err(wrap)
 }
 
@@ -232,6 +279,34 @@ pub fn volume_path(pv: &PersistentVolume) -> Result<ClaimedVolume, String> {
 mod tests {
     use super::*;
     use std::os::unix::net::UnixListener;
+
+    #[test]
+    fn a_platform_volume_one_node_may_use_waits_for_its_attachment_to_this_node() {
+        let pv = |modes: &[&str], attached: Option<&str>| -> PersistentVolume {
+            let mut ann =
+                serde_json::json!({"pv.kubernetes.io/provisioned-by": PLATFORM_PROVISIONER});
+            if let Some(n) = attached {
+                ann[ATTACHED_NODE_ANNOTATION] = n.into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "pvc-1", "annotations": ann},
+                "spec": {"accessModes": modes},
+            }))
+            .unwrap()
+        };
+        assert!(check_attached(&pv(&["ReadWriteOnce"], Some("a")), "a").is_ok());
+        assert_eq!(
+            check_attached(&pv(&["ReadWriteOnce"], Some("a")), "b").unwrap_err(),
+            r#"volume "pvc-1" is attached to node "a", not to this node "b""#
+        );
+        assert!(check_attached(&pv(&["ReadWriteOnce"], None), "b").is_err());
+        assert!(check_attached(&pv(&["ReadWriteMany"], None), "b").is_ok());
+        let other: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"}, "spec": {"accessModes": ["ReadWriteOnce"]},
+        }))
+        .unwrap();
+        assert!(check_attached(&other, "b").is_ok());
+    }
 
     #[test]
     fn every_type_is_checked_with_upstreams_message() {

@@ -295,11 +295,19 @@ impl<'a> Run<'a> {
                 )
             });
             let ns = self.namespace().to_string();
+            let node = self
+                .ctx
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
             let cv = hostpath::resolve_claim(
                 self.ctx.source,
                 &ns,
                 &claim,
                 owner.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
+                &node,
             )
             .await
             .map_err(unprocessed)?;

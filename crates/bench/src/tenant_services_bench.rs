@@ -1,22 +1,28 @@
-//! LoadBalancer Services of a tenant cluster on process machines: the time from creating a
-//! `type: LoadBalancer` Service in the tenant cluster to its address answering HTTP from this
-//! machine (the cloud controller's infra Service, the platform's allocator and proxy, the
-//! tenant node's NodePort, the pod).
+//! The platform's services in a tenant cluster on process machines:
+//!
+//! - LoadBalancer Services: the time from creating a `type: LoadBalancer` Service in the
+//!   tenant cluster to its address answering HTTP from this machine (the cloud controller's
+//!   infra Service, the platform's allocator and proxy, the tenant node's NodePort, the pod);
+//! - volumes: the time from creating a claim of the cluster's default StorageClass (the
+//!   platform's volumes) and a pod using it to the pod Running (the infra claim and its
+//!   directory volume, the tenant volume, binding, scheduling, the kubelet's mount).
 //!
 //! Runs `matryoshka up --machine-provider process --load-balancer-ip-range …` (the binary
 //! beside this one: build both with `cargo build --release -p bench -p matryoshka`).
 //!
-//! Usage: `cargo run --release -p bench -- loadbalancers [--count N]`.
+//! Usage: `cargo run --release -p bench -- tenant-services [--count N]`.
 //!
-//! The peer is cloud-provider-kubevirt as Cozystack configures it: it creates the infra
-//! Service and then polls it every `creationPollInterval` = 5 s for an address, so no tenant
-//! LoadBalancer gets one in under 5 s (published configuration; no KubeVirt here).
+//! The LoadBalancer peer is cloud-provider-kubevirt as Cozystack configures it: it creates the
+//! infra Service and then polls it every `creationPollInterval` = 5 s for an address, so no
+//! tenant LoadBalancer gets one in under 5 s (published configuration; no KubeVirt here). The
+//! volumes' peer (kubevirt-csi: a CDI DataVolume, then a hotplug into the VM) does not run here
+//! and publishes no figure.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -56,7 +62,7 @@ pub async fn run(count: usize) -> anyhow::Result<()> {
     .await?;
     p.import_test_images()?;
     println!(
-        "loadbalancers benchmark: {count} LoadBalancer Services of a tenant cluster on one process machine, pool {POOL}"
+        "tenant-services benchmark: {count} LoadBalancer Services and {count} volumes of a tenant cluster on one process machine, pool {POOL}"
     );
     let result = measure(&p, count).await;
     if result.is_err() {
@@ -137,6 +143,44 @@ async fn measure(p: &crate::process_platform::ProcessPlatform, count: usize) -> 
         }
         answer.0.push(start.elapsed());
     }
+    // Volumes: a claim and a pod using it, each to Running.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(tenant.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(tenant.clone(), "default");
+    let mut volume = Samples::default();
+    for i in 0..count {
+        let name = format!("data-{i}");
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}},
+        }))?;
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "docker.io/matryoshka/mtest:1",
+                    "args": ["sleep", "infinity"],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}],
+            },
+        }))?;
+        let start = Instant::now();
+        claims.create(&PostParams::default(), &claim).await?;
+        pods.create(&PostParams::default(), &pod).await?;
+        until(
+            &format!("{name} Running"),
+            Duration::from_secs(60),
+            || async {
+                pods.get(&name)
+                    .await
+                    .ok()
+                    .and_then(|p| p.status?.phase)
+                    .as_deref()
+                    == Some("Running")
+            },
+        )
+        .await?;
+        volume.0.push(start.elapsed());
+    }
     header("Matryoshka", "target");
     line(
         "LoadBalancer Service create → address in status, p50",
@@ -155,6 +199,20 @@ async fn measure(p: &crate::process_platform::ProcessPlatform, count: usize) -> 
     line(
         "LoadBalancer Service create → address answers HTTP, p90",
         answer.percentile(0.9).as_secs_f64() * 1000.0,
+        1000.0,
+        "ms",
+        Better::Lower,
+    );
+    line(
+        "claim + pod create → pod Running with the volume, p50",
+        volume.percentile(0.5).as_secs_f64() * 1000.0,
+        1000.0,
+        "ms",
+        Better::Lower,
+    );
+    line(
+        "claim + pod create → pod Running with the volume, p90",
+        volume.percentile(0.9).as_secs_f64() * 1000.0,
         1000.0,
         "ms",
         Better::Lower,
