@@ -123,7 +123,7 @@ async fn ordered_ready_creates_each_pod_after_the_previous_is_ready_with_its_cla
 }
 
 #[tokio::test]
-async fn parallel_management_creates_every_pod_at_once() {
+async fn parallel_management_creates_every_pod_at_once_with_events_in_its_cluster() {
     let h = Harness::start(&[CLUSTER]).await;
     let sets: Api<StatefulSet> = h.api(CLUSTER, "default");
     let pods: Api<Pod> = h.api(CLUSTER, "default");
@@ -136,6 +136,23 @@ async fn parallel_management_creates_every_pod_at_once() {
     wait_list(&pods, "three pods without readiness", |ps| {
         names(ps) == ["par-0", "par-1", "par-2"]
     })
+    .await;
+    // Regression: its Events went to the root cluster (objects of a cross-cluster informer
+    // carry no cluster annotation); they belong to the set's own cluster.
+    let events: Api<k8s_openapi::api::core::v1::Event> = h.api(CLUSTER, "default");
+    wait_list(
+        &events,
+        "the set's SuccessfulCreate Events in its cluster",
+        |es| {
+            es.iter()
+                .filter(|e| {
+                    e.reason.as_deref() == Some("SuccessfulCreate")
+                        && e.involved_object.name.as_deref() == Some("par")
+                })
+                .count()
+                == 3
+        },
+    )
     .await;
     h.stop().await;
 }

@@ -154,12 +154,21 @@ impl StatefulSetController {
                     } else {
                         (&spec.template, &update_name)
                     };
-                    self.create_pod(&set, &pods_api, &pvc_api, template, rev, o)
-                        .await?;
+                    self.create_pod(
+                        key.cluster.as_str(),
+                        &set,
+                        &pods_api,
+                        &pvc_api,
+                        template,
+                        rev,
+                        o,
+                    )
+                    .await?;
                     blocked = true;
                 }
                 Some(p) if matches!(phase(p), "Failed" | "Succeeded") && !terminating(p) => {
-                    self.delete_pod(&set, &pods_api, p).await?;
+                    self.delete_pod(key.cluster.as_str(), &set, &pods_api, p)
+                        .await?;
                     blocked = true;
                 }
                 Some(p) if terminating(p) || !running_and_ready(p) => blocked = true,
@@ -180,7 +189,8 @@ impl StatefulSetController {
             if monotonic && !all_ready {
                 break;
             }
-            self.condemn(&set, &pods_api, &pvc_api, p).await?;
+            self.condemn(key.cluster.as_str(), &set, &pods_api, &pvc_api, p)
+                .await?;
             if monotonic {
                 break;
             }
@@ -195,7 +205,8 @@ impl StatefulSetController {
                 .map(|(_, p)| p)
                 .find(|p| pod_revision(p) != Some(update_name.as_str()))
             {
-                self.delete_pod(&set, &pods_api, p).await?;
+                self.delete_pod(key.cluster.as_str(), &set, &pods_api, p)
+                    .await?;
             }
         }
 
@@ -256,8 +267,10 @@ impl StatefulSetController {
     }
 
     /// Creates the claims (those missing) and the pod at `ordinal`.
+    #[allow(clippy::too_many_arguments)]
     async fn create_pod(
         &self,
+        cluster: &str,
         set: &StatefulSet,
         pods: &Api<Pod>,
         pvcs: &Api<PersistentVolumeClaim>,
@@ -269,8 +282,9 @@ impl StatefulSetController {
         let (set_name, pod_name) = (name(&set.metadata), name(&pod.metadata));
         for claim in claims(set, ordinal) {
             match pvcs.create(&PostParams::default(), &claim).await {
-                Ok(c) => self.events.about(
-                    set,
+                Ok(c) => self.events.record(
+                    cluster,
+                    runtime::events::reference(set),
                     runtime::events::NORMAL,
                     "SuccessfulCreate",
                     format!(
@@ -284,8 +298,9 @@ impl StatefulSetController {
         }
         match pods.create(&PostParams::default(), &pod).await {
             Ok(_) => {
-                self.events.about(
-                    set,
+                self.events.record(
+                    cluster,
+                    runtime::events::reference(set),
                     runtime::events::NORMAL,
                     "SuccessfulCreate",
                     format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
@@ -300,6 +315,7 @@ impl StatefulSetController {
     /// Deletes a pod beyond the range; with `whenScaled: Delete` its claims follow it.
     async fn condemn(
         &self,
+        cluster: &str,
         set: &StatefulSet,
         pods: &Api<Pod>,
         pvcs: &Api<PersistentVolumeClaim>,
@@ -336,15 +352,22 @@ impl StatefulSetController {
                     .await?;
             }
         }
-        self.delete_pod(set, pods, pod).await
+        self.delete_pod(cluster, set, pods, pod).await
     }
 
     /// Deletes one of the set's pods (gone already is fine), with upstream's event.
-    async fn delete_pod(&self, set: &StatefulSet, pods: &Api<Pod>, pod: &Pod) -> Result<()> {
+    async fn delete_pod(
+        &self,
+        cluster: &str,
+        set: &StatefulSet,
+        pods: &Api<Pod>,
+        pod: &Pod,
+    ) -> Result<()> {
         let pod_name = name(&pod.metadata);
         if ignore_not_found(pods.delete(pod_name, &DeleteParams::default()).await)?.is_some() {
-            self.events.about(
-                set,
+            self.events.record(
+                cluster,
+                runtime::events::reference(set),
                 runtime::events::NORMAL,
                 "SuccessfulDelete",
                 format!(
