@@ -169,6 +169,7 @@ impl Allocator {
             Ok(ip) => ip,
             Err(why) => {
                 self.recorder.about(
+                    ROOT,
                     svc.as_ref(),
                     "Warning",
                     "AllocationFailed",
@@ -184,6 +185,7 @@ impl Allocator {
             api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
             self.recorder.about(
+                ROOT,
                 svc.as_ref(),
                 "Normal",
                 "IPAllocated",

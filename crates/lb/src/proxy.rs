@@ -99,6 +99,7 @@ impl Proxy {
                 if protocol != "TCP" {
                     if self.warned_udp.lock().insert(key.clone()) {
                         self.recorder.about(
+                ROOT,
                             svc.as_ref(),
                             "Warning",
                             "UnsupportedProtocol",
@@ -150,6 +151,7 @@ impl Proxy {
                 Err(e) => {
                     if let Some(svc) = self.services.get(&target.service) {
                         self.recorder.about(
+                            ROOT,
                             svc.as_ref(),
                             "Warning",
                             "ListenFailed",

@@ -56,7 +56,7 @@ pub fn infra_service_name(uid: &str) -> String {
         .collect()
 }
 
-fn is_load_balancer(svc: &Service) -> bool {
+pub(crate) fn is_load_balancer(svc: &Service) -> bool {
     svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
 }
 
@@ -459,9 +459,9 @@ impl Ctx {
         }
         let api: Api<Node> = Api::all(self.clients.cluster(key.cluster.as_str())?);
         ignore_not_found(api.delete(&key.name, &DeleteParams::default()).await)?;
-        self.recorder.record(
+        self.recorder.about(
             key.cluster.as_str(),
-            runtime::events::reference(&*node),
+            &*node,
             "Normal",
             "DeletingNode",
             format!(

@@ -391,9 +391,7 @@ pub async fn run(
     }
     // Every load balancer once at start: what changed while no one watched.
     for (k, svc) in ctx.services.entries() {
-        if k.cluster.as_str() != ROOT
-            && svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
-        {
+        if k.cluster.as_str() != ROOT && cloud::is_load_balancer(&svc) {
             ctx.queues.services.add(k);
         }
     }
@@ -546,8 +544,7 @@ fn cloud_wire(
     nodes: &Informer<Node>,
     infra: &Informer<MatryoshkaMachine>,
 ) {
-    let is_lb =
-        |s: &Service| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer");
+    let is_lb = cloud::is_load_balancer;
     let weak = Arc::downgrade(ctx);
     services.on_change(move |c| {
         let Some(ctx) = weak.upgrade() else { return };

@@ -140,9 +140,9 @@ impl Ctx {
             return Ok(Action::AwaitChange);
         };
         let Some(dir) = self.options.volumes_dir.clone() else {
-            self.recorder.record(
+            self.recorder.about(
                 key.cluster.as_str(),
-                runtime::events::reference(&*claim),
+                &*claim,
                 "Warning",
                 "ProvisioningFailed",
                 "the platform keeps no volumes (it runs without a volumes directory)",
@@ -151,9 +151,9 @@ impl Ctx {
         };
         let spec = claim.spec.clone().unwrap_or_default();
         if spec.volume_mode.as_deref() == Some("Block") {
-            self.recorder.record(
+            self.recorder.about(
                 key.cluster.as_str(),
-                runtime::events::reference(&*claim),
+                &*claim,
                 "Warning",
                 "ProvisioningFailed",
                 "the platform's volumes are filesystems; volumeMode Block is not supported",
@@ -242,9 +242,9 @@ impl Ctx {
                 }))?;
                 match tenant_volumes.create(&PostParams::default(), &obj).await {
                     Ok(_) => {
-                        self.recorder.record(
+                        self.recorder.about(
                             key.cluster.as_str(),
-                            runtime::events::reference(&*claim),
+                            &*claim,
                             "Normal",
                             "ProvisioningSucceeded",
                             format!("Successfully provisioned volume {name}"),
@@ -292,9 +292,9 @@ impl Ctx {
                             &Patch::Merge(&json!({"status": {"capacity": {"storage": size_s}}})),
                         )
                         .await?;
-                    self.recorder.record(
+                    self.recorder.about(
                         key.cluster.as_str(),
-                        runtime::events::reference(&*claim),
+                        &*claim,
                         "Normal",
                         "VolumeResizeSuccessful",
                         format!("resize volume \"{name}\" by resizer \"{PROVISIONER}\" finished successfully"),
@@ -380,9 +380,9 @@ impl Ctx {
                 .map(|p| p.metadata.name.clone().unwrap_or_default())
                 .collect();
             for p in users.iter().filter(|p| node_of(p) != *at) {
-                self.recorder.record(
+                self.recorder.about(
                     key.cluster.as_str(),
-                    runtime::events::reference(&**p),
+                    &**p,
                     "Warning",
                     "FailedAttachVolume",
                     format!(

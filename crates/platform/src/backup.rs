@@ -224,6 +224,7 @@ impl BackupController {
                 }
                 let at = conditions::now();
                 self.events.about(
+                    ROOT,
                     &*b,
                     "Normal",
                     "BackupCreated",
@@ -258,7 +259,7 @@ impl BackupController {
             }
             Err(why) => {
                 self.events
-                    .about(&*b, "Warning", "BackupFailed", why.clone());
+                    .about(ROOT, &*b, "Warning", "BackupFailed", why.clone());
                 self.status(&api, &b, false, "BackupFailed", &why, json!({}))
                     .await?;
                 Ok(Action::RequeueAfter(RETRY))

@@ -33,7 +33,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::client::{CLUSTER_ANNOTATION, ClusterClients, ROOT};
+use crate::client::ClusterClients;
 
 /// `Normal` or `Warning`.
 pub const NORMAL: &str = "Normal";
@@ -76,14 +76,6 @@ impl std::fmt::Debug for Recorder {
             .field("enabled", &self.tx.is_some())
             .finish()
     }
-}
-
-/// The cluster an object read from a cross-cluster informer belongs to.
-pub fn cluster_of(meta: &ObjectMeta) -> &str {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(CLUSTER_ANNOTATION))
-        .map_or(ROOT, String::as_str)
 }
 
 /// A reference to `obj` for an event's `involvedObject`.
@@ -159,17 +151,18 @@ impl Recorder {
         }
     }
 
-    /// Queues an event about a typed object read from an informer (its cluster is taken from
-    /// its cluster annotation).
+    /// Queues an event about a typed object of `cluster`. The cluster is named, not read from
+    /// the object: an informer's objects carry no cluster annotation (`take_key` removes it),
+    /// so reading it sent tenant objects' Events to the root cluster.
     pub fn about<K: Resource<DynamicType = ()>>(
         &self,
+        cluster: &str,
         obj: &K,
         type_: &'static str,
         reason: &str,
         message: impl Into<String>,
     ) {
-        let cluster = cluster_of(obj.meta()).to_string();
-        self.record(&cluster, reference(obj), type_, reason, message);
+        self.record(cluster, reference(obj), type_, reason, message);
     }
 
     /// How many events were dropped (buffer full, spam filter or a refused write).

@@ -282,9 +282,9 @@ impl StatefulSetController {
         let (set_name, pod_name) = (name(&set.metadata), name(&pod.metadata));
         for claim in claims(set, ordinal) {
             match pvcs.create(&PostParams::default(), &claim).await {
-                Ok(c) => self.events.record(
+                Ok(c) => self.events.about(
                     cluster,
-                    runtime::events::reference(set),
+                    set,
                     runtime::events::NORMAL,
                     "SuccessfulCreate",
                     format!(
@@ -298,9 +298,9 @@ impl StatefulSetController {
         }
         match pods.create(&PostParams::default(), &pod).await {
             Ok(_) => {
-                self.events.record(
+                self.events.about(
                     cluster,
-                    runtime::events::reference(set),
+                    set,
                     runtime::events::NORMAL,
                     "SuccessfulCreate",
                     format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
@@ -365,9 +365,9 @@ impl StatefulSetController {
     ) -> Result<()> {
         let pod_name = name(&pod.metadata);
         if ignore_not_found(pods.delete(pod_name, &DeleteParams::default()).await)?.is_some() {
-            self.events.record(
+            self.events.about(
                 cluster,
-                runtime::events::reference(set),
+                set,
                 runtime::events::NORMAL,
                 "SuccessfulDelete",
                 format!(
