@@ -495,6 +495,10 @@ async fn serve_connection<IO>(
         let peer_ip = peer_ip.clone();
         if let Some(p) = &prefix {
             host_path(p, &mut req);
+        } else if let Some(c) = token_cluster(&server, &req) {
+            // An in-cluster client of a tenant cluster (`KUBERNETES_SERVICE_HOST` reaches
+            // this shared endpoint) is served its token's cluster.
+            host_path(&format!("/clusters/{c}"), &mut req);
         }
         async move {
             // The registry streams its bodies (blobs can be large): not read up front.
@@ -525,6 +529,24 @@ async fn serve_connection<IO>(
     if let Err(e) = watcher.watch(conn.into_owned()).await {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
+}
+
+/// The tenant cluster whose service-account token a request without a cluster in its path
+/// carries (see `ControlPlane::cluster_of_token`).
+fn token_cluster<B>(server: &ApiServer, req: &Request<B>) -> Option<String> {
+    if req.uri().path().starts_with("/clusters/") {
+        return None;
+    }
+    let auth = req
+        .headers()
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let token = auth
+        .strip_prefix("Bearer ")
+        .or_else(|| auth.strip_prefix("bearer "))?
+        .trim();
+    server.control_plane().cluster_of_token(token)
 }
 
 /// Puts a request of a connection to a cluster's hostname under that cluster's path

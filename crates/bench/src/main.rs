@@ -1,7 +1,7 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|backup [--objects N]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|backup [--objects N]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
@@ -10,6 +10,7 @@ mod churn_bench;
 mod clusters_bench;
 mod crds_bench;
 mod dns_bench;
+mod ingress_bench;
 mod isolation_bench;
 mod kubelet_bench;
 mod machines_bench;
@@ -52,6 +53,14 @@ fn main() -> anyhow::Result<()> {
         Some("crds") => rt.block_on(crds_bench::run(quick)),
         Some("dns") => rt.block_on(dns_bench::run(quick)),
         Some("proxy") => rt.block_on(proxy_bench::run(quick)),
+        Some("ingress") => {
+            let connections = args
+                .iter()
+                .position(|a| a == "--connections")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|v| v.parse().ok());
+            rt.block_on(ingress_bench::run(quick, connections))
+        }
         Some("kubelet") => {
             let num = |flag: &str, default: usize| {
                 args.iter()
@@ -155,7 +164,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|backup [--objects N]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|backup [--objects N]> [--quick]"
             );
             std::process::exit(2);
         }

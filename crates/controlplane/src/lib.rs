@@ -262,6 +262,18 @@ impl ControlPlane {
         self.hostnames.cluster(host)
     }
 
+    /// The logical cluster a service-account token was issued in, read from its issuer
+    /// (`<external URL>/clusters/<name>`) without verifying it: where an in-cluster client of
+    /// a tenant cluster — which knows only `KUBERNETES_SERVICE_HOST` and its token — is
+    /// served. The request is then authenticated in that cluster as any other, so a forged
+    /// issuer gains nothing. None for the root cluster's tokens and unknown clusters.
+    pub fn cluster_of_token(&self, token: &str) -> Option<String> {
+        let claims = jwt::unverified_claims(token)?;
+        let iss = claims.get("iss")?.as_str()?;
+        let name = trust::cluster_of_issuer(self.trusts.external_url(), iss)?;
+        self.trust(name).map(|_| name.to_string())
+    }
+
     pub(crate) fn forget(&self, cluster: &str) {
         self.hostnames.set(cluster, Vec::new());
         self.trusts.forget(cluster);

@@ -159,7 +159,19 @@ pub fn issuer(external_url: &str, cluster: &str) -> String {
     }
 }
 
+/// The tenant cluster named by a service-account issuer of this server (the inverse of
+/// [`issuer`]); None for the root cluster's issuer and foreign ones.
+pub fn cluster_of_issuer<'a>(external_url: &str, iss: &'a str) -> Option<&'a str> {
+    let name = iss.strip_prefix(external_url)?.strip_prefix("/clusters/")?;
+    (!name.is_empty() && !name.contains('/') && name != apimachinery::cluster::ROOT).then_some(name)
+}
+
 impl Trusts {
+    /// The server's external URL.
+    pub fn external_url(&self) -> &str {
+        &self.external_url
+    }
+
     /// Logical clusters whose trust is cached.
     pub fn cached(&self) -> usize {
         self.clusters.read().len()
@@ -250,6 +262,22 @@ impl Trusts {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tenant_issuer_names_its_cluster_and_others_name_none() {
+        let url = "https://10.0.0.1:6443";
+        assert_eq!(
+            cluster_of_issuer(url, &issuer(url, "team-a")),
+            Some("team-a")
+        );
+        assert_eq!(
+            cluster_of_issuer(url, &issuer(url, apimachinery::cluster::ROOT)),
+            None
+        );
+        assert_eq!(cluster_of_issuer(url, "https://evil/clusters/team-a"), None);
+        assert_eq!(cluster_of_issuer(url, &format!("{url}/clusters/a/b")), None);
+        assert_eq!(cluster_of_issuer(url, &format!("{url}/clusters/")), None);
+    }
 
     fn key() -> SigningKey {
         SigningKey::from_pkcs8(&SigningKey::generate_pkcs8().unwrap()).unwrap()

@@ -219,6 +219,7 @@ impl ProcessProvider {
         let token_id = random_token(6);
         let token_secret = random_token(16);
         ensure_bootstrap_access(client).await?;
+        ensure_api_endpoints(client, self.fabric_gateway(), self.options.api_port).await?;
         write_token(
             client,
             &token_id,
@@ -595,6 +596,42 @@ pub fn bootstrap_kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
 /// `system:node-proxier`) and the node's cluster DNS server, which publishes itself in an
 /// EndpointSlice of `kube-system/kube-dns` — granted to every node.
 pub const NODE_NETWORK_ROLE: &str = "matryoshka:node-network";
+
+/// Points the workload cluster's `default/kubernetes` Service at the API server as machines
+/// reach it (upstream's endpoint reconciler writes the advertise address there), so in-cluster
+/// clients of its pods (`KUBERNETES_SERVICE_HOST`) get through; the server serves each of them
+/// its token's cluster.
+async fn ensure_api_endpoints(client: &kube::Client, ip: Ipv4Addr, port: u16) -> Result<()> {
+    let ports = json!([{"name": "https", "port": port, "protocol": "TCP"}]);
+    let params = PatchParams::apply(crate::crds::FIELD_MANAGER).force();
+    let endpoints: Api<k8s_openapi::api::core::v1::Endpoints> =
+        Api::namespaced(client.clone(), "default");
+    let e = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+        "subsets": [{"addresses": [{"ip": ip.to_string()}], "ports": ports}],
+    });
+    endpoints
+        .patch("kubernetes", &params, &Patch::Apply(&e))
+        .await
+        .map_err(|e| retry("the kubernetes Service's Endpoints", e))?;
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(client.clone(), "default");
+    let s = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
+        "ports": ports,
+    });
+    slices
+        .patch("kubernetes", &params, &Patch::Apply(&s))
+        .await
+        .map_err(|e| retry("the kubernetes Service's EndpointSlice", e))?;
+    Ok(())
+}
 
 /// What a workload cluster needs before its first process machine joins: the bindings kubeadm
 /// makes so bootstrap tokens can ask for node certificates (approved automatically) and

@@ -10,6 +10,8 @@
 
 mod backup_cmd;
 mod image;
+mod ingress_cmd;
+mod ingress_image;
 mod node_agent;
 mod pki_cmd;
 mod real_node;
@@ -45,6 +47,8 @@ enum Command {
     /// Certificate authorities: rotating a logical cluster's CA.
     #[command(subcommand)]
     Pki(pki_cmd::PkiCommand),
+    /// The tenant clusters' ingress controller (what the ingressNginx addon runs in a pod).
+    IngressController(Box<ingress_cmd::IngressArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,5 +73,6 @@ fn main() -> anyhow::Result<()> {
         Command::Image(cmd) => rt.block_on(image::run(cmd)),
         Command::Pki(cmd) => rt.block_on(pki_cmd::run(cmd)),
         Command::Backup(cmd) => rt.block_on(backup_cmd::run(cmd)),
+        Command::IngressController(args) => rt.block_on(ingress_cmd::run(*args)),
     }
 }

@@ -387,7 +387,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let registry = oci::Registry::open(&registry_dir)
         .await
         .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
-    server.serve_registry(Arc::new(registry));
+    let registry = Arc::new(registry);
+    server.serve_registry(registry.clone());
 
     let advertise = advertise_address(&args);
     // Process machines: their LAN first, so the serving certificate names its gateway.
@@ -603,6 +604,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                     .unwrap_or_else(|| platform::endpoint::DEFAULT_ROOT_HOST.into()),
                 host_urls: args.root_host.is_some(),
             },
+            ingress_image: Some(crate::ingress_image::source(
+                registry.clone(),
+                args.data_dir.join("tmp"),
+            )),
             ..Default::default()
         }
         .with_leader_election(identity.clone()),

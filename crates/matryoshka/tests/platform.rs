@@ -121,6 +121,47 @@ fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
     ])
     .ok()
     .out("6443");
+    // An in-cluster client of the tenant cluster knows only the shared endpoint (its
+    // `kubernetes` Service leads there) and its token: it is served its own cluster.
+    team.run(&["create", "serviceaccount", "robot"]).ok();
+    let token = team
+        .run(&["create", "token", "robot"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    let empty = server.dir.join("empty.conf");
+    std::fs::write(&empty, "apiVersion: v1\nkind: Config\n").expect("write kubeconfig");
+    let bare = Kubectl::new("1.33", &empty);
+    bare.run(&[
+        "--server",
+        &at,
+        "--insecure-skip-tls-verify",
+        "--token",
+        &token,
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ])
+    .ok()
+    .out("system:serviceaccount:default:robot");
+    // A token naming the cluster but not signed by it gains nothing.
+    let mut forged = token.clone().into_bytes();
+    let at_sig = forged.len() - 10;
+    forged[at_sig] = if forged[at_sig] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).expect("ascii");
+    bare.run(&[
+        "--server",
+        &at,
+        "--insecure-skip-tls-verify",
+        "--token",
+        &forged,
+        "auth",
+        "whoami",
+    ])
+    .fails(1)
+    .err("Unauthorized");
     let alloc = team
         .run(&["get", "nodes", "-o", "jsonpath={range .items[*]}{.status.allocatable.memory} {.status.allocatable.cpu}{\"\\n\"}{end}"])
         .ok()

@@ -96,7 +96,7 @@ spec:
   version: v1.33
   workers: {provider: process}
   nodeGroups:
-    md0: {minReplicas: 1, maxReplicas: 3, instanceType: u1.medium}
+    md0: {minReplicas: 1, maxReplicas: 3, instanceType: u1.medium, roles: [ingress-nginx]}
   nodeHealthCheck: {readyUnknownTimeout: 2s, readyFalseTimeout: 2s}
 "#;
 
@@ -354,6 +354,8 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     phase("volumes");
     load_balancers_reach_the_tenant_pods(&p, &k, &t, n);
     phase("load balancers");
+    ingress_routes_two_hosts_and_terminates_tls(&p, &k, &t, n);
+    phase("ingress");
     // Without the workload the group goes back to its minimum.
     t.run(&[
         "delete",
@@ -925,4 +927,261 @@ fn load_balancers_reach_the_tenant_pods(p: &Platform, k: &Kubectl, t: &Kubectl, 
         |r| r.stdout == ip,
     );
     t.run(&["delete", "svc", "again", "--timeout=60s"]).ok();
+}
+
+const INGRESS_APPS: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: other}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: other}}
+  template:
+    metadata: {labels: {app: other}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["serve-http", "--port", "8080"]
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {name: other}
+spec:
+  selector: {app: other}
+  ports: [{name: http, port: 8000, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-internal}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: demo}
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [b.demo.test], secretName: b-tls}]
+  rules:
+  - host: a.demo.test
+    http:
+      paths: [{path: /, pathType: Prefix, backend: {service: {name: web-internal, port: {number: 80}}}}]
+  - host: b.demo.test
+    http:
+      paths: [{path: /, pathType: Prefix, backend: {service: {name: other, port: {name: http}}}}]
+"#;
+
+/// `curl` to `url` with `host:port` resolved to `ip` (so nothing leaves this machine):
+/// `<status code> <redirect> <body>`.
+fn curl(ip: &str, url: &str, extra: &[&str]) -> String {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let host = rest.split('/').next().unwrap_or(rest);
+    let port = if url.starts_with("https") { 443 } else { 80 };
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-m",
+            "5",
+            "--noproxy",
+            "*",
+            "-w",
+            "\n%{http_code} %{redirect_url}",
+        ])
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:{ip}"))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("running curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    format!("{} {}", status.trim(), body.trim())
+        .trim()
+        .to_string()
+}
+
+/// The `ingressNginx` addon with `exposeMethod: LoadBalancer`: the controller runs on the
+/// nodes of role `ingress-nginx` from the platform's own image, its Service gets an address
+/// of the pool, an Ingress routes two hosts to two Services, one over TLS from a Secret (plain
+/// HTTP to it redirected), an unknown host gets the default backend's 404, `kubectl get
+/// ingress` shows the address; disabling the addon removes it.
+fn ingress_routes_two_hosts_and_terminates_tls(p: &Platform, k: &Kubectl, t: &Kubectl, n: u32) {
+    k.run(&[
+        "patch",
+        "tenantcluster",
+        "demo",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"addons":{"ingressNginx":{"enabled":true,"exposeMethod":"LoadBalancer"}}}}"#,
+    ])
+    .ok();
+    let ip = p
+        .until(
+            t,
+            &[
+                "get",
+                "svc",
+                "-n",
+                "ingress-nginx",
+                "ingress-nginx-controller",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[0].ip}",
+            ],
+            |r| !r.stdout.is_empty(),
+        )
+        .stdout
+        .clone();
+    assert!(ip.starts_with(&format!("127.1.{n}.")), "{ip}");
+    t.run(&[
+        "get",
+        "ingressclass",
+        "nginx",
+        "-o",
+        "jsonpath={.spec.controller}",
+    ])
+    .ok()
+    .out("k8s.io/ingress-nginx");
+    // A certificate for b.demo.test, as a tls Secret.
+    let dir = p.server().dir.join("ingress-tls");
+    std::fs::create_dir_all(&dir).expect("tls dir");
+    let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=b.demo.test",
+            "-addext",
+            "subjectAltName=DNS:b.demo.test",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("running openssl");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let (crt, key) = (crt.to_str().expect("utf-8"), key.to_str().expect("utf-8"));
+    t.run(&[
+        "create", "secret", "tls", "b-tls", "--cert", crt, "--key", key,
+    ])
+    .ok();
+    t.run_stdin(&["apply", "-f", "-"], Some(INGRESS_APPS)).ok();
+    p.until(
+        t,
+        &[
+            "get",
+            "deployment",
+            "other",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |r| r.stdout == "1",
+    );
+    p.until(
+        t,
+        &[
+            "get",
+            "ds",
+            "-n",
+            "ingress-nginx",
+            "ingress-nginx-controller",
+            "-o",
+            "jsonpath={.status.numberReady}",
+        ],
+        |r| r.stdout.parse::<u32>().is_ok_and(|n| n >= 1),
+    );
+    // Host a reaches the web pods, host b the other one, over TLS; plain HTTP to b is
+    // redirected; another host gets the default backend.
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let a = curl(&ip, "http://a.demo.test/hostname", &[]);
+        let b = curl(&ip, "https://b.demo.test/hostname", &["--cacert", crt]);
+        if a.starts_with("200 web-") && b.starts_with("200 other-") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ingress routes: a={a:?} b={b:?}\n{}",
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        curl(&ip, "http://b.demo.test/hostname", &[]),
+        "308 https://b.demo.test/hostname"
+    );
+    assert_eq!(
+        curl(&ip, "http://c.demo.test/", &[]),
+        "404 default backend - 404"
+    );
+    p.until(t, &["get", "ingress", "demo"], |r| {
+        r.rows()
+            .first()
+            .is_some_and(|row| row.iter().any(|c| c == &ip))
+    })
+    .out("nginx")
+    .out("a.demo.test,b.demo.test");
+    p.until(
+        t,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=Ingress",
+        ],
+        |r| r.stdout.contains("Sync"),
+    );
+    // Disabled, the addon is removed and its address released.
+    t.run(&["delete", "ingress", "demo"]).ok();
+    t.run(&["delete", "deployment", "other"]).ok();
+    t.run(&["delete", "svc", "other", "web-internal"]).ok();
+    k.run(&[
+        "patch",
+        "tenantcluster",
+        "demo",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"addons":{"ingressNginx":{"enabled":false}}}}"#,
+    ])
+    .ok();
+    p.until(t, &["get", "ns", "ingress-nginx"], |r| r.code != 0);
+    p.until(t, &["get", "ingressclass"], |r| !r.stdout.contains("nginx"));
+    p.until(
+        k,
+        &[
+            "get",
+            "svc",
+            "-n",
+            "tenant-root",
+            "-l",
+            "cluster.x-k8s.io/tenant-service-name=ingress-nginx-controller",
+            "-o",
+            "name",
+        ],
+        |r| r.code == 0 && r.stdout.is_empty(),
+    );
 }

@@ -16,6 +16,7 @@ pub mod digest;
 pub mod error;
 pub mod hosts;
 pub mod import;
+pub mod layer;
 pub mod manifest;
 pub mod name;
 pub mod store;

@@ -57,6 +57,10 @@ pub struct TenantClusterController {
     hosting: Hosting,
     /// Logical clusters given their platform StorageClass by this process.
     classes_done: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The addons applied to each logical cluster (what was applied, to skip repeating it).
+    addons_done: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// The ingress controller's image (None: the `ingressNginx` addon cannot be installed).
+    ingress_image: Option<crate::addons::ImageSource>,
     /// Whether Cluster API's CRDs are served (without them a cluster gets no workers).
     cluster_api: bool,
     queue: Arc<Queue<ObjectKey>>,
@@ -78,6 +82,7 @@ impl TenantClusterController {
         cluster_api: bool,
         client_cert_validity: std::time::Duration,
         default_provider: &'static str,
+        ingress_image: Option<crate::addons::ImageSource>,
     ) -> Arc<Self> {
         let queue = Queue::new();
         let q = queue.clone();
@@ -116,6 +121,8 @@ impl TenantClusterController {
             tenants: tenants.store(),
             hosting,
             classes_done: Default::default(),
+            addons_done: Default::default(),
+            ingress_image,
             cluster_api,
             queue,
             client_cert_validity,
@@ -244,6 +251,7 @@ impl TenantClusterController {
             kubeconfig::ensure(&root, &tenant, &target, self.client_cert_validity).await?;
         self.ensure_storage_class(&tenant, &lc_name, spec::storage_class(&tc.spec))
             .await?;
+        self.ensure_addons(&tenant, &lc_name, &tc.spec).await?;
         // 3. The workers, as Cluster API objects.
         if !self.cluster_api {
             return self
@@ -372,6 +380,46 @@ impl TenantClusterController {
         }
         if let Ok(mut d) = self.classes_done.lock() {
             d.insert(done);
+        }
+        Ok(())
+    }
+
+    /// The addons the spec enables installed in the tenant cluster, the others removed.
+    async fn ensure_addons(
+        &self,
+        tenant: &kube::Client,
+        lc_name: &str,
+        spec: &Value,
+    ) -> Result<()> {
+        let addon = crate::addons::IngressAddon::from_spec(spec);
+        let image = match (&self.ingress_image, addon.enabled) {
+            (_, false) => None,
+            (None, true) => {
+                tracing::warn!(cluster = %lc_name, "addons.ingressNginx is enabled but this platform has no ingress controller image");
+                return Ok(());
+            }
+            (Some(source), true) => Some(source.get().await.map_err(|e| {
+                runtime::error::Error::Config(format!("the ingress controller's image: {e}"))
+            })?),
+        };
+        let wanted = match &image {
+            Some(image) => format!("ingress {} {image}", addon.expose_method),
+            None => "ingress off".to_string(),
+        };
+        let done = self
+            .addons_done
+            .lock()
+            .ok()
+            .and_then(|d| d.get(lc_name).cloned());
+        if done.as_deref() == Some(wanted.as_str()) {
+            return Ok(());
+        }
+        match &image {
+            Some(image) => crate::addons::ensure_ingress(tenant, &addon, image).await?,
+            None => crate::addons::remove_ingress(tenant).await?,
+        }
+        if let Ok(mut d) = self.addons_done.lock() {
+            d.insert(lc_name.to_string(), wanted);
         }
         Ok(())
     }

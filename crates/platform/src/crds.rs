@@ -139,7 +139,14 @@ fn tenant_cluster_spec() -> Value {
                 "readyUnknownTimeout": string_default("How long Ready=Unknown is tolerated.", "5m"),
                 "readyFalseTimeout": string_default("How long Ready=False is tolerated.", "10m"),
             })),
-            "addons": {"type": "object", "default": {}, "x-kubernetes-preserve-unknown-fields": true, "description": "Addons installed in the tenant cluster (recorded; installed by later releases)."},
+            "addons": {"type": "object", "default": {}, "x-kubernetes-preserve-unknown-fields": true, "description": "Addons installed in the tenant cluster (ingressNginx is installed; the others are recorded).",
+                "properties": {
+                    "ingressNginx": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "The cluster's ingress controller (IngressClass nginx) on the nodes of role ingress-nginx.", "properties": {
+                        "enabled": boolean("Install the ingress controller.", false),
+                        "exposeMethod": {"type": "string", "enum": ["Proxied", "LoadBalancer"], "default": "Proxied", "description": "LoadBalancer: its Service gets an address from the platform's pool; Proxied: NodePorts 30000 (http) and 30001 (https)."},
+                        "hosts": {"type": "array", "items": {"type": "string"}, "description": "Hostnames the platform routes to the controller (recorded)."},
+                    }},
+                }},
             "oidc": object("Authentication of the tenant cluster's users with OIDC (recorded).", json!({
                 "mode": {"type": "string", "enum": ["None", "System", "CustomConfig"], "default": "None", "description": "None, System (the platform's identity provider) or CustomConfig."},
                 "customConfig": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "An AuthenticationConfiguration inline (config) or in a Secret (secretRef)."},

@@ -36,6 +36,10 @@ pub async fn apply(client: &kube::Client, obj: &Value) -> Result<()> {
         "Service" => "services",
         "EndpointSlice" => "endpointslices",
         "StorageClass" => "storageclasses",
+        "ServiceAccount" => "serviceaccounts",
+        "Role" => "roles",
+        "IngressClass" => "ingressclasses",
+        "DaemonSet" => "daemonsets",
         other => return Err(Error::Config(format!("cannot apply a {other}"))),
     };
     let ar = ApiResource {

@@ -18,6 +18,7 @@
 //! thing the server takes from it directly are its admission hooks ([`admission::validators`],
 //! registered by the binary).
 
+pub mod addons;
 pub mod admission;
 pub mod backup;
 pub mod cluster;
@@ -69,6 +70,9 @@ pub struct Options {
     pub leader_election: Option<runtime::leader::LeaderConfig>,
     /// How tenant clusters are served by name.
     pub hosting: endpoint::Hosting,
+    /// The image of the ingress controller the `ingressNginx` addon runs (None: the addon
+    /// cannot be installed).
+    pub ingress_image: Option<addons::ImageSource>,
 }
 
 impl Default for Options {
@@ -82,6 +86,7 @@ impl Default for Options {
             backup_min_interval: std::time::Duration::from_secs(600),
             leader_election: None,
             hosting: endpoint::Hosting::default(),
+            ingress_image: None,
         }
     }
 }
@@ -177,6 +182,7 @@ async fn run_controllers_now(
         } else {
             "virtual"
         },
+        options.ingress_image.clone(),
     );
     // The Cluster API objects a TenantCluster renders bring it back when they change.
     let capi = if cluster_api {

@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use oci::layer::header;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
@@ -42,17 +43,6 @@ impl Default for Layer {
     fn default() -> Self {
         Layer::new()
     }
-}
-
-fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(kind);
-    h.set_mode(mode);
-    h.set_size(size);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(0);
-    h
 }
 
 impl Layer {
