@@ -15,6 +15,12 @@
 //! Service is gone. `externalIPs` are not copied: in the root cluster they would capture
 //! the platform's own traffic.
 //!
+//! **The proxied ingress.** The `ingressNginx` addon's controller Service exposed `Proxied`
+//! (`ingress-nginx/ingress-nginx-controller`, NodePorts 30000 and 30001) gets the seed's
+//! management-side Service instead: `<cluster>-ingress-nginx`, `ClusterIP`, ports 80 and 443
+//! leading to those NodePorts on the nodes of role `ingress-nginx`, with its EndpointSlices
+//! written the same way.
+//!
 //! **Node lifecycle.** A Node of a workload cluster whose providerID names one of this
 //! platform's machines (`process://`, `virtual://`) is deleted once it is not Ready and its
 //! infrastructure machine no longer exists (the cloud node-lifecycle controller's
@@ -58,6 +64,31 @@ pub fn infra_service_name(uid: &str) -> String {
 
 pub(crate) fn is_load_balancer(svc: &Service) -> bool {
     svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+}
+
+/// The tenant's ingress controller Service of the `ingressNginx` addon exposed `Proxied`.
+pub const PROXIED_NAMESPACE: &str = "ingress-nginx";
+pub const PROXIED_NAME: &str = "ingress-nginx-controller";
+/// The nodes the proxied ingress's traffic goes to (where the controller runs).
+pub const INGRESS_ROLE_LABEL: &str = "node-role.kubernetes.io/ingress-nginx";
+
+/// Whether `svc` is the `Proxied` ingress controller's NodePort Service, which gets a
+/// ClusterIP Service `<cluster>-ingress-nginx` in the Cluster's namespace (the seed's
+/// management-side Service) leading to its NodePorts on the nodes of role `ingress-nginx`.
+pub(crate) fn is_proxied_ingress(key: &ObjectKey, svc: &Service) -> bool {
+    key.namespace == PROXIED_NAMESPACE
+        && key.name == PROXIED_NAME
+        && svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("NodePort")
+}
+
+/// Whether a workload cluster's Service has an infra Service.
+pub(crate) fn exposed(key: &ObjectKey, svc: &Service) -> bool {
+    is_load_balancer(svc) || is_proxied_ingress(key, svc)
+}
+
+/// The proxied ingress's infra Service name (`<cluster>-ingress-nginx`, the seed's).
+pub fn proxied_service_name(cluster: &str) -> String {
+    format!("{cluster}-ingress-nginx")
 }
 
 /// Whether this controller serves `svc` (a load balancer without another implementation's
@@ -114,6 +145,22 @@ fn internal_ips(n: &Node) -> Vec<IpAddr> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Takes a load balancer's address and finalizer off a tenant Service that is no longer one.
+async fn release_tenant(tenant_api: &Api<Service>, key: &ObjectKey, svc: &Service) -> Result<()> {
+    if !is_load_balancer(svc) && ingress_of(svc).as_array().is_some_and(|a| !a.is_empty()) {
+        let patch = json!({"status": {"loadBalancer": {"ingress": null}}});
+        ignore_not_found(
+            tenant_api
+                .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await,
+        )?;
+    }
+    if has_finalizer(svc) {
+        crate::set_finalizer(tenant_api, svc, LB_CLEANUP_FINALIZER, false).await?;
+    }
+    Ok(())
 }
 
 impl Ctx {
@@ -193,6 +240,23 @@ impl Ctx {
         let tenant_api: Api<Service> =
             Api::namespaced(self.clients.cluster(key.cluster.as_str())?, &key.namespace);
         let root_api: Api<Service> = Api::namespaced(self.root()?, &infra_ns);
+        if let Some(svc) = svc
+            .as_ref()
+            .filter(|s| is_proxied_ingress(&key, s) && s.metadata.deletion_timestamp.is_none())
+        {
+            let infra_name = proxied_service_name(&cluster_name);
+            let mut desired =
+                self.desired_infra_service(svc, &key, &infra_name, &infra_ns, &cluster_name);
+            desired["spec"] = json!({"type": "ClusterIP", "ports": desired["spec"]["ports"]});
+            let infra = self
+                .ensure_infra_service(&key, &root_api, &existing, &infra_name, desired)
+                .await?;
+            self.ensure_infra_slices(svc, &key, &infra, &infra_ns, Some(INGRESS_ROLE_LABEL))
+                .await?;
+            // What it had as a load balancer goes.
+            release_tenant(&tenant_api, &key, svc).await?;
+            return Ok(Action::AwaitChange);
+        }
         let Some(svc) = svc.filter(|s| served(s)) else {
             for infra in &existing {
                 let name = infra.metadata.name.as_deref().unwrap_or("");
@@ -200,19 +264,7 @@ impl Ctx {
                 tracing::info!(service = %key, infra = name, "infra load balancer deleted");
             }
             if let Some(svc) = self.services.get(&key) {
-                if !is_load_balancer(&svc)
-                    && ingress_of(&svc).as_array().is_some_and(|a| !a.is_empty())
-                {
-                    let patch = json!({"status": {"loadBalancer": {"ingress": null}}});
-                    ignore_not_found(
-                        tenant_api
-                            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                            .await,
-                    )?;
-                }
-                if has_finalizer(&svc) {
-                    crate::set_finalizer(&tenant_api, &*svc, LB_CLEANUP_FINALIZER, false).await?;
-                }
+                release_tenant(&tenant_api, &key, &svc).await?;
             }
             return Ok(Action::AwaitChange);
         };
@@ -222,35 +274,10 @@ impl Ctx {
         let uid = svc.metadata.uid.clone().unwrap_or_default();
         let infra_name = infra_service_name(&uid);
         let desired = self.desired_infra_service(&svc, &key, &infra_name, &infra_ns, &cluster_name);
-        // A tenant Service recreated under its name leaves an older infra Service behind.
-        for old in existing
-            .iter()
-            .filter(|s| s.metadata.name.as_deref() != Some(infra_name.as_str()))
-        {
-            let name = old.metadata.name.as_deref().unwrap_or("");
-            ignore_not_found(root_api.delete(name, &DeleteParams::default()).await)?;
-        }
-        let current = existing
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(infra_name.as_str()))
-            .cloned();
-        let infra: Service = match current {
-            None => {
-                let obj: Service = serde_json::from_value(desired)?;
-                let created = root_api.create(&PostParams::default(), &obj).await?;
-                tracing::info!(service = %key, infra = %infra_name, "infra load balancer created");
-                created
-            }
-            Some(cur) => match infra_patch(&cur, &desired) {
-                Some(patch) => {
-                    root_api
-                        .patch(&infra_name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await?
-                }
-                None => (*cur).clone(),
-            },
-        };
-        self.ensure_infra_slices(&svc, &key, &infra, &infra_ns)
+        let infra = self
+            .ensure_infra_service(&key, &root_api, &existing, &infra_name, desired)
+            .await?;
+        self.ensure_infra_slices(&svc, &key, &infra, &infra_ns, None)
             .await?;
         // The address the root cluster's load balancer gave, back to the tenant.
         let want = ingress_of(&infra);
@@ -266,6 +293,46 @@ impl Ctx {
                 .await?;
         }
         Ok(Action::AwaitChange)
+    }
+
+    /// Creates or updates the infra Service `infra_name` to `desired`; deletes the others of
+    /// the tenant Service (a tenant Service recreated under its name, or exposed another way,
+    /// leaves an older one behind).
+    async fn ensure_infra_service(
+        &self,
+        key: &ObjectKey,
+        root_api: &Api<Service>,
+        existing: &[Arc<Service>],
+        infra_name: &str,
+        desired: Value,
+    ) -> Result<Service> {
+        for old in existing
+            .iter()
+            .filter(|s| s.metadata.name.as_deref() != Some(infra_name))
+        {
+            let name = old.metadata.name.as_deref().unwrap_or("");
+            ignore_not_found(root_api.delete(name, &DeleteParams::default()).await)?;
+        }
+        let current = existing
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(infra_name))
+            .cloned();
+        Ok(match current {
+            None => {
+                let obj: Service = serde_json::from_value(desired)?;
+                let created = root_api.create(&PostParams::default(), &obj).await?;
+                tracing::info!(service = %key, infra = %infra_name, "infra Service created");
+                created
+            }
+            Some(cur) => match infra_patch(&cur, &desired) {
+                Some(patch) => {
+                    root_api
+                        .patch(infra_name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?
+                }
+                None => (*cur).clone(),
+            },
+        })
     }
 
     fn desired_infra_service(
@@ -290,6 +357,9 @@ impl Ctx {
                 });
                 if let Some(name) = p.name.as_deref().filter(|n| !n.is_empty()) {
                     port["name"] = json!(name);
+                }
+                if let Some(a) = p.app_protocol.as_deref() {
+                    port["appProtocol"] = json!(a);
                 }
                 Some(port)
             })
@@ -342,10 +412,15 @@ impl Ctx {
         key: &ObjectKey,
         infra: &Service,
         infra_ns: &str,
+        role: Option<&str>,
     ) -> Result<()> {
         let spec = svc.spec.clone().unwrap_or_default();
         let local = spec.external_traffic_policy.as_deref() == Some("Local");
-        let nodes = self.lb_nodes(key, local);
+        let nodes: Vec<Arc<Node>> = self
+            .lb_nodes(key, local)
+            .into_iter()
+            .filter(|n| role.is_none_or(|r| label(&n.metadata, r).is_some()))
+            .collect();
         let infra_name = infra.metadata.name.clone().unwrap_or_default();
         let api: Api<EndpointSlice> = Api::namespaced(self.root()?, infra_ns);
         let ports: Vec<Value> = spec

@@ -391,7 +391,7 @@ pub async fn run(
     }
     // Every load balancer once at start: what changed while no one watched.
     for (k, svc) in ctx.services.entries() {
-        if k.cluster.as_str() != ROOT && cloud::is_load_balancer(&svc) {
+        if k.cluster.as_str() != ROOT && cloud::exposed(&k, &svc) {
             ctx.queues.services.add(k);
         }
     }
@@ -551,7 +551,7 @@ fn cloud_wire(
         let svc = c.object();
         let key = c.key();
         if key.cluster.as_str() != ROOT {
-            let tracked = is_lb(svc)
+            let tracked = cloud::exposed(key, svc)
                 || svc
                     .metadata
                     .finalizers
@@ -619,7 +619,7 @@ fn cloud_wire(
             ctx.queues.cloud_nodes.add(c.key().clone());
         }
         for (k, s) in ctx.services.list_cluster(cluster) {
-            if is_lb(&s) {
+            if cloud::exposed(&k, &s) {
                 ctx.queues.services.add(k);
             }
         }

@@ -977,12 +977,34 @@ spec:
       paths: [{path: /, pathType: Prefix, backend: {service: {name: other, port: {name: http}}}}]
 "#;
 
+/// Merge-patches the TenantCluster `demo`.
+fn patch_demo(k: &Kubectl, patch: &str) {
+    k.run(&[
+        "patch",
+        "tenantcluster",
+        "demo",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        patch,
+    ])
+    .ok();
+}
+
 /// `curl` to `url` with `host:port` resolved to `ip` (so nothing leaves this machine):
 /// `<status code> <redirect> <body>`.
 fn curl(ip: &str, url: &str, extra: &[&str]) -> String {
     let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
-    let host = rest.split('/').next().unwrap_or(rest);
-    let port = if url.starts_with("https") { 443 } else { 80 };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let default_port = if url.starts_with("https") {
+        "443"
+    } else {
+        "80"
+    };
+    let (host, port) = authority
+        .split_once(':')
+        .unwrap_or((authority, default_port));
     let out = Command::new("curl")
         .args([
             "-s",
@@ -1012,17 +1034,10 @@ fn curl(ip: &str, url: &str, extra: &[&str]) -> String {
 /// HTTP to it redirected), an unknown host gets the default backend's 404, `kubectl get
 /// ingress` shows the address; disabling the addon removes it.
 fn ingress_routes_two_hosts_and_terminates_tls(p: &Platform, k: &Kubectl, t: &Kubectl, n: u32) {
-    k.run(&[
-        "patch",
-        "tenantcluster",
-        "demo",
-        "-n",
-        "tenant-root",
-        "--type=merge",
-        "-p",
+    patch_demo(
+        k,
         r#"{"spec":{"addons":{"ingressNginx":{"enabled":true,"exposeMethod":"LoadBalancer"}}}}"#,
-    ])
-    .ok();
+    );
     let ip = p
         .until(
             t,
@@ -1153,21 +1168,77 @@ fn ingress_routes_two_hosts_and_terminates_tls(p: &Platform, k: &Kubectl, t: &Ku
         ],
         |r| r.stdout.contains("Sync"),
     );
+    // Proxied: NodePorts 30000 and 30001, and the seed's management-side Service in the
+    // tenant's namespace leading to them on the ingress nodes; the address goes back.
+    patch_demo(
+        k,
+        r#"{"spec":{"addons":{"ingressNginx":{"exposeMethod":"Proxied"}}}}"#,
+    );
+    p.until(
+        t,
+        &[
+            "get",
+            "svc",
+            "-n",
+            "ingress-nginx",
+            "ingress-nginx-controller",
+            "-o",
+            "jsonpath={.spec.type} {.spec.ports[*].nodePort} {.metadata.finalizers}{.status.loadBalancer.ingress}",
+        ],
+        |r| r.stdout == "NodePort 30000 30001 ",
+    );
+    p.until(
+        k,
+        &[
+            "get",
+            "svc",
+            "-n",
+            "tenant-root",
+            "-l",
+            "cluster.x-k8s.io/tenant-service-name=ingress-nginx-controller",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.type} {.spec.ports[*].port} {.spec.ports[*].targetPort}{\"\\n\"}{end}",
+        ],
+        |r| r.stdout == "kubernetes-demo-ingress-nginx ClusterIP 80 443 30000 30001\n",
+    );
+    // Through a node of the management-side Service's EndpointSlice (read again each time:
+    // idle machines go away).
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let slice = k.run(&[
+            "get",
+            "endpointslice",
+            "-n",
+            "tenant-root",
+            "kubernetes-demo-ingress-nginx-ipv4",
+            "-o",
+            "jsonpath={.endpoints[0].addresses[0]} {.ports[*].port}",
+        ]);
+        let node_ip = slice.stdout.split(' ').next().unwrap_or("").to_string();
+        let a = if slice.stdout.ends_with(" 30000 30001") && !node_ip.is_empty() {
+            assert!(node_ip.starts_with(&format!("10.241.{n}.")), "{node_ip}");
+            curl(&node_ip, "http://a.demo.test:30000/hostname", &[])
+        } else {
+            slice.stdout.clone()
+        };
+        if a.starts_with("200 web-") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "proxied: {a:?}\n{}",
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     // Disabled, the addon is removed and its address released.
     t.run(&["delete", "ingress", "demo"]).ok();
     t.run(&["delete", "deployment", "other"]).ok();
     t.run(&["delete", "svc", "other", "web-internal"]).ok();
-    k.run(&[
-        "patch",
-        "tenantcluster",
-        "demo",
-        "-n",
-        "tenant-root",
-        "--type=merge",
-        "-p",
+    patch_demo(
+        k,
         r#"{"spec":{"addons":{"ingressNginx":{"enabled":false}}}}"#,
-    ])
-    .ok();
+    );
     p.until(t, &["get", "ns", "ingress-nginx"], |r| r.code != 0);
     p.until(t, &["get", "ingressclass"], |r| !r.stdout.contains("nginx"));
     p.until(

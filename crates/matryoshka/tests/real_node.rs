@@ -475,6 +475,105 @@ spec:
 }
 
 /// `mtest tcp` from the client pod: an HTTP GET of `target`; `None` when it cannot connect.
+/// `admin.svc` of the seed: a tenant cluster's in-cluster Service `kubernetes-<name>` in its
+/// tenant's namespace leads pods of the root cluster to that cluster's API server, which
+/// presents a certificate for the Service's name and serves that cluster.
+fn a_root_pod_reaches_a_tenant_cluster_through_its_service(platform: &Platform, k: &Kubectl) {
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: platform.matryoshka.dev/v1alpha1\nkind: TenantCluster\nmetadata: {name: demo, namespace: tenant-root}\nspec: {}\n"),
+    )
+    .ok();
+    let conf = k.eventually(
+        &[
+            "get",
+            "secret",
+            "-n",
+            "tenant-root",
+            "kubernetes-demo-admin-kubeconfig",
+            "-o",
+            "go-template={{ printf \"%s\\n\" (index .data \"admin.conf\" | base64decode) }}",
+        ],
+        LONG,
+        |r| r.code == 0,
+    );
+    let path = platform.server().dir.join("demo.conf");
+    std::fs::write(&path, &conf.stdout).expect("write kubeconfig");
+    let t = Kubectl::new("1.33", &path);
+    t.run(&["create", "configmap", "only-in-demo", "--from-literal=a=b"])
+        .ok();
+    t.run(&["create", "serviceaccount", "robot"]).ok();
+    t.run(&[
+        "create",
+        "rolebinding",
+        "robot-view",
+        "--clusterrole=view",
+        "--serviceaccount=default:robot",
+    ])
+    .ok();
+    let token = t.run(&["create", "token", "robot"]).ok().stdout.clone();
+    let ca = t
+        .run(&[
+            "config",
+            "view",
+            "--raw",
+            "-o",
+            "jsonpath={.clusters[0].cluster.certificate-authority-data}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    use base64::Engine as _;
+    let ca = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(ca.trim())
+            .expect("base64 CA"),
+    )
+    .expect("PEM");
+    k.run(&["exec", "client", "--", "mkdir", "-p", "/tmp/demo"])
+        .ok();
+    for (file, content) in [("token", token.trim()), ("ca.crt", ca.as_str())] {
+        k.run_stdin(
+            &[
+                "exec",
+                "-i",
+                "client",
+                "--",
+                "sh",
+                "-c",
+                &format!("cat > /tmp/demo/{file}"),
+            ],
+            Some(content),
+        )
+        .ok();
+    }
+    let deadline = Instant::now() + LONG;
+    loop {
+        let r = k.run(&[
+            "exec",
+            "client",
+            "--",
+            "/mtest",
+            "api",
+            "--dir",
+            "/tmp/demo",
+            "--server",
+            "kubernetes-demo.tenant-root.svc:6443",
+            "/api/v1/namespaces/default/configmaps/only-in-demo",
+        ]);
+        if r.code == 0 && r.stdout.contains("status: 200") && r.stdout.contains("only-in-demo") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the root pod's call to admin.svc: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn get_from_pod(k: &Kubectl, target: &str) -> Option<String> {
     let r = k.run(&[
         "exec",
@@ -582,6 +681,7 @@ spec:
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    a_root_pod_reaches_a_tenant_cluster_through_its_service(&platform, &k);
     for name in [
         "web.default.svc.cluster.local:80",
         "web.default:80",

@@ -543,6 +543,18 @@ impl Store {
             )));
         }
         meta::remove(obj, "selfLink");
+        // Go's `omitempty`: an emptied list of finalizers or owners is no list at all, as
+        // kube-apiserver stores and serves it (a merge patch removing the last finalizer
+        // leaves `[]` in the body).
+        for f in ["finalizers", "ownerReferences"] {
+            if meta::metadata(obj)
+                .get(f)
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.is_empty())
+            {
+                meta::remove(obj, f);
+            }
+        }
         Ok(())
     }
 
