@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod authn_config;
 pub mod builtin;
 pub mod cluster;
 pub mod cron;

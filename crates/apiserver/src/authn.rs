@@ -91,11 +91,68 @@ impl PeerCerts {
 }
 
 /// Authenticates requests against the trust of the cluster they address.
-pub struct Authenticator;
+#[derive(Default)]
+pub struct Authenticator {
+    /// The root cluster's OIDC issuers (`--oidc-*`, `--authentication-config`).
+    pub oidc: crate::oidc::Authenticators,
+    /// Each tenant cluster's, made from its LogicalCluster's `spec.authentication` on first
+    /// use and again when it changes.
+    tenants: parking_lot::RwLock<TenantIssuers>,
+}
+
+type TenantIssuers =
+    std::collections::HashMap<String, (Arc<Value>, Arc<crate::oidc::Authenticators>)>;
 
 impl Authenticator {
+    /// The OIDC issuers of `cluster`, if it has any.
+    fn issuers_of(
+        &self,
+        cp: &ControlPlane,
+        cluster: &str,
+    ) -> Option<Arc<crate::oidc::Authenticators>> {
+        let config = cp.authentication(cluster)?;
+        if let Some((c, a)) = self.tenants.read().get(cluster)
+            && (Arc::ptr_eq(c, &config) || **c == *config)
+        {
+            return Some(a.clone());
+        }
+        let list = match crate::oidc::parse_authentication_config(&config) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(cluster, error = %e, "the cluster's authentication configuration is not usable");
+                Vec::new()
+            }
+        };
+        let issuers = Arc::new(crate::oidc::Authenticators::default());
+        issuers.set(
+            list.into_iter()
+                .filter_map(|c| match crate::oidc::JwtAuthenticator::new(c) {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        tracing::warn!(cluster, error = %e, "an OIDC issuer of the cluster is not usable");
+                        None
+                    }
+                })
+                .collect(),
+        );
+        self.tenants
+            .write()
+            .insert(cluster.to_string(), (config, issuers.clone()));
+        Some(issuers)
+    }
+
+    /// Lets go of a deleted cluster's issuers.
+    pub fn forget(&self, cluster: &str) {
+        self.tenants.write().remove(cluster);
+    }
+
+    /// How many tenant clusters' issuers are kept.
+    pub fn tenant_issuers(&self) -> usize {
+        self.tenants.read().len()
+    }
+
     /// Authenticates a request to `cluster`.
-    pub fn authenticate(
+    pub async fn authenticate(
         &self,
         cp: &ControlPlane,
         cluster: &str,
@@ -116,9 +173,27 @@ impl Authenticator {
                 .or_else(|| auth.strip_prefix("bearer "))
                 .map(str::trim)
                 .ok_or_else(unauthorized)?;
-            return self
-                .token_user(cp, cluster, &trust, token)
-                .ok_or_else(unauthorized);
+            if let Some(user) = self.token_user(cp, cluster, &trust, token) {
+                return Ok(user);
+            }
+            let tenant;
+            let issuers = if cluster == apimachinery::cluster::ROOT {
+                Some(&self.oidc)
+            } else {
+                tenant = self.issuers_of(cp, cluster);
+                tenant.as_deref()
+            };
+            if let Some(issuers) = issuers
+                && let Some(verdict) = issuers
+                    .authenticate(token, registry::store::unix_now())
+                    .await
+            {
+                return verdict.map_err(|e| {
+                    tracing::debug!(error = %e, "an OIDC token was refused");
+                    unauthorized()
+                });
+            }
+            return Err(unauthorized());
         }
         if chain.is_some_and(|c| !c.is_empty()) {
             // A certificate this cluster did not issue.

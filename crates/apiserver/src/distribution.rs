@@ -130,7 +130,7 @@ fn refuse(code: ErrorCode, detail: impl Into<String>) -> Response<Body> {
 }
 
 /// Who the caller is in the root cluster, or the registry's 401.
-fn authenticate(
+async fn authenticate(
     server: &ApiServer,
     caller: &Caller,
     headers: &http::HeaderMap,
@@ -151,6 +151,7 @@ fn authenticate(
                     chain.as_deref(),
                     auth.as_deref(),
                 )
+                .await
                 .map_err(|e| refuse(ErrorCode::Unauthorized, e.message))
         }
     }
@@ -178,7 +179,7 @@ where
     oreq.content_range = header_str(h, header::CONTENT_RANGE);
     oreq.range = header_str(h, header::RANGE);
 
-    let user = match authenticate(server, caller, h) {
+    let user = match authenticate(server, caller, h).await {
         Ok(u) => u,
         Err(r) => return r,
     };

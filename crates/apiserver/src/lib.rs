@@ -21,6 +21,7 @@ pub mod local;
 pub mod metrics;
 pub mod metrics_api;
 pub mod negotiate;
+pub mod oidc;
 pub mod openapi;
 pub mod response;
 pub mod reviews;

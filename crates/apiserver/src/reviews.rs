@@ -132,7 +132,7 @@ fn access(
 }
 
 /// Answers a review.
-pub fn answer(
+pub async fn answer(
     server: &ApiServer,
     ctx: &Ctx,
     res: &ResourceDef,
@@ -201,12 +201,11 @@ pub fn answer(
         "tokenreviews" => {
             let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
             let auth = format!("Bearer {token}");
-            let status = match server.authn.authenticate(
-                server.control_plane(),
-                &ctx.cluster,
-                None,
-                Some(&auth),
-            ) {
+            let status = match server
+                .authn
+                .authenticate(server.control_plane(), &ctx.cluster, None, Some(&auth))
+                .await
+            {
                 Ok(u) if !token.is_empty() => {
                     let aud = server
                         .control_plane()

@@ -116,7 +116,7 @@ impl ApiServer {
         let resource_metrics = Arc::new(crate::metrics_api::Scraper::default());
         let server = Arc::new(ApiServer {
             cp,
-            authn: crate::authn::Authenticator,
+            authn: crate::authn::Authenticator::default(),
             kubelet: Default::default(),
             resource_metrics,
             ready: AtomicBool::new(false),
@@ -131,6 +131,7 @@ impl ApiServer {
             if let Some(s) = weak.upgrade() {
                 s.resource_metrics.forget(cluster);
                 s.kubelet.forget(cluster);
+                s.authn.forget(cluster);
             }
         });
         server
@@ -149,12 +150,19 @@ impl ApiServer {
             "resource metrics scrapes",
             self.resource_metrics.cluster_count(),
         );
+        state.insert("tenant OIDC issuers", self.authn.tenant_issuers());
         state
     }
 
     /// How kubelets are reached.
     pub fn kubelet(&self) -> &crate::kubelet::KubeletClient {
         &self.kubelet
+    }
+
+    /// Authenticates the root cluster's bearer tokens of these OIDC issuers too (their
+    /// discovery starts now, in the background).
+    pub fn set_oidc(&self, issuers: Vec<Arc<crate::oidc::JwtAuthenticator>>) {
+        self.authn.oidc.set(issuers);
     }
 
     /// Serves `registry` at `/v2/` (once; later calls change nothing).
@@ -393,12 +401,15 @@ impl ApiServer {
             return Err(ApiError::no_route());
         }
         if let Caller::Tls(chain) = caller {
-            ctx.user = self.authn.authenticate(
-                &self.cp,
-                &ctx.cluster,
-                chain.as_deref(),
-                ctx.header("authorization"),
-            )?;
+            ctx.user = self
+                .authn
+                .authenticate(
+                    &self.cp,
+                    &ctx.cluster,
+                    chain.as_deref(),
+                    ctx.header("authorization"),
+                )
+                .await?;
         }
         crate::impersonate::apply(self, ctx)?;
         let attrs = crate::authz::request_attributes(&routed.route, &routed.path, ctx);

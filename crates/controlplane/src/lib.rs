@@ -103,6 +103,10 @@ pub struct ControlPlane {
     forget_hooks: Mutex<Vec<ForgetHook>>,
     /// The hostnames clusters are served at (SNI).
     pub(crate) hostnames: hosts::Hostnames,
+    /// Each served logical cluster's `spec.authentication` (an `AuthenticationConfiguration`
+    /// of OIDC issuers for its users).
+    pub(crate) authentication:
+        parking_lot::RwLock<std::collections::HashMap<String, Arc<serde_json::Value>>>,
 }
 
 impl ControlPlane {
@@ -133,6 +137,7 @@ impl ControlPlane {
             metrics: Default::default(),
             forget_hooks: Mutex::new(Vec::new()),
             hostnames: Default::default(),
+            authentication: Default::default(),
         }))
     }
 
@@ -248,6 +253,10 @@ impl ControlPlane {
             ("custom resource catalogues", self.catalog.custom_clusters()),
             ("cached objects", self.store.cache.object_count()),
             ("watchers", self.store.cache.watcher_count()),
+            (
+                "authentication configurations",
+                self.authentication.read().len(),
+            ),
         ])
     }
 
@@ -274,8 +283,27 @@ impl ControlPlane {
         self.trust(name).map(|_| name.to_string())
     }
 
+    /// A logical cluster's OIDC configuration (its LogicalCluster's `spec.authentication`).
+    pub fn authentication(&self, cluster: &str) -> Option<Arc<serde_json::Value>> {
+        self.authentication.read().get(cluster).cloned()
+    }
+
+    pub(crate) fn set_authentication(&self, cluster: &str, config: Option<serde_json::Value>) {
+        let mut all = self.authentication.write();
+        match config {
+            Some(c) if all.get(cluster).map(|a| a.as_ref()) != Some(&c) => {
+                all.insert(cluster.to_string(), Arc::new(c));
+            }
+            Some(_) => {}
+            None => {
+                all.remove(cluster);
+            }
+        }
+    }
+
     pub(crate) fn forget(&self, cluster: &str) {
         self.hostnames.set(cluster, Vec::new());
+        self.set_authentication(cluster, None);
         self.trusts.forget(cluster);
         self.store.cache.forget_cluster(cluster);
         self.openapi.set(cluster, None);

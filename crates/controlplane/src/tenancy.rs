@@ -101,6 +101,15 @@ impl Strategy for LogicalClusterStrategy {
                 "the name is reserved",
             ));
         }
+        if let Some(config) = obj.pointer("/spec/authentication")
+            && let Err(e) = apimachinery::authn_config::parse_authentication_config(config)
+        {
+            errs.push(apimachinery::FieldError::invalid(
+                "spec.authentication",
+                json!("AuthenticationConfiguration"),
+                e,
+            ));
+        }
         if let Some(hosts) = obj.pointer("/spec/hostnames") {
             match hosts.as_array() {
                 None => errs.push(apimachinery::FieldError::invalid(
@@ -502,6 +511,8 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
                                 && v.pointer("/status/phase").and_then(Value::as_str) == Some("Ready");
                             let hosts = if served { crate::hosts::requested(&v) } else { Vec::new() };
                             cp.hostnames.set(obj.name(), hosts);
+                            let authn = v.pointer("/spec/authentication").filter(|_| served).cloned();
+                            cp.set_authentication(obj.name(), authn);
                         }
                         if ty == EventType::Deleted {
                             // Every replica lets go of what it kept about the cluster.

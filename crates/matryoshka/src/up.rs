@@ -176,6 +176,74 @@ pub struct UpArgs {
     /// names under `matryoshka.local`, and kubeconfigs use `/clusters/<name>` paths.
     #[arg(long)]
     pub root_host: Option<String>,
+    /// The OIDC issuer whose ID tokens authenticate users of the root cluster (https).
+    #[arg(long)]
+    pub oidc_issuer_url: Option<String>,
+    /// The client ID the tokens must be issued for (their audience).
+    #[arg(long)]
+    pub oidc_client_id: Option<String>,
+    /// The claim giving the username (default `sub`).
+    #[arg(long)]
+    pub oidc_username_claim: Option<String>,
+    /// Prepended to usernames (default `<issuer-url>#` unless the claim is `email`; `-`:
+    /// none).
+    #[arg(long)]
+    pub oidc_username_prefix: Option<String>,
+    /// The claim giving the groups (a string or a list).
+    #[arg(long)]
+    pub oidc_groups_claim: Option<String>,
+    /// Prepended to every group.
+    #[arg(long)]
+    pub oidc_groups_prefix: Option<String>,
+    /// `key=value` a token must carry (repeatable).
+    #[arg(long)]
+    pub oidc_required_claim: Vec<String>,
+    /// The signing algorithms accepted (comma-separated; default RS256).
+    #[arg(long, value_delimiter = ',')]
+    pub oidc_signing_algs: Vec<String>,
+    /// The CA of the issuer's serving certificate.
+    #[arg(long)]
+    pub oidc_ca_file: Option<PathBuf>,
+    /// A structured `AuthenticationConfiguration` (YAML or JSON; its `jwt` issuers), instead
+    /// of the `--oidc-*` flags.
+    #[arg(long)]
+    pub authentication_config: Option<PathBuf>,
+}
+
+/// The root cluster's OIDC issuers from `--oidc-*` or `--authentication-config` (refused
+/// together, as kube-apiserver refuses them).
+fn oidc_issuers(args: &UpArgs) -> anyhow::Result<Vec<apiserver::oidc::JwtConfig>> {
+    let flags = apiserver::oidc::Flags {
+        issuer_url: args.oidc_issuer_url.clone(),
+        client_id: args.oidc_client_id.clone(),
+        username_claim: args.oidc_username_claim.clone(),
+        username_prefix: args.oidc_username_prefix.clone(),
+        groups_claim: args.oidc_groups_claim.clone(),
+        groups_prefix: args.oidc_groups_prefix.clone(),
+        required_claims: args.oidc_required_claim.clone(),
+        signing_algs: args.oidc_signing_algs.clone(),
+        ca_pem: match &args.oidc_ca_file {
+            Some(p) => Some(
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("reading --oidc-ca-file {}", p.display()))?,
+            ),
+            None => None,
+        },
+    };
+    if let Some(path) = &args.authentication_config {
+        if flags.any() {
+            anyhow::bail!("authentication-config file and oidc-* flags are mutually exclusive");
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --authentication-config {}", path.display()))?;
+        return apiserver::oidc::parse_authentication_config_text(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
+    }
+    Ok(flags
+        .config()
+        .map_err(|e| anyhow::anyhow!(e))?
+        .into_iter()
+        .collect())
 }
 
 fn parse_pool(s: &str) -> Result<lb::Pool, String> {
@@ -389,6 +457,24 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
     let registry = Arc::new(registry);
     server.serve_registry(registry.clone());
+    let issuers = oidc_issuers(&args)?
+        .into_iter()
+        .map(apiserver::oidc::JwtAuthenticator::new)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("OIDC: {e}"))?;
+    // The first issuer is also the platform's identity provider for tenant clusters with
+    // `oidc.mode: System`.
+    let system_oidc = issuers.first().map(|a| platform::oidc::SystemIssuer {
+        url: a.config.issuer_url.clone(),
+        certificate_authority: a.config.certificate_authority.clone(),
+    });
+    if !issuers.is_empty() {
+        tracing::info!(
+            issuers = issuers.len(),
+            "OIDC tokens authenticate users of the root cluster"
+        );
+        server.set_oidc(issuers);
+    }
 
     let advertise = advertise_address(&args);
     // Process machines: their LAN first, so the serving certificate names its gateway.
@@ -604,6 +690,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                     .unwrap_or_else(|| platform::endpoint::DEFAULT_ROOT_HOST.into()),
                 host_urls: args.root_host.is_some(),
             },
+            system_oidc: system_oidc.clone(),
             ingress_image: Some(crate::ingress_image::source(
                 registry.clone(),
                 args.data_dir.join("tmp"),

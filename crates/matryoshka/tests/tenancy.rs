@@ -294,6 +294,9 @@ fn logical_clusters_are_isolated_end_to_end() {
     ])
     .fails(1)
     .err("provide credentials");
+    // At the shared endpoint without a cluster in the path (where a tenant pod's
+    // `KUBERNETES_SERVICE_HOST` leads), the token is served its own cluster, never the root:
+    // team-a's RBAC decides, and what it writes lands in team-a.
     bare.run(&[
         "--server",
         &format!("https://127.0.0.1:{}", server.port),
@@ -304,7 +307,31 @@ fn logical_clusters_are_isolated_end_to_end() {
         "ns",
     ])
     .fails(1)
-    .err("provide credentials");
+    .err("User \"system:serviceaccount:default:default\" cannot list resource \"namespaces\"");
+    a.run(&[
+        "create",
+        "rolebinding",
+        "default-edit",
+        "--clusterrole=edit",
+        "--serviceaccount=default:default",
+    ])
+    .ok();
+    bare.run(&[
+        "--server",
+        &format!("https://127.0.0.1:{}", server.port),
+        &ca_arg,
+        "--token",
+        &token,
+        "create",
+        "configmap",
+        "written-through-the-root-url",
+    ])
+    .ok();
+    a.run(&["get", "configmap", "written-through-the-root-url"])
+        .ok();
+    root.run(&["get", "configmap", "written-through-the-root-url"])
+        .fails(1)
+        .err("NotFound");
 
     // Anonymous requests get what system:public-info-viewer grants and nothing else.
     let curl = |path: &str| {

@@ -61,6 +61,10 @@ pub struct TenantClusterController {
     addons_done: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The ingress controller's image (None: the `ingressNginx` addon cannot be installed).
     ingress_image: Option<crate::addons::ImageSource>,
+    /// The platform's identity provider for `oidc.mode: System`.
+    system_oidc: Option<crate::oidc::SystemIssuer>,
+    /// What `spec.oidc` last made in each cluster (to skip repeating it).
+    oidc_done: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// Whether Cluster API's CRDs are served (without them a cluster gets no workers).
     cluster_api: bool,
     queue: Arc<Queue<ObjectKey>>,
@@ -83,6 +87,7 @@ impl TenantClusterController {
         client_cert_validity: std::time::Duration,
         default_provider: &'static str,
         ingress_image: Option<crate::addons::ImageSource>,
+        system_oidc: Option<crate::oidc::SystemIssuer>,
     ) -> Arc<Self> {
         let queue = Queue::new();
         let q = queue.clone();
@@ -123,6 +128,8 @@ impl TenantClusterController {
             classes_done: Default::default(),
             addons_done: Default::default(),
             ingress_image,
+            system_oidc,
+            oidc_done: Default::default(),
             cluster_api,
             queue,
             client_cert_validity,
@@ -183,8 +190,25 @@ impl TenantClusterController {
             endpoint::tenant_host(&self.tenants, &self.hosting.root_host, &key.namespace);
         let host = endpoint::cluster_host(&tc.spec, &key.name, &tenant_host);
         let hostnames = endpoint::hostnames(&host, &key.namespace, &key.name);
+        // Its OIDC issuers; a configuration that cannot be read now leaves the current one.
+        let release_name = naming::release(&key.name);
+        let authentication = match crate::oidc::desired(
+            &root,
+            &key.namespace,
+            &release_name,
+            &tc.spec,
+            self.system_oidc.as_ref(),
+        )
+        .await
+        {
+            Ok(a) => Some(a),
+            Err(e) => {
+                tracing::warn!(cluster = %key, error = %e, "the cluster's OIDC configuration");
+                None
+            }
+        };
         let lc = self
-            .ensure_logical_cluster(&key, &lc_name, release, &hostnames)
+            .ensure_logical_cluster(&key, &lc_name, release, &hostnames, authentication.as_ref())
             .await?;
         let ready = lc
             .as_ref()
@@ -252,6 +276,8 @@ impl TenantClusterController {
         self.ensure_storage_class(&tenant, &lc_name, spec::storage_class(&tc.spec))
             .await?;
         self.ensure_addons(&tenant, &lc_name, &tc.spec).await?;
+        self.ensure_oidc(&root, &tenant, &key, &release_name, &tc, &url, &serving_ca)
+            .await?;
         // 3. The workers, as Cluster API objects.
         if !self.cluster_api {
             return self
@@ -284,7 +310,6 @@ impl TenantClusterController {
                 .await
                 .map(|action| renewal_due(action, renew_at));
         }
-        let release_name = naming::release(&key.name);
         let counts = workers::Workers {
             namespace: &key.namespace,
             release: &release_name,
@@ -384,6 +409,70 @@ impl TenantClusterController {
         Ok(())
     }
 
+    /// The users of `spec.oidc` bound in the tenant cluster, and the OIDC kubeconfig Secret
+    /// of a System-mode cluster (removed otherwise).
+    #[allow(clippy::too_many_arguments)]
+    async fn ensure_oidc(
+        &self,
+        root: &kube::Client,
+        tenant: &kube::Client,
+        key: &ObjectKey,
+        release: &str,
+        tc: &TenantCluster,
+        url: &str,
+        serving_ca: &str,
+    ) -> Result<()> {
+        let wanted =
+            json!({"mode": crate::oidc::mode(&tc.spec), "users": tc.spec.pointer("/oidc/users"),
+            "url": url, "issuer": self.system_oidc.as_ref().map(|s| s.url.clone())})
+            .to_string();
+        let memo = format!("{}/{}", key.namespace, key.name);
+        if self
+            .oidc_done
+            .lock()
+            .ok()
+            .and_then(|d| d.get(&memo).cloned())
+            .as_deref()
+            == Some(wanted.as_str())
+        {
+            return Ok(());
+        }
+        crate::oidc::ensure_users(tenant, release, &tc.spec).await?;
+        let secret_name = format!("{release}-oidc-kubeconfig");
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(root.clone(), &key.namespace);
+        match (crate::oidc::mode(&tc.spec), &self.system_oidc) {
+            ("System", Some(issuer)) => {
+                use base64::Engine as _;
+                let doc = crate::oidc::kubeconfig(
+                    release,
+                    url,
+                    serving_ca,
+                    &issuer.url,
+                    &crate::oidc::client_id(&key.namespace, release),
+                );
+                crate::install::apply(
+                    root,
+                    &json!({
+                        "apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": secret_name, "namespace": key.namespace,
+                            "ownerReferences": [owner(tc)]},
+                        "type": "Opaque",
+                        "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(doc)},
+                    }),
+                )
+                .await?;
+            }
+            _ => {
+                ignore_not_found(secrets.delete(&secret_name, &Default::default()).await)?;
+            }
+        }
+        if let Ok(mut d) = self.oidc_done.lock() {
+            d.insert(memo, wanted);
+        }
+        Ok(())
+    }
+
     /// The addons the spec enables installed in the tenant cluster, the others removed.
     async fn ensure_addons(
         &self,
@@ -431,6 +520,7 @@ impl TenantClusterController {
         lc_name: &str,
         release: &str,
         hostnames: &[String],
+        authentication: Option<&Option<Value>>,
     ) -> Result<Option<Arc<LogicalCluster>>> {
         let annotation = apimachinery::cluster::VERSION_ANNOTATION;
         let cached = self.logical.get(&ObjectKey::new(ROOT, "", lc_name));
@@ -447,22 +537,41 @@ impl TenantClusterController {
                     .as_ref()
                     .and_then(|a| a.get(annotation));
                 let hosts_now = lc.spec.get("hostnames").cloned().unwrap_or(Value::Null);
-                if current.map(String::as_str) != Some(release) || hosts_now != json!(hostnames) {
-                    let patch = json!({"metadata": {"annotations": {annotation: release}},
+                let authn_now = lc
+                    .spec
+                    .get("authentication")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let authn_changed =
+                    authentication.is_some_and(|a| authn_now != a.clone().unwrap_or(Value::Null));
+                if current.map(String::as_str) != Some(release)
+                    || hosts_now != json!(hostnames)
+                    || authn_changed
+                {
+                    let mut patch = json!({"metadata": {"annotations": {annotation: release}},
                         "spec": {"hostnames": hostnames}});
+                    if let Some(a) = authentication {
+                        // null removes it; a new configuration's lists (jwt) replace the
+                        // old ones whole.
+                        patch["spec"]["authentication"] = a.clone().unwrap_or(Value::Null);
+                    }
                     api.patch(lc_name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await?;
                 }
                 Ok(Some(lc))
             }
             None => {
+                let mut spec = json!({"hostnames": hostnames});
+                if let Some(Some(a)) = authentication {
+                    spec["authentication"] = a.clone();
+                }
                 let lc: LogicalCluster = serde_json::from_value(json!({
                     "metadata": {
                         "name": lc_name,
                         "labels": {OWNER_NAMESPACE_LABEL: key.namespace, OWNER_NAME_LABEL: key.name},
                         "annotations": {annotation: release},
                     },
-                    "spec": {"hostnames": hostnames},
+                    "spec": spec,
                 }))?;
                 match api.create(&PostParams::default(), &lc).await {
                     Ok(_) => Ok(None),

@@ -147,7 +147,7 @@ fn tenant_cluster_spec() -> Value {
                         "hosts": {"type": "array", "items": {"type": "string"}, "description": "Hostnames the platform routes to the controller (recorded)."},
                     }},
                 }},
-            "oidc": object("Authentication of the tenant cluster's users with OIDC (recorded).", json!({
+            "oidc": object("Authentication of the tenant cluster's users with OIDC.", json!({
                 "mode": {"type": "string", "enum": ["None", "System", "CustomConfig"], "default": "None", "description": "None, System (the platform's identity provider) or CustomConfig."},
                 "customConfig": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "An AuthenticationConfiguration inline (config) or in a Secret (secretRef)."},
                 "users": {"type": "array", "description": "Users bound in the tenant cluster.", "items": {"type": "object", "properties": {

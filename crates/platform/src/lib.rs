@@ -28,6 +28,7 @@ pub mod endpoint;
 pub mod install;
 pub mod kubeconfig;
 pub mod naming;
+pub mod oidc;
 pub mod quota;
 pub mod rbac;
 pub mod resource;
@@ -73,6 +74,8 @@ pub struct Options {
     /// The image of the ingress controller the `ingressNginx` addon runs (None: the addon
     /// cannot be installed).
     pub ingress_image: Option<addons::ImageSource>,
+    /// The platform's identity provider, for tenant clusters with `oidc.mode: System`.
+    pub system_oidc: Option<oidc::SystemIssuer>,
 }
 
 impl Default for Options {
@@ -87,6 +90,7 @@ impl Default for Options {
             leader_election: None,
             hosting: endpoint::Hosting::default(),
             ingress_image: None,
+            system_oidc: None,
         }
     }
 }
@@ -183,6 +187,7 @@ async fn run_controllers_now(
             "virtual"
         },
         options.ingress_image.clone(),
+        options.system_oidc.clone(),
     );
     // The Cluster API objects a TenantCluster renders bring it back when they change.
     let capi = if cluster_api {

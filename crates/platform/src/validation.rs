@@ -162,6 +162,15 @@ pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
     let empty = json!({});
     let spec = obj.get("spec").unwrap_or(&empty);
     let p = Path::new("spec");
+    if let Some(config) = spec.pointer("/oidc/customConfig/config")
+        && let Err(e) = apimachinery::authn_config::parse_authentication_config(config)
+    {
+        errs.push(FieldError::invalid(
+            "spec.oidc.customConfig.config",
+            json!("AuthenticationConfiguration"),
+            e,
+        ));
+    }
     match spec.get("version") {
         None | Some(Value::Null) => {}
         Some(Value::String(v)) if spec::release_of(v).is_some() => {}

@@ -6,10 +6,12 @@
 //! - [`wait`]: waiting on watches ([`wait::wait_list`], [`wait::wait_for`]) and polling
 //!   against a deadline ([`wait::eventually`]); nothing sleeps as synchronisation.
 //! - [`status`]: reading `Status` errors (`api_error`, the fields of its causes).
+//! - [`oidc`]: an OIDC issuer on loopback (HTTPS, discovery, a key set the test rotates).
 //!
 //! Crate-specific harnesses (the controllers' stand-in kubelet, the scheduler's node and pod
 //! builders, the platform's HTTPS server) build on these.
 
+pub mod oidc;
 pub mod server;
 pub mod status;
 pub mod wait;

@@ -80,7 +80,7 @@ pub async fn resource(
         return Err(ApiError::method_not_allowed(verb, &res.plural));
     }
     if verb == "create" && crate::reviews::is_review(&res) {
-        return crate::reviews::answer(server, ctx, &res, &p.namespace);
+        return crate::reviews::answer(server, ctx, &res, &p.namespace).await;
     }
     if let Some(w) = &res.deprecation_warning {
         ctx.warnings.push(w.clone());

@@ -1,0 +1,164 @@
+//! An OIDC issuer for tests, on loopback: HTTPS with a CA of its own, the discovery document
+//! at `<url>/.well-known/openid-configuration`, a key set at `<url>/keys` that the test
+//! changes at will (ES256 keys: `ring` makes them), and tokens it signs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use serde_json::{Value, json};
+
+/// A signing key of the issuer.
+pub struct SigningKey {
+    pub kid: String,
+    pair: EcdsaKeyPair,
+}
+
+impl SigningKey {
+    /// A new P-256 key named `kid`.
+    pub fn new(kid: &str) -> SigningKey {
+        let rng = SystemRandom::new();
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("a key");
+        SigningKey {
+            kid: kid.into(),
+            pair: EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+                .expect("the key"),
+        }
+    }
+
+    /// Its public half as a JWK.
+    pub fn jwk(&self) -> Value {
+        let p = self.pair.public_key().as_ref();
+        json!({"kty": "EC", "crv": "P-256", "kid": self.kid, "use": "sig", "alg": "ES256",
+            "x": URL_SAFE_NO_PAD.encode(&p[1..33]), "y": URL_SAFE_NO_PAD.encode(&p[33..65])})
+    }
+
+    /// A JWT of `claims` signed with this key (ES256).
+    pub fn sign(&self, claims: &Value) -> String {
+        let header = json!({"alg": "ES256", "kid": self.kid, "typ": "JWT"});
+        let msg = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let sig = self
+            .pair
+            .sign(&SystemRandom::new(), msg.as_bytes())
+            .expect("signing");
+        format!("{msg}.{}", URL_SAFE_NO_PAD.encode(sig.as_ref()))
+    }
+}
+
+/// The running issuer (it stops with the test's runtime).
+pub struct Issuer {
+    /// `https://127.0.0.1:<port>/realms/test`.
+    pub url: String,
+    /// The CA of its serving certificate (PEM).
+    pub ca_pem: String,
+    keys: Arc<Mutex<Vec<Value>>>,
+    key_fetches: Arc<AtomicUsize>,
+}
+
+impl Issuer {
+    /// Starts an issuer publishing no key yet.
+    pub async fn start() -> Issuer {
+        let ca = pki::Ca::generate("test-idp-ca").expect("a CA");
+        let cert = ca
+            .issue_server("idp", &["127.0.0.1".into()])
+            .expect("a serving certificate");
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let url = format!(
+            "https://127.0.0.1:{}/realms/test",
+            l.local_addr().expect("address").port()
+        );
+        let certs: Vec<_> =
+            rustls::pki_types::CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .expect("PEM");
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes())
+            .expect("PEM key");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("the certificate");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let keys: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let key_fetches: Arc<AtomicUsize> = Arc::default();
+        let (u, k, f) = (url.clone(), keys.clone(), key_fetches.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((s, _)) = l.accept().await else { return };
+                let acceptor = acceptor.clone();
+                let (u, k, f) = (u.clone(), k.clone(), f.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(s).await else {
+                        return;
+                    };
+                    let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                        let (u, k, f) = (u.clone(), k.clone(), f.clone());
+                        async move {
+                            let path = req.uri().path().to_string();
+                            let body = if path.ends_with("/.well-known/openid-configuration") {
+                                json!({"issuer": u, "jwks_uri": format!("{u}/keys")})
+                            } else if path.ends_with("/keys") {
+                                f.fetch_add(1, Ordering::SeqCst);
+                                json!({"keys": *k.lock()})
+                            } else {
+                                json!({})
+                            };
+                            Ok::<_, std::convert::Infallible>(
+                                hyper::Response::builder()
+                                    .header("content-type", "application/json")
+                                    .body(Full::new(Bytes::from(body.to_string())))
+                                    .expect("a response"),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+        Issuer {
+            url,
+            ca_pem: ca.pair.cert_pem.clone(),
+            keys,
+            key_fetches,
+        }
+    }
+
+    /// Publishes `key` in the key set.
+    pub fn publish(&self, key: &SigningKey) {
+        self.keys.lock().push(key.jwk());
+    }
+
+    /// How many times the key set was fetched.
+    pub fn key_fetches(&self) -> usize {
+        self.key_fetches.load(Ordering::SeqCst)
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
