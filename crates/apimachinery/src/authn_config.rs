@@ -46,11 +46,12 @@ impl Alg {
     ];
 }
 
-/// A claim and the prefix of what it gives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A claim and the prefix of what it gives, or a CEL expression over `claims`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClaimMapping {
     pub claim: String,
     pub prefix: String,
+    pub expression: Option<String>,
 }
 
 /// One issuer's settings.
@@ -65,8 +66,30 @@ pub struct JwtConfig {
     pub username: ClaimMapping,
     pub groups: Option<ClaimMapping>,
     pub uid_claim: Option<String>,
+    pub uid_expression: Option<String>,
+    /// `claimMappings.extra`: (key, valueExpression).
+    pub extra: Vec<(String, String)>,
+    /// `{claim, requiredValue}` rules (and the `--oidc-required-claim` flags).
     pub required_claims: Vec<(String, String)>,
+    /// `{expression, message}` claim validation rules.
+    pub claim_expressions: Vec<(String, String)>,
+    /// `userValidationRules`: (expression over `user`, message).
+    pub user_rules: Vec<(String, String)>,
     pub algorithms: Vec<Alg>,
+}
+
+impl JwtConfig {
+    /// Every CEL expression of the configuration (to compile them all).
+    pub fn expressions(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        out.extend(self.username.expression.as_deref());
+        out.extend(self.groups.as_ref().and_then(|g| g.expression.as_deref()));
+        out.extend(self.uid_expression.as_deref());
+        out.extend(self.extra.iter().map(|(_, e)| e.as_str()));
+        out.extend(self.claim_expressions.iter().map(|(e, _)| e.as_str()));
+        out.extend(self.user_rules.iter().map(|(e, _)| e.as_str()));
+        out
+    }
 }
 
 /// The classic flags of kube-apiserver.
@@ -135,13 +158,22 @@ impl Flags {
             discovery_url: None,
             audiences: vec![client.clone()],
             certificate_authority: self.ca_pem.clone(),
-            username: ClaimMapping { claim, prefix },
+            username: ClaimMapping {
+                claim,
+                prefix,
+                expression: None,
+            },
             groups: self.groups_claim.as_ref().map(|c| ClaimMapping {
                 claim: c.clone(),
                 prefix: self.groups_prefix.clone().unwrap_or_default(),
+                expression: None,
             }),
             uid_claim: None,
+            uid_expression: None,
+            extra: Vec::new(),
             required_claims: required,
+            claim_expressions: Vec::new(),
+            user_rules: Vec::new(),
             algorithms,
         }))
     }
@@ -166,8 +198,8 @@ pub fn check_issuer_url(url: &str) -> Result<(), String> {
 }
 
 /// The `jwt` entries of an `AuthenticationConfiguration` (`apiserver.config.k8s.io`
-/// v1alpha1, v1beta1 or v1). Claim-based mappings and `{claim, requiredValue}` rules are
-/// supported; CEL expressions are refused by name (not implemented here yet).
+/// v1alpha1, v1beta1 or v1), checked as kube-apiserver's validation checks them (the CEL
+/// expressions are only parsed by whoever compiles them).
 pub fn parse_authentication_config(doc: &Value) -> Result<Vec<JwtConfig>, String> {
     let av = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if !matches!(
@@ -234,15 +266,30 @@ pub fn parse_authentication_config(doc: &Value) -> Result<Vec<JwtConfig>, String
                     Ok(None)
                 };
             };
-            if m.get("expression").is_some() {
-                return Err(format!(
-                    "{path}.claimMappings.{name}.expression: CEL expressions are not supported yet"
-                ));
-            }
             let claim = s(m.get("claim")).filter(|c| !c.is_empty());
             let prefix = s(m.get("prefix"));
+            if let Some(e) = s(m.get("expression")).filter(|e| !e.is_empty()) {
+                if claim.is_some() {
+                    return Err(format!(
+                        "{path}.claimMappings.{name}: Invalid value: claim and expression can't both be set"
+                    ));
+                }
+                if prefix.is_some() {
+                    return Err(format!(
+                        "{path}.claimMappings.{name}.prefix: Invalid value: may not be specified when expression is set"
+                    ));
+                }
+                return Ok(Some(ClaimMapping {
+                    expression: Some(e),
+                    ..Default::default()
+                }));
+            }
             match (claim, prefix) {
-                (Some(claim), Some(prefix)) => Ok(Some(ClaimMapping { claim, prefix })),
+                (Some(claim), Some(prefix)) => Ok(Some(ClaimMapping {
+                    claim,
+                    prefix,
+                    expression: None,
+                })),
                 (None, _) if !required => Ok(None),
                 (None, _) => Err(format!(
                     "{path}.claimMappings.{name}.claim: Required value: claim or expression is required"
@@ -255,7 +302,46 @@ pub fn parse_authentication_config(doc: &Value) -> Result<Vec<JwtConfig>, String
         let username = mapping("username", true)?.expect("required");
         let groups = mapping("groups", false)?;
         let uid_claim = mappings.get("uid").and_then(|u| s(u.get("claim")));
+        let uid_expression = mappings.get("uid").and_then(|u| s(u.get("expression")));
+        if uid_claim.is_some() && uid_expression.is_some() {
+            return Err(format!(
+                "{path}.claimMappings.uid: Invalid value: claim and expression can't both be set"
+            ));
+        }
+        let mut extra = Vec::new();
+        for (k, e) in mappings
+            .get("extra")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let key = s(e.get("key")).unwrap_or_default();
+            let value = s(e.get("valueExpression")).unwrap_or_default();
+            if key.is_empty() || value.is_empty() {
+                return Err(format!(
+                    "{path}.claimMappings.extra[{k}]: Required value: key and valueExpression are required"
+                ));
+            }
+            let domain = key.split('/').next().unwrap_or("");
+            if key != key.to_lowercase()
+                || !key.contains('/')
+                || domain.ends_with("kubernetes.io")
+                || domain.ends_with("k8s.io")
+            {
+                return Err(format!(
+                    "{path}.claimMappings.extra[{k}].key: Invalid value: {key:?}: must be a lowercase domain-prefixed path, not under kubernetes.io or k8s.io"
+                ));
+            }
+            if extra.iter().any(|(have, _)| have == &key) {
+                return Err(format!(
+                    "{path}.claimMappings.extra[{k}].key: Duplicate value: {key:?}"
+                ));
+            }
+            extra.push((key, value));
+        }
         let mut required_claims = Vec::new();
+        let mut claim_expressions = Vec::new();
         for (k, r) in j
             .get("claimValidationRules")
             .and_then(Value::as_array)
@@ -263,23 +349,49 @@ pub fn parse_authentication_config(doc: &Value) -> Result<Vec<JwtConfig>, String
             .flatten()
             .enumerate()
         {
-            if r.get("expression").is_some() {
-                return Err(format!(
-                    "{path}.claimValidationRules[{k}].expression: CEL expressions are not supported yet"
-                ));
+            if let Some(e) = s(r.get("expression")) {
+                if r.get("claim").is_some() {
+                    return Err(format!(
+                        "{path}.claimValidationRules[{k}]: Invalid value: claim and expression can't both be set"
+                    ));
+                }
+                claim_expressions.push((e, s(r.get("message")).unwrap_or_default()));
+                continue;
             }
             let claim = s(r.get("claim")).ok_or(format!(
                 "{path}.claimValidationRules[{k}].claim: Required value"
             ))?;
             required_claims.push((claim, s(r.get("requiredValue")).unwrap_or_default()));
         }
-        if j.get("userValidationRules")
+        let mut user_rules = Vec::new();
+        for (k, r) in j
+            .get("userValidationRules")
             .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
+            .into_iter()
+            .flatten()
+            .enumerate()
         {
-            return Err(format!(
-                "{path}.userValidationRules: CEL expressions are not supported yet"
-            ));
+            let e = s(r.get("expression")).ok_or(format!(
+                "{path}.userValidationRules[{k}].expression: Required value"
+            ))?;
+            user_rules.push((e, s(r.get("message")).unwrap_or_default()));
+        }
+        // A username made from `claims.email` must look at `claims.email_verified` somewhere.
+        if username
+            .expression
+            .as_deref()
+            .is_some_and(|e| e.contains("claims.email") && !e.contains("email_verified"))
+        {
+            let elsewhere = extra
+                .iter()
+                .map(|(_, e)| e)
+                .chain(claim_expressions.iter().map(|(e, _)| e))
+                .any(|e| e.contains("email_verified"));
+            if !elsewhere {
+                return Err(format!(
+                    "{path}.claimMappings.username.expression: Invalid value: claims.email_verified must be used in claimMappings.username.expression or claimMappings.extra[*].valueExpression or claimValidationRules[*].expression when claims.email is used in claimMappings.username.expression"
+                ));
+            }
         }
         out.push(JwtConfig {
             issuer_url: url,
@@ -288,6 +400,10 @@ pub fn parse_authentication_config(doc: &Value) -> Result<Vec<JwtConfig>, String
             certificate_authority: s(issuer.get("certificateAuthority")),
             username,
             groups,
+            uid_expression,
+            extra,
+            claim_expressions,
+            user_rules,
             uid_claim,
             required_claims,
             algorithms: Alg::ALL.to_vec(),
@@ -355,10 +471,28 @@ mod tests {
         );
         let mut cel = doc.clone();
         cel["jwt"][0]["claimMappings"]["username"] = json!({"expression": "claims.sub"});
+        assert_eq!(
+            parse_authentication_config(&cel).unwrap()[0]
+                .username
+                .expression
+                .as_deref(),
+            Some("claims.sub")
+        );
+        cel["jwt"][0]["claimMappings"]["username"] = json!({"expression": "claims.email"});
         assert!(
             parse_authentication_config(&cel)
                 .unwrap_err()
-                .contains("not supported")
+                .contains("claims.email_verified must be used")
+        );
+        cel["jwt"][0]["claimValidationRules"] =
+            json!([{"expression": "claims.?email_verified.orValue(true) == true"}]);
+        assert!(parse_authentication_config(&cel).is_ok());
+        cel["jwt"][0]["claimMappings"]["username"] =
+            json!({"expression": "claims.sub", "prefix": "x:"});
+        assert!(
+            parse_authentication_config(&cel)
+                .unwrap_err()
+                .contains("prefix")
         );
         let mut dup = doc.clone();
         let first = doc["jwt"][0].clone();

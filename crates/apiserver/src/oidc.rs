@@ -162,9 +162,67 @@ struct State {
     fresh_until: Option<Instant>,
 }
 
+/// The configuration's CEL expressions, compiled.
+#[derive(Default)]
+struct Programs {
+    username: Option<cel::Program>,
+    groups: Option<cel::Program>,
+    uid: Option<cel::Program>,
+    extra: Vec<(String, cel::Program)>,
+    claim_rules: Vec<(cel::Program, String)>,
+    user_rules: Vec<(cel::Program, String)>,
+}
+
+impl Programs {
+    fn compile(c: &JwtConfig) -> Result<Programs, String> {
+        let one = |e: &str| {
+            controlplane::admission::cel::compile(e).map_err(|err| format!("{e:?}: {err}"))
+        };
+        let opt = |e: Option<&str>| e.map(one).transpose();
+        Ok(Programs {
+            username: opt(c.username.expression.as_deref())?,
+            groups: opt(c.groups.as_ref().and_then(|g| g.expression.as_deref()))?,
+            uid: opt(c.uid_expression.as_deref())?,
+            extra: c
+                .extra
+                .iter()
+                .map(|(k, e)| Ok((k.clone(), one(e)?)))
+                .collect::<Result<_, String>>()?,
+            claim_rules: c
+                .claim_expressions
+                .iter()
+                .map(|(e, m)| Ok((one(e)?, m.clone())))
+                .collect::<Result<_, String>>()?,
+            user_rules: c
+                .user_rules
+                .iter()
+                .map(|(e, m)| Ok((one(e)?, m.clone())))
+                .collect::<Result<_, String>>()?,
+        })
+    }
+}
+
+/// A CEL result as strings: a string, a list of strings, or nothing (`""`, `[]`, null).
+fn strings(v: &cel::Value) -> Option<Vec<String>> {
+    match v {
+        cel::Value::Null => Some(Vec::new()),
+        cel::Value::String(s) if s.is_empty() => Some(Vec::new()),
+        cel::Value::String(s) => Some(vec![s.to_string()]),
+        cel::Value::List(l) => l
+            .iter()
+            .map(|v| match v {
+                cel::Value::String(s) => Some(s.to_string()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
 /// One issuer's authenticator.
 pub struct JwtAuthenticator {
     pub config: JwtConfig,
+    programs: Programs,
     tls: Arc<rustls::ClientConfig>,
     state: RwLock<State>,
     refresh: tokio::sync::Mutex<()>,
@@ -198,6 +256,12 @@ pub enum Refused {
     RequiredClaim(String, String),
     #[error("oidc: groups claim {0:?} is not a string or a list of strings")]
     Groups(String),
+    #[error("oidc: error evaluating {0}: {1}")]
+    Expression(&'static str, String),
+    #[error("oidc: claim validation rule failed: {0}")]
+    ClaimRule(String),
+    #[error("oidc: user validation rule failed: {0}")]
+    UserRule(String),
 }
 
 fn roots(ca_pem: Option<&str>) -> Result<rustls::RootCertStore, String> {
@@ -300,6 +364,7 @@ impl JwtAuthenticator {
     /// An authenticator for `config`; [`JwtAuthenticator::start`] runs its discovery.
     pub fn new(config: JwtConfig) -> Result<Arc<JwtAuthenticator>, String> {
         let roots = roots(config.certificate_authority.as_deref())?;
+        let programs = Programs::compile(&config)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -308,6 +373,7 @@ impl JwtAuthenticator {
             .with_no_client_auth();
         Ok(Arc::new(JwtAuthenticator {
             config,
+            programs,
             tls: Arc::new(tls),
             state: RwLock::new(State::default()),
             refresh: tokio::sync::Mutex::new(()),
@@ -468,12 +534,46 @@ impl JwtAuthenticator {
         {
             return Err(Refused::NotYetValid);
         }
-        let name = claims
-            .get(&c.username.claim)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| Refused::Username(c.username.claim.clone()))?;
-        if c.username.claim == "email"
+        let vars = controlplane::admission::cel::Vars::default().json("claims", Some(claims));
+        let eval = |what: &'static str, p: &cel::Program| {
+            controlplane::admission::cel::eval(p, &vars).map_err(|e| Refused::Expression(what, e))
+        };
+        for (p, message) in &self.programs.claim_rules {
+            match eval("claim validation rule", p)? {
+                cel::Value::Bool(true) => {}
+                cel::Value::Bool(false) => {
+                    return Err(Refused::ClaimRule(if message.is_empty() {
+                        format!("expression {:?} is false", p.expression())
+                    } else {
+                        message.clone()
+                    }));
+                }
+                other => {
+                    return Err(Refused::Expression(
+                        "claim validation rule",
+                        format!("expected a boolean, got {other:?}"),
+                    ));
+                }
+            }
+        }
+        let name = match &self.programs.username {
+            Some(p) => match eval("username expression", p)? {
+                cel::Value::String(s) if !s.is_empty() => s.to_string(),
+                _ => {
+                    return Err(Refused::Username(
+                        "claimMappings.username.expression".into(),
+                    ));
+                }
+            },
+            None => claims
+                .get(&c.username.claim)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| Refused::Username(c.username.claim.clone()))?
+                .to_string(),
+        };
+        if self.programs.username.is_none()
+            && c.username.claim == "email"
             && let Some(v) = claims.get("email_verified")
             && v != &Value::Bool(true)
         {
@@ -485,7 +585,11 @@ impl JwtAuthenticator {
             }
         }
         let mut groups = Vec::new();
-        if let Some(g) = &c.groups {
+        if let Some(p) = &self.programs.groups {
+            let v = eval("groups expression", p)?;
+            groups = strings(&v)
+                .ok_or_else(|| Refused::Groups("claimMappings.groups.expression".into()))?;
+        } else if let Some(g) = &c.groups {
             match claims.get(&g.claim) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(s)) => groups.push(format!("{}{s}", g.prefix)),
@@ -498,24 +602,72 @@ impl JwtAuthenticator {
                 Some(_) => return Err(Refused::Groups(g.claim.clone())),
             }
         }
-        groups.push("system:authenticated".into());
-        let uid = c
-            .uid_claim
-            .as_ref()
-            .and_then(|u| claims.get(u))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let uid = match &self.programs.uid {
+            Some(p) => match eval("uid expression", p)? {
+                cel::Value::String(s) => s.to_string(),
+                other => {
+                    return Err(Refused::Expression(
+                        "uid expression",
+                        format!("expected a string, got {other:?}"),
+                    ));
+                }
+            },
+            None => c
+                .uid_claim
+                .as_ref()
+                .and_then(|u| claims.get(u))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        };
         let mut extra = Vec::new();
+        for (key, p) in &self.programs.extra {
+            let v = eval("extra mapping", p)?;
+            let values = strings(&v).ok_or_else(|| {
+                Refused::Expression(
+                    "extra mapping",
+                    format!("{key}: not a string or a list of strings"),
+                )
+            })?;
+            if !values.is_empty() {
+                extra.push((key.clone(), values));
+            }
+        }
         if let Some(jti) = claims.get("jti").and_then(Value::as_str) {
             extra.push((CREDENTIAL_ID.to_string(), vec![format!("JTI={jti}")]));
         }
-        Ok(UserInfo {
+        let mut user = UserInfo {
             name: format!("{}{name}", c.username.prefix),
             uid,
             groups,
             extra,
-        })
+        };
+        if !self.programs.user_rules.is_empty() {
+            let extra: serde_json::Map<String, Value> = user
+                .extra
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                .collect();
+            let u = serde_json::json!({"username": user.name, "uid": user.uid,
+                "groups": user.groups, "extra": extra});
+            let vars = controlplane::admission::cel::Vars::default().json("user", Some(&u));
+            for (p, message) in &self.programs.user_rules {
+                match controlplane::admission::cel::eval(p, &vars) {
+                    Ok(cel::Value::Bool(true)) => {}
+                    Ok(_) => {
+                        return Err(Refused::UserRule(if message.is_empty() {
+                            format!("expression {:?} is false", p.expression())
+                        } else {
+                            message.clone()
+                        }));
+                    }
+                    Err(e) => return Err(Refused::Expression("user validation rule", e)),
+                }
+            }
+        }
+        // What the union of authenticators adds, after the user's rules saw the user.
+        user.groups.push("system:authenticated".into());
+        Ok(user)
     }
 }
 
@@ -633,6 +785,55 @@ mod tests {
             .unwrap()
             .remove("email_verified");
         assert!(a.user(&no_verified, 1000).is_ok());
+    }
+
+    #[test]
+    fn cel_mappings_and_rules_make_and_check_the_user() {
+        let doc = json!({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthenticationConfiguration",
+        "jwt": [{"issuer": {"url": "https://idp.example", "audiences": ["k"]},
+            "claimValidationRules": [
+                {"expression": "claims.?email_verified.orValue(true) == true", "message": "email not verified"},
+                {"expression": "has(claims.groups) && claims.groups.exists(g, g in ['dev', 'ops'])", "message": "not a member"},
+            ],
+            "claimMappings": {
+                "username": {"expression": "'oidc:' + claims.email"},
+                "groups": {"expression": "claims.groups.map(g, 'team:' + g)"},
+                "uid": {"expression": "claims.sub"},
+                "extra": [{"key": "example.com/tenant", "valueExpression": "claims.tenant"}],
+            },
+            "userValidationRules": [{"expression": "!user.username.startsWith('oidc:system')", "message": "no system users"}],
+        }]});
+        let c = parse_authentication_config(&doc).unwrap().remove(0);
+        let a = Arc::into_inner(JwtAuthenticator::new(c).unwrap()).unwrap();
+        let claims = json!({"iss": "https://idp.example", "aud": "k", "exp": 2000, "sub": "s-1",
+            "email": "jane@example.com", "groups": ["dev"], "tenant": "foo"});
+        let u = a.user(&claims, 1000).unwrap();
+        assert_eq!(u.name, "oidc:jane@example.com");
+        assert_eq!(u.uid, "s-1");
+        assert_eq!(u.groups, ["team:dev", "system:authenticated"]);
+        assert_eq!(
+            u.extra,
+            [("example.com/tenant".to_string(), vec!["foo".to_string()])]
+        );
+        let with = |k: &str, v: Value| {
+            let mut c = claims.clone();
+            c[k] = v;
+            a.user(&c, 1000)
+        };
+        assert_eq!(
+            with("email_verified", json!(false)),
+            Err(Refused::ClaimRule("email not verified".into()))
+        );
+        assert_eq!(
+            with("groups", json!(["qa"])),
+            Err(Refused::ClaimRule("not a member".into()))
+        );
+        assert_eq!(
+            with("email", json!("system:admin")),
+            Err(Refused::UserRule("no system users".into()))
+        );
+        // An empty tenant claim gives no extra value at all.
+        assert!(with("tenant", json!("")).unwrap().extra.is_empty());
     }
 
     #[test]

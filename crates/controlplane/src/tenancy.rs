@@ -101,14 +101,25 @@ impl Strategy for LogicalClusterStrategy {
                 "the name is reserved",
             ));
         }
-        if let Some(config) = obj.pointer("/spec/authentication")
-            && let Err(e) = apimachinery::authn_config::parse_authentication_config(config)
-        {
-            errs.push(apimachinery::FieldError::invalid(
-                "spec.authentication",
-                json!("AuthenticationConfiguration"),
-                e,
-            ));
+        if let Some(config) = obj.pointer("/spec/authentication") {
+            match apimachinery::authn_config::parse_authentication_config(config) {
+                Err(e) => errs.push(apimachinery::FieldError::invalid(
+                    "spec.authentication",
+                    json!("AuthenticationConfiguration"),
+                    e,
+                )),
+                Ok(issuers) => {
+                    for e in issuers.iter().flat_map(|i| i.expressions()) {
+                        if let Err(why) = crate::admission::cel::compile(e) {
+                            errs.push(apimachinery::FieldError::invalid(
+                                "spec.authentication",
+                                json!(e),
+                                why,
+                            ));
+                        }
+                    }
+                }
+            }
         }
         if let Some(hosts) = obj.pointer("/spec/hostnames") {
             match hosts.as_array() {

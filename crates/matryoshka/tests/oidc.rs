@@ -5,7 +5,7 @@
 
 mod support;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{Backend, Kubectl, Server};
 use testkit::oidc::{Issuer, SigningKey, now};
 
@@ -177,12 +177,13 @@ spec:
             .stdout
             .clone()
     };
-    let token = |aud: &str, email: &str| {
+    let token_with = |aud: &str, email: &str, groups: Value| {
         key.sign(
             &json!({"iss": idp.url, "aud": aud, "sub": "u", "email": email,
-            "email_verified": true, "groups": ["dev"], "exp": now() + 300}),
+            "email_verified": true, "groups": groups, "exp": now() + 300}),
         )
     };
+    let token = |aud: &str, email: &str| token_with(aud, email, json!(["dev"]));
     let run = |server: &str, token: &str, args: &[&str]| {
         let mut all = vec![
             "--server",
@@ -234,7 +235,11 @@ spec:
     .fails(1)
     .err("Unauthorized");
     let sys = endpoint("sys");
-    let john = token("tenant-root-kubernetes-sys", "john@example.com");
+    let john = token_with(
+        "tenant-root-kubernetes-sys",
+        "john@example.com",
+        json!(["tenant-root-admin"]),
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let r = run(&sys, &john, &["create", "ns", "made-by-john"]);
@@ -249,6 +254,14 @@ spec:
         );
         std::thread::sleep(std::time::Duration::from_millis(250));
     }
+    // Not a member of the tenant's groups: not even authenticated there.
+    run(
+        &sys,
+        &token("tenant-root-kubernetes-sys", "eve@example.com"),
+        &["auth", "whoami"],
+    )
+    .fails(1)
+    .err("Unauthorized");
     let conf = admin
         .eventually(
             &[

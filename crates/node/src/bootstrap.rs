@@ -95,15 +95,31 @@ pub async fn request_certificate(
     }))
     .map_err(|e| what(e.to_string()))?;
     let api: Api<CertificateSigningRequest> = Api::all(client.clone());
-    api.create(&PostParams::default(), &csr)
-        .await
-        .map_err(|e| Error::api("creating the CertificateSigningRequest", e))?;
     let deadline = Instant::now() + timeout;
+    // A connection that breaks (the server closing a kept-alive connection as a request goes
+    // out on it) is no answer: the request is sent again until the deadline. A create that
+    // did land the first time answers AlreadyExists the second: the name is this call's own.
     loop {
-        let c = api
-            .get(&name)
-            .await
-            .map_err(|e| Error::api("reading the CertificateSigningRequest", e))?;
+        match api.create(&PostParams::default(), &csr).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 409 => break,
+            Err(e) if transient(&e) && Instant::now() < deadline => {
+                tracing::warn!(csr = %name, error = %e, "creating the CertificateSigningRequest; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(Error::api("creating the CertificateSigningRequest", e)),
+        }
+    }
+    loop {
+        let c = match api.get(&name).await {
+            Ok(c) => c,
+            Err(e) if transient(&e) && Instant::now() < deadline => {
+                tracing::warn!(csr = %name, error = %e, "reading the CertificateSigningRequest; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(e) => return Err(Error::api("reading the CertificateSigningRequest", e)),
+        };
         let status = c.status.unwrap_or_default();
         if let Some(cond) = status
             .conditions
@@ -130,6 +146,12 @@ pub async fn request_certificate(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Whether a request failed before any answer came (the transport, not the API): worth
+/// sending again.
+fn transient(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Service(_) | kube::Error::HyperError(_))
 }
 
 /// The current context's cluster of kubeconfig `path`.

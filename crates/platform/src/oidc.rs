@@ -5,7 +5,8 @@
 //!   default `config.yaml`, YAML or JSON) becomes the LogicalCluster's `spec.authentication`;
 //! - `mode: System` — the platform's own identity provider (`matryoshka up --oidc-issuer-url`)
 //!   with the audience `<namespace>-<release>`, usernames from `email` and groups from `groups`,
-//!   both without prefix, as the seed renders it; and the Secret
+//!   both without prefix, only for members of the tenant's groups (`<namespace>-view`, `-use`,
+//!   `-admin`, `-super-admin`), as the seed renders it; and the Secret
 //!   `<release>-oidc-kubeconfig` (key `kubeconfig`) whose user runs kubelogin
 //!   (`kubectl oidc-login get-token`);
 //! - `users[{email, role}]` — one ClusterRoleBinding per user in the tenant cluster,
@@ -51,11 +52,26 @@ pub fn system_config(issuer: &SystemIssuer, namespace: &str, release: &str) -> V
     if let Some(ca) = &issuer.certificate_authority {
         iss["certificateAuthority"] = json!(ca);
     }
+    let groups: Vec<String> = ["view", "use", "admin", "super-admin"]
+        .iter()
+        .map(|r| format!("{namespace}-{r}"))
+        .collect();
+    let list = groups
+        .iter()
+        .map(|g| format!("{g:?}"))
+        .collect::<Vec<_>>()
+        .join(",");
     json!({
         "apiVersion": "apiserver.config.k8s.io/v1beta1",
         "kind": "AuthenticationConfiguration",
         "jwt": [{
             "issuer": iss,
+            // Only members of the tenant's groups reach the cluster at all (not even
+            // `system:authenticated` discovery), as the seed's gate.
+            "claimValidationRules": [{
+                "expression": format!("has(claims.groups) && claims.groups.exists(g, g in [{list}])"),
+                "message": format!("user is not a member of any {namespace}-{{view,use,admin,super-admin}} group"),
+            }],
             "claimMappings": {
                 "username": {"claim": "email", "prefix": ""},
                 "groups": {"claim": "groups", "prefix": ""},
