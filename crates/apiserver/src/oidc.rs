@@ -712,20 +712,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn flags(url: &str) -> Flags {
-        Flags {
-            issuer_url: Some(url.into()),
-            client_id: Some("kubectl".into()),
-            ..Default::default()
-        }
-    }
-
     fn authenticator() -> JwtAuthenticator {
-        let mut f = flags("https://idp.example");
-        f.username_claim = Some("email".into());
-        f.groups_claim = Some("groups".into());
-        f.groups_prefix = Some("oidc:".into());
-        f.required_claims = vec!["hd=example.com".into()];
+        let f = Flags {
+            issuer_url: Some("https://idp.example".into()),
+            client_id: Some("kubectl".into()),
+            username_claim: Some("email".into()),
+            groups_claim: Some("groups".into()),
+            groups_prefix: Some("oidc:".into()),
+            required_claims: vec!["hd=example.com".into()],
+            ..Default::default()
+        };
         let a = JwtAuthenticator::new(f.config().unwrap().unwrap()).unwrap();
         Arc::into_inner(a).unwrap()
     }

@@ -96,10 +96,6 @@ impl HostRoutes {
     pub fn find(&self, path: &str) -> Option<&Route> {
         self.routes.iter().find(|r| matches(r, path))
     }
-
-    pub fn routes(&self) -> &[Route] {
-        &self.routes
-    }
 }
 
 /// A prefix path without its trailing slashes (`/` stays `/`'s empty prefix).
@@ -277,11 +273,6 @@ impl Table {
         out.sort();
         out.dedup();
         out
-    }
-
-    /// The routes of an exact host.
-    pub fn host(&self, host: &str) -> Option<&HostRoutes> {
-        self.exact.get(host)
     }
 }
 

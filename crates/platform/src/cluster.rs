@@ -590,8 +590,16 @@ impl TenantClusterController {
         api: &Api<TenantCluster>,
         finalizers: Vec<String>,
     ) -> Result<Action> {
+        // What was memoised of the cluster goes with it (a platform that creates and deletes
+        // clusters all day keeps nothing of the gone ones).
         if let Ok(mut d) = self.classes_done.lock() {
             d.retain(|c| !c.starts_with(&format!("{lc_name}/")));
+        }
+        if let Ok(mut d) = self.addons_done.lock() {
+            d.remove(lc_name);
+        }
+        if let Ok(mut d) = self.oidc_done.lock() {
+            d.remove(&format!("{}/{}", key.namespace, key.name));
         }
         let root = self.clients.cluster(ROOT)?;
         if self.cluster_api
