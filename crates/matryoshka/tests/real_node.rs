@@ -533,6 +533,10 @@ fn a_root_pod_reaches_a_tenant_cluster_through_its_service(platform: &Platform, 
     k.run(&["exec", "client", "--", "mkdir", "-p", "/tmp/demo"])
         .ok();
     for (file, content) in [("token", token.trim()), ("ca.crt", ca.as_str())] {
+        // `; true` keeps the shell (and the exec's stdout) alive until `cat` has read its
+        // input: containerd 1.6's CRI exec closes the stdin stream as soon as the process's
+        // stdout or stderr ends, which a shell that execs `cat > file` does at once, and the
+        // input is then lost (fixed upstream in containerd's exec_io, not in Debian's 1.6).
         k.run_stdin(
             &[
                 "exec",
@@ -541,11 +545,17 @@ fn a_root_pod_reaches_a_tenant_cluster_through_its_service(platform: &Platform, 
                 "--",
                 "sh",
                 "-c",
-                &format!("cat > /tmp/demo/{file}"),
+                &format!("cat > /tmp/demo/{file}; true"),
             ],
             Some(content),
         )
         .ok();
+        let back = k
+            .run(&["exec", "client", "--", "cat", &format!("/tmp/demo/{file}")])
+            .ok()
+            .stdout
+            .clone();
+        assert_eq!(back, content, "{file} written through exec stdin");
     }
     let deadline = Instant::now() + LONG;
     loop {

@@ -21,6 +21,12 @@ fn tls_config(ca_pem: &[u8]) -> Result<rustls::ClientConfig, Failure> {
         let cert = cert.map_err(|e| fail(format!("ca.crt: {e}")))?;
         roots.add(cert).map_err(|e| fail(format!("ca.crt: {e}")))?;
     }
+    if roots.is_empty() {
+        return Err(fail(format!(
+            "ca.crt holds no certificate ({} bytes)",
+            ca_pem.len()
+        )));
+    }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
