@@ -4,7 +4,8 @@
 //!
 //! A [`Validator`] plays the part of a validating admission webhook: it is handed the new
 //! object (and the old one on update) with a read-only view of the objects the server holds
-//! ([`Objects`]); its refusal is the answer the client sees.
+//! ([`Objects`]); its refusal is the answer the client sees. A [`Mutator`] plays the part of a
+//! mutating webhook on create: it may replace the object before it is validated and stored.
 
 use serde_json::Value;
 
@@ -52,4 +53,12 @@ pub trait Objects {
 pub trait Validator: Send + Sync {
     /// `Ok` admits the write; an error is returned to the client as it is.
     fn validate(&self, req: &Request<'_>, objects: &dyn Objects) -> Result<(), ApiError>;
+}
+
+/// A mutating admission hook for creates of one resource (a mutating webhook's part): it runs
+/// after the object is decoded and before validation, and may replace the object.
+pub trait Mutator: Send + Sync {
+    /// The object to store instead of `req.object` (`None`: unchanged); an error refuses the
+    /// create and is returned to the client as it is.
+    fn mutate(&self, req: &Request<'_>, objects: &dyn Objects) -> Result<Option<Value>, ApiError>;
 }

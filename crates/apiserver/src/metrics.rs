@@ -39,11 +39,12 @@ pub fn labels(method: &Method, route: &Route, query: &Query) -> (String, String)
     }
 }
 
-/// The Prometheus text exposition of `metrics`.
-pub fn render(metrics: &Metrics) -> Response<Body> {
+/// The Prometheus text exposition of `metrics` for `cluster` (the root cluster's carries its
+/// collectors' metrics too).
+pub fn render(metrics: &Metrics, cluster: &str) -> Response<Body> {
     response::bytes(
         StatusCode::OK,
         "text/plain; version=0.0.4; charset=utf-8",
-        metrics.render(),
+        metrics.render_for(cluster == apimachinery::cluster::ROOT),
     )
 }

@@ -322,7 +322,7 @@ impl ApiServer {
             Route::Health { kind, check } if get => {
                 Ok(health::answer(self, kind, check.as_deref(), &ctx.query).await)
             }
-            Route::Metrics if get => Ok(crate::metrics::render(self.cp.metrics())),
+            Route::Metrics if get => Ok(crate::metrics::render(self.cp.metrics(), &ctx.cluster)),
             Route::OpenApiV2 if get => Ok(openapi::v2(self, ctx)),
             Route::OpenApiV3Index if get => openapi::v3_index(self, ctx),
             Route::OpenApiV3(path) if get => openapi::v3_document(self, ctx, path),

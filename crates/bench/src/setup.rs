@@ -121,6 +121,12 @@ pub async fn platform(
             .admission()
             .register(group, plural, v);
     }
+    for (group, plural, m) in platform::admission::mutators() {
+        server
+            .control_plane()
+            .admission()
+            .register_mutator(group, plural, m);
+    }
     let clients = clients(server);
     platform::install(&clients)
         .await

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -59,10 +60,15 @@ struct Inner {
     webhooks: BTreeMap<(&'static str, &'static str, bool), Histogram>,
 }
 
-/// Request and admission metrics (the API server observes requests; admission its webhooks).
+/// Text a component adds to the root cluster's `/metrics` (the platform's usage counters).
+pub type Collector = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Request and admission metrics (the API server observes requests; admission its webhooks),
+/// and the collectors of the root cluster's own metrics.
 #[derive(Default)]
 pub struct Metrics {
     inner: Mutex<Inner>,
+    root: Mutex<Vec<Collector>>,
 }
 
 impl Metrics {
@@ -97,6 +103,25 @@ impl Metrics {
             .entry((kind, operation, rejected))
             .or_default()
             .observe(took.as_secs_f64());
+    }
+
+    /// Adds `c`'s text to what the root cluster's `/metrics` shows (never a tenant
+    /// cluster's: such metrics name tenants).
+    pub fn add_root_collector(&self, c: Collector) {
+        self.root.lock().push(c);
+    }
+
+    /// The exposition of a cluster's `/metrics`: [`Metrics::render`], and for the root
+    /// cluster what its collectors add.
+    pub fn render_for(&self, root: bool) -> String {
+        let mut out = self.render();
+        if root {
+            let collectors: Vec<Collector> = self.root.lock().clone();
+            for c in collectors {
+                out.push_str(&c());
+            }
+        }
+        out
     }
 
     /// The Prometheus text exposition.

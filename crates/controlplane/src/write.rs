@@ -341,6 +341,7 @@ pub async fn create(
         {
             crate::fields::check_types(res, &obj)?;
         }
+        crate::admission::mutate(cp, who, res, loc, &mut obj, w.opts.dry_run)?;
         crate::admission::validate(cp, who, res, loc, None, &obj, None, w.opts.dry_run)?;
         crate::admission::admit_create(
             cp,

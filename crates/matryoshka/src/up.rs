@@ -606,6 +606,24 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             .admission()
             .register(group, plural, v);
     }
+    for (group, plural, m) in platform::admission::mutators() {
+        server
+            .control_plane()
+            .admission()
+            .register_mutator(group, plural, m);
+    }
+    {
+        // The tenants' usage counters on the root cluster's `/metrics`.
+        let cp = Arc::downgrade(server.control_plane());
+        server
+            .control_plane()
+            .metrics()
+            .add_root_collector(Arc::new(move || {
+                cp.upgrade().map_or_else(String::new, |cp| {
+                    platform::usage::metrics(&controlplane::admission::CacheObjects(&cp))
+                })
+            }));
+    }
     platform::install(&clients())
         .await
         .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;

@@ -305,3 +305,108 @@ fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
     .ok()
     .not_out("team-x");
 }
+
+const REPORT: &str = "apiVersion: platform.matryoshka.dev/v1alpha1\nkind: UsageReport\nmetadata:\n  name: REPORT\n  namespace: tenant-foo\nquery:\n  startTimestamp: \"2020-01-01T00:00:00Z\"\n  endTimestamp: \"2100-01-01T00:00:00Z\"\n";
+
+/// The vCPU-hours of each machine in a report printed as YAML, by machine name.
+fn machine_hours(k: &Kubectl, name: &str) -> Vec<(String, f64)> {
+    let out = k
+        .run_stdin(
+            &["create", "-f", "-", "-o", "jsonpath={range .report.consumers[*]}{.kind} {.name} {.consumptions.vCPUHours}{\"\\n\"}{end}"],
+            Some(&REPORT.replace("REPORT", name)),
+        )
+        .ok()
+        .stdout
+        .clone();
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() == 3 && f[0] == "MatryoshkaMachine")
+                .then(|| (f[1].to_string(), f[2].parse().expect("a decimal")))
+        })
+        .collect()
+}
+
+#[test]
+fn a_tenants_usage_is_reported_through_kubectl_and_survives_a_restart() {
+    let mut server = Server::with_cluster_api(Backend::Embedded);
+    let k = server.kubectl("1.33");
+    k.run_stdin(&["apply", "-f", "-"], Some(TENANT_FOO)).ok();
+    k.eventually(
+        &["get", "namespace", "tenant-foo"],
+        Duration::from_secs(30),
+        |r| r.code == 0,
+    );
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&tenant_cluster("metered", "tenant-foo", TEAM_X)),
+    )
+    .ok();
+    k.eventually(
+        &[
+            "get",
+            "usagerecords",
+            "-l",
+            "platform.matryoshka.dev/tenant=tenant-foo",
+        ],
+        Duration::from_secs(60),
+        |r| {
+            let rows = r.rows();
+            rows.len() == 2
+                && rows.iter().all(|row| {
+                    row[1] == "tenant-foo"
+                        && row[2] == "metered"
+                        && row[4] == "u1.medium"
+                        && row[5] == "1000m"
+                })
+        },
+    );
+    k.run(&["explain", "usagereports.query"])
+        .ok()
+        .out("includeSubTenants");
+    let before = machine_hours(&k, "before");
+    assert_eq!(before.len(), 2, "{before:?}");
+    k.run(&["get", "usagereports", "-n", "tenant-foo"])
+        .ok()
+        .out("VCPU HOURS")
+        .out("before");
+
+    // Records are durable: after a restart the same machines go on accruing.
+    let status = server.terminate();
+    assert!(status.success(), "up exited with {status}");
+    server.launch();
+    let k = server.kubectl("1.33");
+    k.eventually(&["get", "usagerecords"], Duration::from_secs(60), |r| {
+        r.code == 0 && r.rows().len() == 2
+    });
+    let after = machine_hours(&k, "after");
+    assert_eq!(after.len(), 2, "{after:?}");
+    for (name, hours) in &before {
+        let later = after
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("{name} is still reported: {after:?}"));
+        assert!(later.1 >= *hours, "{name}: {} then {}", hours, later.1);
+    }
+
+    // A deleted cluster's machines stop: their records end.
+    k.run(&[
+        "delete",
+        "tenantcluster",
+        "metered",
+        "-n",
+        "tenant-foo",
+        "--timeout=90s",
+    ])
+    .ok();
+    k.eventually(
+        &[
+            "get",
+            "usagerecords",
+            "-o",
+            "jsonpath={range .items[*]}{.status.end}{\"\\n\"}{end}",
+        ],
+        Duration::from_secs(60),
+        |r| r.code == 0 && r.stdout.lines().filter(|l| !l.is_empty()).count() == 2,
+    );
+}

@@ -118,7 +118,26 @@ pub fn validators() -> Vec<(&'static str, &'static str, Arc<dyn Validator>)> {
         (GROUP, TENANT_CLUSTERS, Arc::new(TenantClusterValidator)),
         (GROUP, TENANTS, Arc::new(TenantValidator)),
         (GROUP, CLUSTER_BACKUPS, Arc::new(ClusterBackupValidator)),
+        (
+            GROUP,
+            crate::usage::USAGE_REPORTS,
+            Arc::new(crate::usage::ReportValidator),
+        ),
     ]
+}
+
+/// The platform's mutating hooks on creates, to register on the API server with
+/// [`validators`]: a `UsageReport` is answered when it is created.
+pub fn mutators() -> Vec<(
+    &'static str,
+    &'static str,
+    Arc<dyn apimachinery::admission::Mutator>,
+)> {
+    vec![(
+        GROUP,
+        crate::usage::USAGE_REPORTS,
+        Arc::new(crate::usage::ReportMutator),
+    )]
 }
 
 /// Admits ClusterBackups: a schedule is a cron schedule (as a CronJob's).

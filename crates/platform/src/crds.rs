@@ -218,39 +218,51 @@ fn crd(
     status: Value,
     columns: Value,
 ) -> Value {
+    let mut c = definition(kind, plural, "Namespaced", short, &["platform", "all"]);
+    c["spec"]["versions"] = json!([{
+        "name": VERSION,
+        "served": true,
+        "storage": true,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": columns,
+        "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "description": format!("{kind} of the Matryoshka platform."),
+            "properties": {
+                "apiVersion": string("The versioned schema of this representation of an object."),
+                "kind": string("The REST resource this object represents."),
+                "metadata": {"type": "object"},
+                "spec": spec,
+                "status": status,
+            },
+        }},
+    }]);
+    c
+}
+
+/// A CRD of the platform's group without its versions.
+pub(crate) fn definition(
+    kind: &str,
+    plural: &str,
+    scope: &str,
+    short: &[&str],
+    categories: &[&str],
+) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.{GROUP}"), "labels": {"app.kubernetes.io/part-of": "matryoshka-platform"}},
         "spec": {
             "group": GROUP,
-            "scope": "Namespaced",
+            "scope": scope,
             "names": {
                 "kind": kind,
                 "listKind": format!("{kind}List"),
                 "plural": plural,
                 "singular": kind.to_lowercase(),
                 "shortNames": short,
-                "categories": ["platform", "all"],
+                "categories": categories,
             },
-            "versions": [{
-                "name": VERSION,
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": columns,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "description": format!("{kind} of the Matryoshka platform."),
-                    "properties": {
-                        "apiVersion": string("The versioned schema of this representation of an object."),
-                        "kind": string("The REST resource this object represents."),
-                        "metadata": {"type": "object"},
-                        "spec": spec,
-                        "status": status,
-                    },
-                }},
-            }],
         },
     })
 }
@@ -346,7 +358,13 @@ pub fn cluster_backup_crd() -> Value {
 
 /// Every CRD of the platform.
 pub fn all() -> Vec<Value> {
-    vec![tenant_crd(), tenant_cluster_crd(), cluster_backup_crd()]
+    vec![
+        tenant_crd(),
+        tenant_cluster_crd(),
+        cluster_backup_crd(),
+        crate::usage::record_crd(),
+        crate::usage::report_crd(),
+    ]
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod rbac;
 pub mod resource;
 pub mod spec;
 pub mod tenant;
+pub mod usage;
 pub mod validation;
 pub mod workers;
 
@@ -213,8 +214,21 @@ async fn run_controllers_now(
     } else {
         None
     };
+    // Usage: records of every machine and root pod of a tenant.
+    let usage_records = Informer::<usage::UsageRecord>::root(&clients)?;
+    let infra_machines = Informer::<machines::resource::MatryoshkaMachine>::root(&clients)?;
+    let root_pods = Informer::<k8s_openapi::api::core::v1::Pod>::root(&clients)?;
+    let recorder = usage::recorder::Recorder::new(
+        clients.clone(),
+        &usage_records,
+        &infra_machines,
+        &root_pods,
+    );
     let (stop, stopped) = Shutdown::new();
     let mut tasks = vec![
+        tokio::spawn(usage_records.clone().run(stopped.clone().wait())),
+        tokio::spawn(infra_machines.clone().run(stopped.clone().wait())),
+        tokio::spawn(root_pods.clone().run(stopped.clone().wait())),
         tokio::spawn(tenants.clone().run(stopped.clone().wait())),
         tokio::spawn(clusters.clone().run(stopped.clone().wait())),
         tokio::spawn(logical.clone().run(stopped.clone().wait())),
@@ -237,6 +251,9 @@ async fn run_controllers_now(
         clusters.wait_synced().await;
         logical.wait_synced().await;
         backups.wait_synced().await;
+        usage_records.wait_synced().await;
+        infra_machines.wait_synced().await;
+        root_pods.wait_synced().await;
     };
     tokio::pin!(shutdown);
     tokio::select! {
@@ -281,12 +298,27 @@ async fn run_controllers_now(
             },
         )));
     }
+    let uq = recorder.queue();
+    recorder.resync();
+    {
+        let ctl = recorder.clone();
+        tasks.push(tokio::spawn(run_workers(
+            "usagerecord",
+            uq.clone(),
+            2,
+            move |k| {
+                let ctl = ctl.clone();
+                async move { ctl.reconcile(k).await }
+            },
+        )));
+    }
     tracing::info!("platform controllers are running");
     shutdown.await;
     stop.trigger();
     tq.shut_down();
     cq.shut_down();
     bq.shut_down();
+    uq.shut_down();
     for t in tasks {
         let _ = t.await;
     }

@@ -33,6 +33,8 @@ fn rules(level: &str) -> Vec<Value> {
     let mut rules = vec![
         json!({"apiGroups": [GROUP], "resources": [TENANTS, TENANT_CLUSTERS, format!("{TENANT_CLUSTERS}/status"), format!("{TENANTS}/status"), CLUSTER_BACKUPS, format!("{CLUSTER_BACKUPS}/status")], "verbs": READ}),
         json!({"apiGroups": [""], "resources": ["pods", "services", "endpoints", "events", "resourcequotas", "limitranges", "configmaps"], "verbs": READ}),
+        // Every member may ask what its tenant used (reports are answered, never edited).
+        json!({"apiGroups": [GROUP], "resources": [crate::usage::USAGE_REPORTS], "verbs": ["get", "list", "watch", "create", "delete"]}),
     ];
     if rank >= 1 {
         // The tenant clusters' kubeconfigs.

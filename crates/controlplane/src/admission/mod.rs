@@ -31,7 +31,9 @@ use crate::{ControlPlane, Requester};
 use webhook::Attributes;
 
 pub use eviction::check_eviction;
-pub use validators::{Objects, Operation, Request, Validator, Validators, validate};
+pub use validators::{
+    CacheObjects, Mutator, Objects, Operation, Request, Validator, Validators, mutate, validate,
+};
 
 /// The name admission errors use (upstream `extractResourceName`): the object's name, else
 /// its generateName, else `Unknown`.

@@ -20,17 +20,20 @@ use registry::cache::Filter;
 use registry::store::Location;
 use serde_json::Value;
 
-pub use apimachinery::admission::{Objects, Operation, Request, Validator};
+pub use apimachinery::admission::{Mutator, Objects, Operation, Request, Validator};
 
 use crate::{ControlPlane, Requester as Who};
 
 /// Validators keyed by (group, plural).
 type ByResource = HashMap<(String, String), Vec<Arc<dyn Validator>>>;
+/// Mutators keyed by (group, plural).
+type MutatorsByResource = HashMap<(String, String), Vec<Arc<dyn Mutator>>>;
 
-/// The registered validators, by (group, plural).
+/// The registered validators and mutators, by (group, plural).
 #[derive(Default)]
 pub struct Validators {
     map: RwLock<ByResource>,
+    mutators: RwLock<MutatorsByResource>,
 }
 
 impl Validators {
@@ -43,11 +46,28 @@ impl Validators {
             .push(v);
     }
 
-    /// Whether writes of `group`/`plural` have validators (which read the watch cache).
+    /// Registers `m` for creates of `group`/`plural` in every cluster.
+    pub fn register_mutator(&self, group: &str, plural: &str, m: Arc<dyn Mutator>) {
+        self.mutators
+            .write()
+            .entry((group.to_string(), plural.to_string()))
+            .or_default()
+            .push(m);
+    }
+
+    /// Whether writes of `group`/`plural` have validators or mutators (which read the watch
+    /// cache).
     pub fn any_for(&self, group: &str, plural: &str) -> bool {
-        self.map
+        let key = (group.to_string(), plural.to_string());
+        self.map.read().contains_key(&key) || self.mutators.read().contains_key(&key)
+    }
+
+    fn mutators_of(&self, group: &str, plural: &str) -> Vec<Arc<dyn Mutator>> {
+        self.mutators
             .read()
-            .contains_key(&(group.to_string(), plural.to_string()))
+            .get(&(group.to_string(), plural.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn of(&self, group: &str, plural: &str) -> Vec<Arc<dyn Validator>> {
@@ -59,7 +79,8 @@ impl Validators {
     }
 }
 
-struct CacheObjects<'a>(&'a ControlPlane);
+/// The objects of the watch cache, as admission hooks (and collectors) read them.
+pub struct CacheObjects<'a>(pub &'a ControlPlane);
 
 impl Objects for CacheObjects<'_> {
     fn get(&self, group: &str, plural: &str, cluster: &str, ns: &str, name: &str) -> Option<Value> {
@@ -123,6 +144,35 @@ pub fn validate(
     let objects = CacheObjects(cp);
     for v in validators {
         v.validate(&req, &objects)?;
+    }
+    Ok(())
+}
+
+/// Runs the mutators registered for `res` on a create of the main resource, replacing
+/// `object` with what they return.
+pub fn mutate(
+    cp: &ControlPlane,
+    who: &Who<'_>,
+    res: &registry::ResourceDef,
+    loc: &Location<'_>,
+    object: &mut Value,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let mutators = cp.admission.mutators_of(&res.group, &res.plural);
+    let objects = CacheObjects(cp);
+    for m in mutators {
+        let req = Request {
+            cluster: who.cluster,
+            operation: Operation::Create,
+            namespace: loc.namespace,
+            object,
+            old: None,
+            user: who.user,
+            dry_run,
+        };
+        if let Some(next) = m.mutate(&req, &objects)? {
+            *object = next;
+        }
     }
     Ok(())
 }

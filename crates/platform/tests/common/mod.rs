@@ -122,6 +122,23 @@ impl Harness {
                 .admission()
                 .register(group, plural, v);
         }
+        for (group, plural, m) in platform::admission::mutators() {
+            server
+                .control_plane()
+                .admission()
+                .register_mutator(group, plural, m);
+        }
+        {
+            let cp = Arc::downgrade(server.control_plane());
+            server
+                .control_plane()
+                .metrics()
+                .add_root_collector(Arc::new(move || {
+                    cp.upgrade().map_or_else(String::new, |cp| {
+                        platform::usage::metrics(&controlplane::admission::CacheObjects(&cp))
+                    })
+                }));
+        }
         let clients = ClusterClients::in_memory(LocalService::system(server.clone()));
         platform::install(&clients)
             .await
