@@ -671,18 +671,67 @@ impl JwtAuthenticator {
     }
 }
 
-/// The OIDC authenticators of the root cluster.
+/// How long a token's successful authentication is remembered (kube-apiserver's
+/// `TokenSuccessCacheTTL`; failures are never cached), at most until the token expires.
+pub const SUCCESS_CACHE_TTL: Duration = Duration::from_secs(10);
+/// How many tokens the success cache holds (it drops what expired, then starts over).
+const SUCCESS_CACHE_SIZE: usize = 10_000;
+
+/// A token's digest, the success cache's key (the token itself is never kept).
+type TokenDigest = [u8; 32];
+
+/// The OIDC authenticators of one cluster (the root's flags or configuration, or a tenant
+/// cluster's `spec.authentication`), with the success cache of their tokens.
 #[derive(Default)]
 pub struct Authenticators {
     list: RwLock<Vec<Arc<JwtAuthenticator>>>,
+    accepted: parking_lot::Mutex<std::collections::HashMap<TokenDigest, (UserInfo, Instant)>>,
+}
+
+fn digest(token: &str) -> TokenDigest {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
 }
 
 impl Authenticators {
+    /// Replaces the issuers (a reloaded configuration): what was cached is forgotten.
     pub fn set(&self, list: Vec<Arc<JwtAuthenticator>>) {
         for a in &list {
             a.start();
         }
         *self.list.write() = list;
+        self.accepted.lock().clear();
+    }
+
+    /// How many accepted tokens are remembered.
+    pub fn cached(&self) -> usize {
+        self.accepted.lock().len()
+    }
+
+    /// Remembers `user` for `token` until the TTL or the token's `exp`, whichever is first.
+    fn remember(&self, key: TokenDigest, token: &str, user: &UserInfo, now: i64) {
+        let exp = token
+            .split('.')
+            .nth(1)
+            .and_then(b64_json)
+            .and_then(|c| c.get("exp").and_then(Value::as_i64));
+        let left = exp.map_or(SUCCESS_CACHE_TTL, |e| {
+            Duration::from_secs(u64::try_from(e - now).unwrap_or(0)).min(SUCCESS_CACHE_TTL)
+        });
+        if left.is_zero() {
+            return;
+        }
+        let at = Instant::now();
+        let mut cache = self.accepted.lock();
+        if cache.len() >= SUCCESS_CACHE_SIZE {
+            cache.retain(|_, (_, until)| *until > at);
+            if cache.len() >= SUCCESS_CACHE_SIZE {
+                cache.clear();
+            }
+        }
+        cache.insert(key, (user.clone(), at + left));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -692,6 +741,20 @@ impl Authenticators {
     /// The user of a token one of the issuers verifies; None when none of them issued it.
     /// An issuer still running its first discovery is given a moment to finish.
     pub async fn authenticate(&self, token: &str, now: i64) -> Option<Result<UserInfo, Refused>> {
+        let key = digest(token);
+        if let Some((user, until)) = self.accepted.lock().get(&key)
+            && *until > Instant::now()
+        {
+            return Some(Ok(user.clone()));
+        }
+        let verdict = self.verify(token, now).await?;
+        if let Ok(user) = &verdict {
+            self.remember(key, token, user, now);
+        }
+        Some(verdict)
+    }
+
+    async fn verify(&self, token: &str, now: i64) -> Option<Result<UserInfo, Refused>> {
         let iss = unverified_issuer(token)?;
         let a = self
             .list

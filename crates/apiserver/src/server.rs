@@ -165,6 +165,12 @@ impl ApiServer {
         self.authn.oidc.set(issuers);
     }
 
+    /// How many accepted OIDC tokens of the root cluster are remembered (the 10 s success
+    /// cache).
+    pub fn oidc_cached(&self) -> usize {
+        self.authn.oidc.cached()
+    }
+
     /// Serves `registry` at `/v2/` (once; later calls change nothing).
     pub fn serve_registry(&self, registry: Arc<oci::Registry>) {
         let _ = self.oci.set(registry);

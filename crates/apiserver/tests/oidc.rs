@@ -63,8 +63,14 @@ async fn tokens_of_the_issuer_authenticate_with_prefixes_and_its_keys_rotate() {
         json!({"iss": idp.url, "aud": "kubectl", "sub": sub, "exp": now() + 300,
             "groups": ["dev"], "jti": "j-1"})
     };
-    let (code, user) = whoami(&server, &first.sign(&claims("jane"))).await;
+    let jane = first.sign(&claims("jane"));
+    let (code, user) = whoami(&server, &jane).await;
     assert_eq!(code, 201, "{user}");
+    // Accepted once, the token is remembered (upstream's 10 s success cache) and served the
+    // same user again.
+    assert_eq!(server.oidc_cached(), 1);
+    assert_eq!(whoami(&server, &jane).await, (201, user.clone()));
+    assert_eq!(server.oidc_cached(), 1);
     // No prefix given and a claim other than email: the issuer URL and `#`.
     assert_eq!(user["username"], format!("{}#jane", idp.url));
     assert_eq!(user["groups"], json!(["oidc:dev", "system:authenticated"]));

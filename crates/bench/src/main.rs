@@ -1,7 +1,7 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|backup [--objects N]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|backup [--objects N]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
@@ -14,6 +14,7 @@ mod ingress_bench;
 mod isolation_bench;
 mod kubelet_bench;
 mod machines_bench;
+mod oidc_bench;
 mod platform_bench;
 mod process_platform;
 mod proxy_bench;
@@ -53,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         Some("crds") => rt.block_on(crds_bench::run(quick)),
         Some("dns") => rt.block_on(dns_bench::run(quick)),
         Some("proxy") => rt.block_on(proxy_bench::run(quick)),
+        Some("oidc") => rt.block_on(oidc_bench::run(quick)),
         Some("ingress") => {
             let connections = args
                 .iter()
@@ -164,7 +166,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|backup [--objects N]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|backup [--objects N]> [--quick]"
             );
             std::process::exit(2);
         }

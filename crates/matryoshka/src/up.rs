@@ -246,6 +246,47 @@ fn oidc_issuers(args: &UpArgs) -> anyhow::Result<Vec<apiserver::oidc::JwtConfig>
         .collect())
 }
 
+/// How often `--authentication-config` is read again.
+const AUTHENTICATION_CONFIG_POLL: Duration = Duration::from_secs(2);
+
+/// Applies `--authentication-config` again whenever its content changes, as kube-apiserver
+/// 1.30+ reloads the file: a configuration that does not parse or validate is refused with a
+/// warning and the previous one stays (the platform's System issuer is the one of the start).
+async fn reload_authentication_config(
+    server: Arc<apiserver::ApiServer>,
+    path: PathBuf,
+    mut applied: String,
+) {
+    loop {
+        tokio::time::sleep(AUTHENTICATION_CONFIG_POLL).await;
+        let text = match tokio::fs::read_to_string(&path).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "reading the authentication configuration");
+                continue;
+            }
+        };
+        if text == applied {
+            continue;
+        }
+        applied = text.clone();
+        let built = apiserver::oidc::parse_authentication_config_text(&text).and_then(|list| {
+            list.into_iter()
+                .map(apiserver::oidc::JwtAuthenticator::new)
+                .collect::<Result<Vec<_>, _>>()
+        });
+        match built {
+            Ok(list) => {
+                tracing::info!(path = %path.display(), issuers = list.len(), "the authentication configuration was reloaded");
+                server.set_oidc(list);
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "the changed authentication configuration is refused; the previous one stays");
+            }
+        }
+    }
+}
+
 fn parse_pool(s: &str) -> Result<lb::Pool, String> {
     s.parse().map_err(|e: lb::pool::PoolError| e.to_string())
 }
@@ -474,6 +515,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             "OIDC tokens authenticate users of the root cluster"
         );
         server.set_oidc(issuers);
+    }
+    if let Some(path) = args.authentication_config.clone() {
+        let applied = std::fs::read_to_string(&path).unwrap_or_default();
+        tokio::spawn(reload_authentication_config(server.clone(), path, applied));
     }
 
     let advertise = advertise_address(&args);

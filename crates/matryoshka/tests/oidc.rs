@@ -284,3 +284,79 @@ spec:
         "{conf}"
     );
 }
+
+/// An `AuthenticationConfiguration` with one issuer whose usernames get `prefix`.
+fn authentication_config(idp: &Issuer, prefix: &str) -> String {
+    let ca: String = idp.ca_pem.lines().map(|l| format!("      {l}\n")).collect();
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {}\n    audiences: [kubectl]\n    certificateAuthority: |\n{ca}  claimMappings:\n    username:\n      claim: email\n      prefix: \"{prefix}\"\n",
+        idp.url
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_structured_authentication_configuration_is_reloaded_when_its_file_changes() {
+    let idp = Issuer::start().await;
+    let key = SigningKey::new("k1");
+    idp.publish(&key);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("authn.yaml");
+    std::fs::write(&config, authentication_config(&idp, "a:")).expect("write the configuration");
+    let arg = config.to_str().expect("utf-8").to_string();
+    let server = tokio::task::spawn_blocking(move || {
+        Server::start_with(Backend::Embedded, &["--authentication-config", &arg])
+    })
+    .await
+    .expect("the server");
+    let empty = dir.path().join("empty.conf");
+    std::fs::write(&empty, "apiVersion: v1\nkind: Config\n").expect("write kubeconfig");
+    let at = format!("https://127.0.0.1:{}", server.port);
+    let bare = Kubectl::new("1.33", &empty);
+    let mut serial = 0;
+    // The username a fresh token (never cached) is authenticated as, once it is `want`.
+    let mut until_user = |want: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            serial += 1;
+            let token = key.sign(&json!({"iss": idp.url, "aud": "kubectl", "sub": "u-1",
+                "email": "jane@example.com", "email_verified": true, "exp": now() + 300,
+                "jti": format!("t-{serial}")}));
+            let r = bare.run(&[
+                "--server",
+                &at,
+                "--insecure-skip-tls-verify",
+                "--token",
+                &token,
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ]);
+            if r.code == 0 && r.stdout == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never {want}: {} {}",
+                r.stdout,
+                r.stderr
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    until_user("a:jane@example.com");
+    std::fs::write(&config, authentication_config(&idp, "b:")).expect("rewrite");
+    until_user("b:jane@example.com");
+    // A broken configuration is refused and the last good one stays.
+    std::fs::write(&config, "jwt: [{issuer: {url: http://not-https}}]\n").expect("break it");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !server.log().contains("the previous one stays") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broken file was never read"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    until_user("b:jane@example.com");
+    drop(server);
+}

@@ -306,14 +306,19 @@ fn an_operator_gets_a_working_tenant_cluster_from_a_manifest() {
     .not_out("team-x");
 }
 
-const REPORT: &str = "apiVersion: platform.matryoshka.dev/v1alpha1\nkind: UsageReport\nmetadata:\n  name: REPORT\n  namespace: tenant-foo\nquery:\n  startTimestamp: \"2020-01-01T00:00:00Z\"\n  endTimestamp: \"2100-01-01T00:00:00Z\"\n";
+/// A UsageReport named `name` in `ns` over `[from, to)`, with `extra` query lines.
+fn report(name: &str, ns: &str, from: &str, to: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: platform.matryoshka.dev/v1alpha1\nkind: UsageReport\nmetadata:\n  name: {name}\n  namespace: {ns}\nquery:\n  startTimestamp: \"{from}\"\n  endTimestamp: \"{to}\"\n{extra}"
+    )
+}
 
-/// The vCPU-hours of each machine in a report printed as YAML, by machine name.
-fn machine_hours(k: &Kubectl, name: &str) -> Vec<(String, f64)> {
+/// Each machine's vCPU- and memory-hours in a report created from `manifest`.
+fn machine_hours(k: &Kubectl, manifest: &str) -> Vec<(String, f64, f64)> {
     let out = k
         .run_stdin(
-            &["create", "-f", "-", "-o", "jsonpath={range .report.consumers[*]}{.kind} {.name} {.consumptions.vCPUHours}{\"\\n\"}{end}"],
-            Some(&REPORT.replace("REPORT", name)),
+            &["create", "-f", "-", "-o", "jsonpath={range .report.consumers[*]}{.kind} {.name} {.consumptions.vCPUHours} {.consumptions.MemoryGiBHours}{\"\\n\"}{end}"],
+            Some(manifest),
         )
         .ok()
         .stdout
@@ -321,10 +326,19 @@ fn machine_hours(k: &Kubectl, name: &str) -> Vec<(String, f64)> {
     out.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            (f.len() == 3 && f[0] == "MatryoshkaMachine")
-                .then(|| (f[1].to_string(), f[2].parse().expect("a decimal")))
+            (f.len() == 4 && f[0] == "MatryoshkaMachine").then(|| {
+                (
+                    f[1].to_string(),
+                    f[2].parse().expect("a decimal"),
+                    f[3].parse().expect("a decimal"),
+                )
+            })
         })
         .collect()
+}
+
+fn rfc3339(t: k8s_openapi::jiff::Timestamp) -> String {
+    apimachinery::time::format_time(t)
 }
 
 #[test]
@@ -364,12 +378,60 @@ fn a_tenants_usage_is_reported_through_kubectl_and_survives_a_restart() {
     k.run(&["explain", "usagereports.query"])
         .ok()
         .out("includeSubTenants");
-    let before = machine_hours(&k, "before");
+    // A measured interval inside both machines' lives: four seconds from a second after the
+    // later one started.
+    let starts = k
+        .run(&[
+            "get",
+            "usagerecords",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.start}{\"\\n\"}{end}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let started = starts
+        .lines()
+        .filter_map(apimachinery::time::parse_rfc3339)
+        .max()
+        .expect("the machines' starts");
+    let from = started + k8s_openapi::jiff::SignedDuration::from_secs(1);
+    let to = from + k8s_openapi::jiff::SignedDuration::from_secs(4);
+    while k8s_openapi::jiff::Timestamp::now() < to {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (from, to) = (rfc3339(from), rfc3339(to));
+    let measured = report("measured", "tenant-foo", &from, &to, "");
+    let before = machine_hours(&k, &measured);
     assert_eq!(before.len(), 2, "{before:?}");
+    // One vCPU and 4 GiB (u1.medium) for four seconds, within 1 %.
+    let hours = 4.0 / 3600.0;
+    for (name, cpu, mem) in &before {
+        assert!((cpu / hours - 1.0).abs() < 0.01, "{name}: {cpu} vCPU-hours");
+        assert!(
+            (mem / (4.0 * hours) - 1.0).abs() < 0.01,
+            "{name}: {mem} GiB-hours"
+        );
+    }
+    // Summed up the tree: the root tenant's report of its subtree carries foo's total.
+    let totals = k
+        .run_stdin(
+            &["create", "-f", "-", "-o", "jsonpath={.report.totalConsumptions.vCPUHours} {.report.tenants[?(@.tenant==\"tenant-root\")].totalConsumptions.vCPUHours}"],
+            Some(&report("tree", "tenant-root", &from, &to, "  includeSubTenants: true\n")),
+        )
+        .ok()
+        .stdout
+        .clone();
+    let totals: Vec<f64> = totals
+        .split(' ')
+        .map(|x| x.parse().expect("a decimal"))
+        .collect();
+    assert!((totals[0] / (2.0 * hours) - 1.0).abs() < 0.01, "{totals:?}");
+    assert_eq!(totals[0], totals[1], "the root's subtree total");
     k.run(&["get", "usagereports", "-n", "tenant-foo"])
         .ok()
         .out("VCPU HOURS")
-        .out("before");
+        .out("measured");
 
     // Records are durable: after a restart the same machines go on accruing.
     let status = server.terminate();
@@ -379,15 +441,16 @@ fn a_tenants_usage_is_reported_through_kubectl_and_survives_a_restart() {
     k.eventually(&["get", "usagerecords"], Duration::from_secs(60), |r| {
         r.code == 0 && r.rows().len() == 2
     });
-    let after = machine_hours(&k, "after");
-    assert_eq!(after.len(), 2, "{after:?}");
-    for (name, hours) in &before {
-        let later = after
-            .iter()
-            .find(|(n, _)| n == name)
-            .unwrap_or_else(|| panic!("{name} is still reported: {after:?}"));
-        assert!(later.1 >= *hours, "{name}: {} then {}", hours, later.1);
-    }
+    // The same interval reports the same usage after the restart.
+    let after = machine_hours(
+        &k,
+        &measured.replace("name: measured", "name: measured-again"),
+    );
+    let mut sorted = before.clone();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut after_sorted = after.clone();
+    after_sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(sorted, after_sorted, "unchanged across a restart");
 
     // A deleted cluster's machines stop: their records end.
     k.run(&[

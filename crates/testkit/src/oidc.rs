@@ -149,6 +149,11 @@ impl Issuer {
         self.keys.lock().push(key.jwk());
     }
 
+    /// Publishes a key given as a JWK (an RSA key, say).
+    pub fn publish_jwk(&self, jwk: Value) {
+        self.keys.lock().push(jwk);
+    }
+
     /// How many times the key set was fetched.
     pub fn key_fetches(&self) -> usize {
         self.key_fetches.load(Ordering::SeqCst)
