@@ -17,7 +17,9 @@
 //! required claim holds its exact string value. The user: username with its prefix (flags:
 //! none given and a claim other than `email` → `<issuer-url>#`; `-` → none), groups (a string
 //! or a list) with theirs, `uid` from its claim, and `extra["authentication.kubernetes.io/
-//! credential-id"] = "JTI=<jti>"`.
+//! credential-id"] = "JTI=<jti>"`. A groups claim given as a distributed claim
+//! (`_claim_names`/`_claim_sources`) is fetched from its source, whose answer must be a JWT
+//! of the same issuer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -256,6 +258,8 @@ pub enum Refused {
     RequiredClaim(String, String),
     #[error("oidc: groups claim {0:?} is not a string or a list of strings")]
     Groups(String),
+    #[error("oidc: could not expand distributed claims: {0}")]
+    DistributedClaim(String),
     #[error("oidc: error evaluating {0}: {1}")]
     Expression(&'static str, String),
     #[error("oidc: claim validation rule failed: {0}")]
@@ -285,6 +289,19 @@ async fn fetch(
     tls: &Arc<rustls::ClientConfig>,
     url: &str,
 ) -> Result<(Value, Option<Duration>), String> {
+    let (body, max_age) = fetch_bytes(tls, url, None, "application/json").await?;
+    let doc: Value = serde_json::from_slice(&body).map_err(|e| format!("{url}: {e}"))?;
+    Ok((doc, max_age))
+}
+
+/// `GET url` over HTTPS with `bearer` as its credential, if any: the body (at most
+/// [`MAX_DOCUMENT`]) and its `Cache-Control: max-age`.
+async fn fetch_bytes(
+    tls: &Arc<rustls::ClientConfig>,
+    url: &str,
+    bearer: Option<&str>,
+    accept: &str,
+) -> Result<(Bytes, Option<Duration>), String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
     if uri.scheme_str() != Some("https") {
         return Err(format!("{url}: not https"));
@@ -306,15 +323,17 @@ async fn fetch(
                 .await
                 .map_err(|e| format!("{url}: {e}"))?;
         tokio::spawn(conn);
-        let req = http::Request::builder()
+        let mut req = http::Request::builder()
             .uri(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
             .header(
                 http::header::HOST,
                 uri.authority().map(|a| a.as_str()).unwrap_or(""),
             )
-            .header(http::header::ACCEPT, "application/json")
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
+            .header(http::header::ACCEPT, accept);
+        if let Some(token) = bearer {
+            req = req.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
         let resp = send
             .send_request(req)
             .await
@@ -339,8 +358,7 @@ async fn fetch(
             .await
             .map_err(|e| format!("{url}: {e}"))?
             .to_bytes();
-        let doc: Value = serde_json::from_slice(&body).map_err(|e| format!("{url}: {e}"))?;
-        Ok((doc, max_age))
+        Ok((body, max_age))
     };
     tokio::time::timeout(FETCH_TIMEOUT, work)
         .await
@@ -505,7 +523,94 @@ impl JwtAuthenticator {
         if !verified {
             return Err(Refused::Signature);
         }
+        let claims = self.expand_distributed(claims, now).await?;
         self.user(&claims, now)
+    }
+
+    /// The groups claim from its source when the token carries it as a distributed claim
+    /// (OpenID Connect Core §5.6.2, as kube-apiserver resolves it for the groups claim only):
+    /// `_claim_names[<groups claim>]` names a source in `_claim_sources` whose `endpoint` is
+    /// fetched over HTTPS (with its `access_token` as the bearer credential, if any); the
+    /// answer is a JWT this issuer signed, not expired, whose payload holds the claim. A claim
+    /// present in the token itself wins. Only this issuer's own keys verify the source's JWT.
+    async fn expand_distributed(&self, mut claims: Value, now: i64) -> Result<Value, Refused> {
+        let Some(claim) = self
+            .config
+            .groups
+            .as_ref()
+            .map(|g| g.claim.clone())
+            .filter(|c| !c.is_empty())
+        else {
+            return Ok(claims);
+        };
+        if claims.get(&claim).is_some() {
+            return Ok(claims);
+        }
+        let Some(source) = claims
+            .pointer(&format!(
+                "/_claim_names/{}",
+                claim.replace('~', "~0").replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return Ok(claims);
+        };
+        let fail = |why: String| Refused::DistributedClaim(why);
+        let src = claims
+            .get("_claim_sources")
+            .and_then(|s| s.get(&source))
+            .cloned()
+            .ok_or_else(|| fail(format!("source {source:?} is not in _claim_sources")))?;
+        let endpoint = src
+            .get("endpoint")
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail(format!("source {source:?} has no endpoint")))?;
+        let access = src.get("access_token").and_then(Value::as_str);
+        let (body, _) = fetch_bytes(&self.tls, endpoint, access, "application/jwt")
+            .await
+            .map_err(fail)?;
+        let jwt = std::str::from_utf8(&body)
+            .map_err(|_| fail("the source's answer is not a JWT".into()))?
+            .trim();
+        let parts: Vec<&str> = jwt.split('.').collect();
+        let [h, p, sig] = parts.as_slice() else {
+            return Err(fail("the source's answer is not a JWT".into()));
+        };
+        let header = b64_json(h).ok_or_else(|| fail("the source's JWT header".into()))?;
+        let payload = b64_json(p).ok_or_else(|| fail("the source's JWT payload".into()))?;
+        let sig = URL_SAFE_NO_PAD
+            .decode(sig)
+            .map_err(|_| fail("the source's JWT signature".into()))?;
+        let alg = header
+            .get("alg")
+            .and_then(Value::as_str)
+            .and_then(Alg::parse)
+            .filter(|a| self.config.algorithms.contains(a))
+            .ok_or_else(|| fail("the source's JWT algorithm is not allowed".into()))?;
+        let kid = header.get("kid").and_then(Value::as_str);
+        let message = &jwt.as_bytes()[..h.len() + 1 + p.len()];
+        if !(self.signature_ok(kid, alg, message, &sig)
+            || (self.refresh_keys().await && self.signature_ok(kid, alg, message, &sig)))
+        {
+            return Err(fail("the source's JWT is not signed by the issuer".into()));
+        }
+        if payload.get("iss").and_then(Value::as_str) != Some(self.config.issuer_url.as_str()) {
+            return Err(fail("the source's JWT is of another issuer".into()));
+        }
+        if payload
+            .get("exp")
+            .and_then(Value::as_i64)
+            .is_some_and(|e| e <= now)
+        {
+            return Err(fail("the source's JWT is expired".into()));
+        }
+        let value = payload
+            .get(&claim)
+            .cloned()
+            .ok_or_else(|| fail(format!("the source's JWT has no {claim:?} claim")))?;
+        claims[&claim] = value;
+        Ok(claims)
     }
 
     /// The user the verified `claims` name (the checks after the signature).

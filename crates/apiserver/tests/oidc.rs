@@ -31,15 +31,17 @@ async fn whoami(server: &Arc<ApiServer>, token: &str) -> (u16, Value) {
     (code, v["status"]["userInfo"].clone())
 }
 
-#[tokio::test]
-async fn tokens_of_the_issuer_authenticate_with_prefixes_and_its_keys_rotate() {
-    let idp = Issuer::start().await;
-    let first = SigningKey::new("k1");
-    idp.publish(&first);
-    let (_dir, server) = support::server().await;
+/// A server whose root cluster trusts `idp` (client `kubectl`, groups with the `oidc:`
+/// prefix, ES256; usernames from `username_claim` when given), once discovery is done.
+async fn trusting(
+    idp: &Issuer,
+    username_claim: Option<&str>,
+) -> (tempfile::TempDir, Arc<ApiServer>) {
+    let (dir, server) = support::server().await;
     let config = Flags {
         issuer_url: Some(idp.url.clone()),
         client_id: Some("kubectl".into()),
+        username_claim: username_claim.map(str::to_string),
         groups_claim: Some("groups".into()),
         groups_prefix: Some("oidc:".into()),
         signing_algs: vec!["ES256".into()],
@@ -59,6 +61,15 @@ async fn tokens_of_the_issuer_authenticate_with_prefixes_and_its_keys_rotate() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    (dir, server)
+}
+
+#[tokio::test]
+async fn tokens_of_the_issuer_authenticate_with_prefixes_and_its_keys_rotate() {
+    let idp = Issuer::start().await;
+    let first = SigningKey::new("k1");
+    idp.publish(&first);
+    let (_dir, server) = trusting(&idp, None).await;
     let claims = |sub: &str| {
         json!({"iss": idp.url, "aud": "kubectl", "sub": sub, "exp": now() + 300,
             "groups": ["dev"], "jti": "j-1"})
@@ -100,4 +111,49 @@ async fn tokens_of_the_issuer_authenticate_with_prefixes_and_its_keys_rotate() {
     let mut foreign = claims("jane");
     foreign["iss"] = json!("https://elsewhere.example");
     assert_eq!(whoami(&server, &first.sign(&foreign)).await.0, 401);
+}
+
+#[tokio::test]
+async fn groups_given_as_a_distributed_claim_are_fetched_from_their_source() {
+    let idp = Issuer::start().await;
+    let key = SigningKey::new("k1");
+    idp.publish(&key);
+    let (_dir, server) = trusting(&idp, Some("email")).await;
+    // The groups live at a source the issuer signs; the ID token only points there.
+    let groups = key.sign(&json!({"iss": idp.url, "groups": ["big", "many"], "exp": now() + 300}));
+    let endpoint = idp.serve_claim_source("groups", groups, "secret-access");
+    let token = |source: Value| {
+        key.sign(
+            &json!({"iss": idp.url, "aud": "kubectl", "sub": "u", "exp": now() + 300,
+            "email": "jane@example.com", "email_verified": true,
+            "_claim_names": {"groups": "src1"}, "_claim_sources": {"src1": source}}),
+        )
+    };
+    let (code, user) = whoami(
+        &server,
+        &token(json!({"endpoint": endpoint, "access_token": "secret-access"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{user}");
+    assert_eq!(
+        user["groups"],
+        json!(["oidc:big", "oidc:many", "system:authenticated"])
+    );
+    // The source refuses another access token: so is the ID token.
+    let (code, _) = whoami(
+        &server,
+        &token(json!({"endpoint": endpoint, "access_token": "wrong"})),
+    )
+    .await;
+    assert_eq!(code, 401);
+    // A source answering with a JWT the issuer did not sign is not believed.
+    let rogue = SigningKey::new("k1");
+    let forged = rogue.sign(&json!({"iss": idp.url, "groups": ["admins"], "exp": now() + 300}));
+    let endpoint = idp.serve_claim_source("forged", forged, "a");
+    let (code, _) = whoami(
+        &server,
+        &token(json!({"endpoint": endpoint, "access_token": "a"})),
+    )
+    .await;
+    assert_eq!(code, 401);
 }

@@ -1,7 +1,7 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|backup [--objects N]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S] [--tenant-clusters]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|backup [--objects N]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
@@ -142,6 +142,13 @@ fn main() -> anyhow::Result<()> {
                     .and_then(|v| v.parse().ok())
             };
             let server_only = args.iter().any(|a| a == "--server-only");
+            if args.iter().any(|a| a == "--tenant-clusters") {
+                return rt.block_on(churn_bench::run_tenant_clusters(
+                    quick,
+                    num("--cycles"),
+                    num("--count"),
+                ));
+            }
             rt.block_on(churn_bench::run(
                 quick,
                 num("--cycles"),
@@ -166,7 +173,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|backup [--objects N]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S] [--tenant-clusters]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|backup [--objects N]> [--quick]"
             );
             std::process::exit(2);
         }

@@ -115,6 +115,15 @@ pub async fn platform(
     server: &Arc<ApiServer>,
     background: &mut Background,
 ) -> anyhow::Result<ClusterClients> {
+    platform_with(server, background, platform::Options::default()).await
+}
+
+/// [`platform`] with the platform's `options`.
+pub async fn platform_with(
+    server: &Arc<ApiServer>,
+    background: &mut Background,
+    options: platform::Options,
+) -> anyhow::Result<ClusterClients> {
     for (group, plural, v) in platform::admission::validators() {
         server
             .control_plane()
@@ -138,7 +147,7 @@ pub async fn platform(
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     background.spawn(platform::run_controllers(
         clients.clone(),
-        platform::Options::default(),
+        options,
         background.shutdown.clone().wait(),
     ));
     Ok(clients)

@@ -208,6 +208,9 @@ pub struct UpArgs {
     /// of the `--oidc-*` flags.
     #[arg(long)]
     pub authentication_config: Option<PathBuf>,
+    /// How many days a usage record is kept after its machine or pod ended.
+    #[arg(long, default_value_t = 400)]
+    pub usage_retention_days: u64,
 }
 
 /// The root cluster's OIDC issuers from `--oidc-*` or `--authentication-config` (refused
@@ -754,6 +757,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 host_urls: args.root_host.is_some(),
             },
             system_oidc: system_oidc.clone(),
+            usage_retention: Duration::from_secs(args.usage_retention_days.saturating_mul(86_400)),
             ingress_image: Some(crate::ingress_image::source(
                 registry.clone(),
                 args.data_dir.join("tmp"),

@@ -77,7 +77,12 @@ pub struct Options {
     pub ingress_image: Option<addons::ImageSource>,
     /// The platform's identity provider, for tenant clusters with `oidc.mode: System`.
     pub system_oidc: Option<oidc::SystemIssuer>,
+    /// How long a usage record is kept after its consumer ended.
+    pub usage_retention: std::time::Duration,
 }
+
+/// The default retention of usage records: 400 days.
+pub const USAGE_RETENTION: std::time::Duration = std::time::Duration::from_secs(400 * 24 * 3600);
 
 impl Default for Options {
     fn default() -> Self {
@@ -92,6 +97,7 @@ impl Default for Options {
             hosting: endpoint::Hosting::default(),
             ingress_image: None,
             system_oidc: None,
+            usage_retention: USAGE_RETENTION,
         }
     }
 }
@@ -220,6 +226,7 @@ async fn run_controllers_now(
     let root_pods = Informer::<k8s_openapi::api::core::v1::Pod>::root(&clients)?;
     let recorder = usage::recorder::Recorder::new(
         clients.clone(),
+        options.usage_retention,
         &usage_records,
         &infra_machines,
         &root_pods,

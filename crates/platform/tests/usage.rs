@@ -316,3 +316,36 @@ async fn a_tenants_machines_and_pods_are_recorded_and_a_usage_report_integrates_
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_is_deleted_once_its_consumer_ended_longer_ago_than_the_retention() {
+    let h = Harness::start_with(platform::Options {
+        usage_retention: std::time::Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    create_tenant(&h.root, "tenant-root", "foo", json!({})).await;
+    await_condition(&tenants(&h.root, "tenant-root"), "foo", "Ready").await;
+    let tcs = tenant_clusters(&h.root, NS);
+    tcs.create(
+        &PostParams::default(),
+        &object(
+            "TenantCluster",
+            "brief",
+            json!({"nodeGroups": {"md0": {"minReplicas": 1, "maxReplicas": 1, "instanceType": "u1.medium"}}}),
+        ),
+    )
+    .await
+    .expect("create the TenantCluster");
+    machine_records(&h, 1, false).await;
+    tcs.delete("brief", &DeleteParams::default())
+        .await
+        .expect("delete the TenantCluster");
+    // Closed, then gone after the retention (and not written again).
+    eventually("the record is gone", || async {
+        let all = records(&h).list(&ListParams::default()).await.ok()?.items;
+        all.is_empty().then_some(())
+    })
+    .await;
+    h.stop().await;
+}

@@ -67,7 +67,11 @@ pub struct Issuer {
     pub ca_pem: String,
     keys: Arc<Mutex<Vec<Value>>>,
     key_fetches: Arc<AtomicUsize>,
+    sources: ClaimSources,
 }
+
+/// Distributed-claim sources by path: the JWT served and the bearer token it wants.
+type ClaimSources = Arc<Mutex<std::collections::HashMap<String, (String, String)>>>;
 
 impl Issuer {
     /// Starts an issuer publishing no key yet.
@@ -100,20 +104,45 @@ impl Issuer {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let keys: Arc<Mutex<Vec<Value>>> = Arc::default();
         let key_fetches: Arc<AtomicUsize> = Arc::default();
-        let (u, k, f) = (url.clone(), keys.clone(), key_fetches.clone());
+        let sources: ClaimSources = Arc::default();
+        let (u, k, f, src) = (
+            url.clone(),
+            keys.clone(),
+            key_fetches.clone(),
+            sources.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let Ok((s, _)) = l.accept().await else { return };
                 let acceptor = acceptor.clone();
-                let (u, k, f) = (u.clone(), k.clone(), f.clone());
+                let (u, k, f, src) = (u.clone(), k.clone(), f.clone(), src.clone());
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(s).await else {
                         return;
                     };
                     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                        let (u, k, f) = (u.clone(), k.clone(), f.clone());
+                        let (u, k, f, src) = (u.clone(), k.clone(), f.clone(), src.clone());
                         async move {
                             let path = req.uri().path().to_string();
+                            let source = src.lock().get(&path).cloned();
+                            if let Some((jwt, bearer)) = source {
+                                let authorized = req
+                                    .headers()
+                                    .get("authorization")
+                                    .and_then(|v| v.to_str().ok())
+                                    == Some(format!("Bearer {bearer}").as_str());
+                                return Ok::<_, std::convert::Infallible>(
+                                    hyper::Response::builder()
+                                        .status(if authorized { 200 } else { 401 })
+                                        .header("content-type", "application/jwt")
+                                        .body(Full::new(Bytes::from(if authorized {
+                                            jwt
+                                        } else {
+                                            String::new()
+                                        })))
+                                        .expect("a response"),
+                                );
+                            }
                             let body = if path.ends_with("/.well-known/openid-configuration") {
                                 json!({"issuer": u, "jwks_uri": format!("{u}/keys")})
                             } else if path.ends_with("/keys") {
@@ -141,12 +170,29 @@ impl Issuer {
             ca_pem: ca.pair.cert_pem.clone(),
             keys,
             key_fetches,
+            sources,
         }
     }
 
     /// Publishes `key` in the key set.
     pub fn publish(&self, key: &SigningKey) {
         self.keys.lock().push(key.jwk());
+    }
+
+    /// Serves `jwt` at `<url>/<path>` to requests bearing `access_token`: a distributed
+    /// claims source. Returns its endpoint.
+    pub fn serve_claim_source(&self, path: &str, jwt: String, access_token: &str) -> String {
+        let full = format!(
+            "{}/{path}",
+            self.url
+                .split_once("://")
+                .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
+                .unwrap_or("")
+        );
+        self.sources
+            .lock()
+            .insert(full, (jwt, access_token.to_string()));
+        format!("{}/{path}", self.url)
     }
 
     /// Publishes a key given as a JWK (an RSA key, say).

@@ -8,7 +8,10 @@
 //! creation until its deletion began (its `deletionTimestamp`: the platform stops billing a
 //! machine being torn down); a pod from its start on a node until it finished (its last
 //! container's end) or its deletion began. A consumer that vanished while the recorder was not
-//! running (no deletion seen) is closed at the time the recorder found it gone.
+//! running (no deletion seen) is closed at the time the recorder found it gone. A record is
+//! deleted once its consumer ended longer ago than the retention (`up --usage-retention-days`,
+//! 400 by default: a year of reports and then some), so the records of a platform that
+//! creates and deletes clusters all day stay bounded by that window.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,6 +44,8 @@ struct Desired {
 /// The usage recorder.
 pub struct Recorder {
     clients: ClusterClients,
+    /// How long a record is kept after its consumer ended.
+    retention: std::time::Duration,
     records: Store<UsageRecord>,
     desired: Arc<Mutex<HashMap<String, Desired>>>,
     queue: Arc<Queue<String>>,
@@ -200,6 +205,7 @@ fn track<K>(
 impl Recorder {
     pub fn new(
         clients: ClusterClients,
+        retention: std::time::Duration,
         records: &Informer<UsageRecord>,
         machines: &Informer<MatryoshkaMachine>,
         pods: &Informer<Pod>,
@@ -219,6 +225,7 @@ impl Recorder {
         records.on_change(move |c| q.add(c.key().name.clone()));
         Arc::new(Recorder {
             clients,
+            retention,
             records: records.store(),
             desired,
             queue,
@@ -250,6 +257,35 @@ impl Recorder {
             .and_then(|r| r.status_field("/end"))
             .and_then(Value::as_str)
             .map(str::to_string);
+        // A record past its retention is deleted (and a consumer that ended that long ago is
+        // not recorded again).
+        if let Some(wait) = have_end
+            .as_deref()
+            .or(if have.is_none() {
+                want.as_ref().and_then(|w| w.end.as_deref())
+            } else {
+                None
+            })
+            .and_then(|e| self.retained_for(e))
+        {
+            if !wait.is_zero() {
+                return Ok(Action::RequeueAfter(wait));
+            }
+            if have.is_some() {
+                match api.delete(&name, &Default::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if want.as_ref().is_some_and(|w| w.gone) || want.is_none() {
+                self.desired
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&name);
+            }
+            return Ok(Action::AwaitChange);
+        }
         match (want, have) {
             (Some(want), None) => {
                 let tenant = want.spec["tenant"].as_str().unwrap_or("").to_string();
@@ -289,6 +325,16 @@ impl Recorder {
             (None, _) => {}
         }
         Ok(Action::AwaitChange)
+    }
+
+    /// How long a record that ended at `end` is still kept (zero: delete it now); `None`
+    /// when `end` does not parse.
+    fn retained_for(&self, end: &str) -> Option<std::time::Duration> {
+        let end = apimachinery::time::parse_rfc3339(end)?;
+        let age = Timestamp::now().duration_since(end).as_secs_f64().max(0.0);
+        Some(std::time::Duration::from_secs_f64(
+            (self.retention.as_secs_f64() - age).max(0.0),
+        ))
     }
 
     async fn close(&self, api: &Api<UsageRecord>, name: &str, end: &str) -> Result<()> {
