@@ -260,10 +260,32 @@ pub async fn run_tenant_clusters(
             }))?;
             api.create(&kube::api::PostParams::default(), &obj).await?;
         }
-        wait("every TenantCluster Ready", || {
+        if let Err(e) = wait("every TenantCluster Ready", || {
             tenant_clusters(&server) == (count, count)
         })
-        .await?;
+        .await
+        {
+            // What the ones left behind say.
+            let (items, _) = server.store().cache.list(
+                "platform.matryoshka.dev",
+                "tenantclusters",
+                &registry::cache::Filter::default(),
+            );
+            for o in items.iter().take(200) {
+                let v = o.value();
+                let ready = v
+                    .pointer("/status/conditions")
+                    .and_then(|c| c.as_array())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    });
+                if !ready {
+                    eprintln!("not Ready: {} {}", o.name(), v["status"]);
+                }
+            }
+            return Err(e);
+        }
         let peak = rss_bytes();
         for i in 0..count {
             api.delete(&format!("soak{cycle}-{i}"), &Default::default())
@@ -287,12 +309,13 @@ pub async fn run_tenant_clusters(
         let rss = rss_bytes();
         let now_state = state(&server);
         println!(
-            "cycle {:>2} ({:>5.1} s)   RSS {:>7.1} MiB (with {count} clusters {:>7.1} MiB)   objects {}   {}",
+            "cycle {:>2} ({:>5.1} s)   RSS {:>7.1} MiB (with {count} clusters {:>7.1} MiB)   objects {} (and {} Events)   {}",
             cycle + 1,
             started.elapsed().as_secs_f64(),
             mib(rss),
             mib(peak),
             objects(&server),
+            server.store().cache.count("", "events", "root"),
             state_line(&now_state)
         );
         after_each.push(rss);
