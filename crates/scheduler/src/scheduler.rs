@@ -246,6 +246,19 @@ impl Scheduler {
         self.shared.wait_synced().await;
     }
 
+    /// Whether the scheduler's cache holds node `name` of `cluster` with its allocatable
+    /// resources (what a pod created afterwards is judged against; a caller that just wrote
+    /// the node waits for this before counting on it, since the node and pod watches are
+    /// separate streams).
+    pub fn knows_node(&self, cluster: &str, name: &str) -> bool {
+        let cache = self.shared.cache.lock();
+        cache
+            .cluster(cluster)
+            .and_then(|c| c.node(name))
+            .and_then(|n| n.node.as_ref())
+            .is_some_and(|n| n.allocatable.pods > 0)
+    }
+
     /// Stops every task.
     pub fn stop(self) {
         for t in &self.tasks {

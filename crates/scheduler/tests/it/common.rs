@@ -91,6 +91,18 @@ impl Harness {
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .expect("node status");
+        // The pods a test creates next are judged against this node only once the scheduler
+        // has seen it: its node watch and its pod watch are separate streams.
+        if let Some(s) = &self.scheduler {
+            let deadline = std::time::Instant::now() + PATIENCE;
+            while !s.knows_node(cluster, name) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the scheduler never saw node {cluster}/{name}"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
     }
 
     /// Creates a pod in `default` requesting `cpu`, with `extra` spec/metadata merged in.
