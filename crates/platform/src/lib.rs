@@ -208,7 +208,7 @@ async fn run_controllers_now(
                 .and_then(|l| l.get(machines::names::CLUSTER_NAME_LABEL));
             if let (Some(ns), Some(tc)) = (
                 meta.namespace.as_deref(),
-                name.and_then(|n| n.strip_prefix("kubernetes-")),
+                name.and_then(|n| naming::cluster_of_release(n)),
             ) {
                 q.add(runtime::informer::ObjectKey::new(ROOT, ns, tc));
             }

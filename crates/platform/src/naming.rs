@@ -73,6 +73,11 @@ pub fn release(cluster: &str) -> String {
     format!("kubernetes-{cluster}")
 }
 
+/// The TenantCluster a release name belongs to (the inverse of [`release`]).
+pub fn cluster_of_release(release: &str) -> Option<&str> {
+    release.strip_prefix("kubernetes-")
+}
+
 /// The Secret holding a TenantCluster's kubeconfigs.
 pub fn kubeconfig_secret(cluster: &str) -> String {
     format!("kubernetes-{cluster}-admin-kubeconfig")

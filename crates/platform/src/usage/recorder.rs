@@ -84,7 +84,7 @@ fn machine_desired(m: &MatryoshkaMachine) -> Option<Desired> {
         .labels
         .as_ref()
         .and_then(|l| l.get(machines::names::CLUSTER_NAME_LABEL))
-        .map(|c| c.strip_prefix("kubernetes-").unwrap_or(c).to_string())
+        .map(|c| naming::cluster_of_release(c).unwrap_or(c).to_string())
         .unwrap_or_default();
     let instance_type = sizing
         .instance_type
