@@ -23,6 +23,7 @@ use futures::StreamExt;
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use node::kubelet::{Kubelet, KubeletConfig, Teardown};
 
@@ -78,7 +79,9 @@ struct Tracker {
 }
 
 async fn track(api: Api<Pod>, tx: tokio::sync::mpsc::UnboundedSender<(String, bool, bool)>) {
-    let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     while let Some(ev) = stream.next().await {
         let send = |p: &Pod, gone: bool| {
             let _ = tx.send((p.metadata.name.clone().unwrap_or_default(), ready(p), gone));

@@ -14,7 +14,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "tenant-a";
@@ -97,7 +97,9 @@ async fn an_every_minute_cronjob_spawns_a_job_on_the_real_clock() {
         .await
         .unwrap();
     // At most one minute and a bit: wait on a watch with a longer patience than the harness.
-    let mut stream = watcher::watcher(jobs.clone(), watcher::Config::default()).boxed();
+    let mut stream = watcher::watcher(jobs.clone(), watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let job = tokio::time::timeout(Duration::from_secs(100), async {
         while let Some(ev) = stream.next().await {
             if let Ok(watcher::Event::Apply(j) | watcher::Event::InitApply(j)) = ev {

@@ -92,43 +92,66 @@ fn owned_by<'a>(sets: &'a [ReplicaSet], d: &Deployment) -> Vec<&'a ReplicaSet> {
 struct Monitor {
     max_desired: Arc<Mutex<i32>>,
     min_available: Arc<Mutex<i32>>,
+    /// Every sizing seen (`name@resourceVersion=replicas`), to explain a failed bound.
+    history: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 async fn monitor(api: Api<ReplicaSet>, prefix: &'static str) -> Monitor {
     let max_desired = Arc::new(Mutex::new(0));
     let min_available = Arc::new(Mutex::new(i32::MAX));
-    let (mx, mn) = (max_desired.clone(), min_available.clone());
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let (mx, mn, hist) = (max_desired.clone(), min_available.clone(), history.clone());
     let (listed_tx, listed) = tokio::sync::oneshot::channel();
     let mut listed_tx = Some(listed_tx);
     let task = tokio::spawn(async move {
         let mut seen = std::collections::BTreeMap::new();
+        // A re-list (the watch was closed) is a new whole picture: mixing it into the old one
+        // would add a set's old size to another's new one.
+        let mut relisting = std::collections::BTreeMap::new();
         let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
         while let Some(Ok(ev)) = stream.next().await {
             match ev {
-                watcher::Event::Apply(rs) | watcher::Event::InitApply(rs) => {
+                watcher::Event::Apply(rs) => {
                     seen.insert(rs.name_any(), rs);
                 }
                 watcher::Event::Delete(rs) => {
                     seen.remove(&rs.name_any());
                 }
+                watcher::Event::Init => {
+                    relisting.clear();
+                    continue;
+                }
+                watcher::Event::InitApply(rs) => {
+                    relisting.insert(rs.name_any(), rs);
+                    continue;
+                }
                 watcher::Event::InitDone => {
+                    seen = std::mem::take(&mut relisting);
                     if let Some(tx) = listed_tx.take() {
                         let _ = tx.send(());
                     }
                 }
-                _ => continue,
             }
             let ours = seen.values().filter(|r| r.name_any().starts_with(prefix));
             let (mut desired, mut available) = (0, 0);
+            let mut sizes = Vec::new();
             for rs in ours {
-                desired += rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+                let size = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+                sizes.push(format!(
+                    "{}@{}(gen {:?})={size}",
+                    rs.name_any(),
+                    rs.resource_version().unwrap_or_default(),
+                    rs.metadata.generation
+                ));
+                desired += size;
                 available += rs
                     .status
                     .as_ref()
                     .and_then(|s| s.available_replicas)
                     .unwrap_or(0);
             }
+            hist.lock().push(sizes.join(" "));
             let mut m = mx.lock();
             *m = (*m).max(desired);
             let mut m = mn.lock();
@@ -139,6 +162,7 @@ async fn monitor(api: Api<ReplicaSet>, prefix: &'static str) -> Monitor {
     Monitor {
         max_desired,
         min_available,
+        history,
         task,
     }
 }
@@ -254,7 +278,12 @@ async fn a_deployment_rolls_out_rolls_a_new_image_within_surge_and_rolls_back() 
         .find(|r| r.name_any() == rs1.name_any())
         .unwrap();
     assert_eq!(old.spec.as_ref().unwrap().replicas, Some(0));
-    assert_eq!(*mon.max_desired.lock(), 4, "the surge was used");
+    assert_eq!(
+        *mon.max_desired.lock(),
+        4,
+        "the surge was used; sizes seen: {:#?}",
+        mon.history.lock()
+    );
     assert!(
         *mon.max_desired.lock() <= 4,
         "maxSurge 1 over 3 replicas: at most 4 desired, saw {}",

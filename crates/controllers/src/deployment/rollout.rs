@@ -569,10 +569,10 @@ impl Sync {
                 .as_ref()
                 .and_then(|s| s.available_replicas)
                 .unwrap_or(0);
-            if size == 0 || size == available {
+            let down = unhealthy_to_remove(size, available, max_scaled_down - cleaned);
+            if down == 0 {
                 continue;
             }
-            let down = (max_scaled_down - cleaned).min(size - available);
             self.scale_rs(rs, size - down).await?;
             cleaned += down;
         }
@@ -687,6 +687,14 @@ impl Sync {
 
 /// How many replicas `rs` gains (or loses) in a proportional scale (upstream
 /// `GetReplicaSetProportion`).
+/// How many unhealthy replicas of an old set of `size` with `available` ready ones may go
+/// within `budget`. A status can still count more available pods than a smaller new size
+/// (the set was just scaled down): that is nothing to remove, never a negative count — which
+/// scaled the old set back up past maxSurge (upstream refuses the same case with an error).
+fn unhealthy_to_remove(size: i32, available: i32, budget: i32) -> i32 {
+    (size - available).min(budget).max(0)
+}
+
 fn proportion(
     rs: &ReplicaSet,
     want: i32,
@@ -718,5 +726,24 @@ fn proportion(
         fraction.min(allowed)
     } else {
         fraction.max(allowed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unhealthy_to_remove;
+
+    #[test]
+    fn only_unavailable_replicas_of_an_old_set_are_removed_within_the_budget() {
+        assert_eq!(unhealthy_to_remove(3, 1, 5), 2);
+        assert_eq!(unhealthy_to_remove(3, 1, 1), 1);
+        assert_eq!(unhealthy_to_remove(3, 3, 5), 0);
+        assert_eq!(unhealthy_to_remove(0, 0, 5), 0);
+    }
+
+    #[test]
+    fn a_set_whose_status_still_counts_more_available_than_its_size_is_not_scaled_up() {
+        // Regression: 1 desired, 2 still available → "down" was -1 and the set grew to 2.
+        assert_eq!(unhealthy_to_remove(1, 2, 3), 0);
     }
 }

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use runtime::client::ClusterClients;
 use runtime::shared::{Shutdown, ShutdownTrigger};
@@ -130,6 +130,10 @@ pub use testkit::{wait_for, wait_list};
 
 /// A stand-in kubelet for one namespace: every pod that is not Ready becomes Running and
 /// Ready. Stopped by aborting the handle.
+///
+/// Its watch backs off after an error: once the server stopped, every call fails at once
+/// without yielding, and a loop retrying without a pause never lets the runtime shut down
+/// (regression: a test hung for the whole CI run in its runtime's shutdown).
 pub fn kubelet(api: Api<Pod>) -> JoinHandle<()> {
     kubelet_for(api, |_| true)
 }
@@ -137,7 +141,9 @@ pub fn kubelet(api: Api<Pod>) -> JoinHandle<()> {
 /// A stand-in kubelet that starts only the pods `runs` picks; the others stay pending.
 pub fn kubelet_for(api: Api<Pod>, runs: impl Fn(&Pod) -> bool + Send + 'static) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        let mut stream = watcher::watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(ev) = stream.next().await {
             let pod = match ev {
                 Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,

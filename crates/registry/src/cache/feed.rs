@@ -329,7 +329,19 @@ pub(super) async fn run(cache: Weak<WatchCache>, storage: Arc<dyn Storage>, mut 
             }
         };
         loop {
-            let Some(first) = w.next().await else { return };
+            let Some(first) = w.next().await else {
+                // A stream may end without an error (an etcd connection that closed): the
+                // cache would stop following storage while it is still served, so it re-lists
+                // as after an error.
+                let Some(c) = cache.upgrade() else { return };
+                tracing::warn!("watch cache: storage watch ended; re-listing");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                match c.load(&*storage).await {
+                    Ok(r) => rev = r,
+                    Err(e) => tracing::warn!(error = %e, "watch cache: re-list failed"),
+                }
+                continue 'watch;
+            };
             let mut batch = vec![first];
             while batch.len() < BATCH {
                 match w.next().now_or_never() {

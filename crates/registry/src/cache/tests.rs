@@ -7,7 +7,7 @@ use apimachinery::fields::FieldSelector;
 use apimachinery::labels::{Labels, Selector};
 use bytes::Bytes;
 use serde_json::{Value, json};
-use storage::Storage;
+use storage::{Storage, WatchStream};
 
 use super::*;
 use crate::builtins::PodStrategy;
@@ -562,4 +562,93 @@ async fn a_deleted_clusters_events_leave_the_history_and_only_cross_cluster_watc
     }
     // A watcher of another cluster never saw "a"'s events: it resumes from anywhere.
     assert!(watch(Some("b"), revs[0]).is_ok());
+}
+
+/// A store whose first watch ends at once without an error (as an etcd watch whose connection
+/// closed can); later watches are the store's own.
+struct FirstWatchEnds {
+    inner: storage::embedded::EmbeddedStore,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Storage for FirstWatchEnds {
+    async fn get(&self, key: &[u8]) -> storage::Result<Option<storage::KeyValue>> {
+        self.inner.get(key).await
+    }
+    async fn list(
+        &self,
+        prefix: &[u8],
+        opts: storage::ListOptions,
+    ) -> storage::Result<storage::ListResult> {
+        self.inner.list(prefix, opts).await
+    }
+    async fn create(&self, key: &[u8], value: Bytes) -> storage::Result<storage::KeyValue> {
+        self.inner.create(key, value).await
+    }
+    async fn update(
+        &self,
+        key: &[u8],
+        value: Bytes,
+        expected: storage::Revision,
+    ) -> storage::Result<storage::KeyValue> {
+        self.inner.update(key, value, expected).await
+    }
+    async fn delete(
+        &self,
+        key: &[u8],
+        expected: Option<storage::Revision>,
+    ) -> storage::Result<storage::KeyValue> {
+        self.inner.delete(key, expected).await
+    }
+    async fn delete_prefix(&self, prefix: &[u8]) -> storage::Result<u64> {
+        self.inner.delete_prefix(prefix).await
+    }
+    async fn watch(&self, prefix: &[u8], after: storage::Revision) -> storage::Result<WatchStream> {
+        if !self.ended.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let (_, rx) = tokio::sync::mpsc::channel(1);
+            return Ok(WatchStream::from_channel(rx));
+        }
+        self.inner.watch(prefix, after).await
+    }
+    async fn current_revision(&self) -> storage::Result<storage::Revision> {
+        self.inner.current_revision().await
+    }
+    async fn compact(&self, revision: storage::Revision) -> storage::Result<()> {
+        self.inner.compact(revision).await
+    }
+    async fn compacted_revision(&self) -> storage::Result<storage::Revision> {
+        self.inner.compacted_revision().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_keeps_following_storage_after_a_watch_ends_without_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(FirstWatchEnds {
+        inner: storage::embedded::EmbeddedStore::open(dir.path()).unwrap(),
+        ended: Default::default(),
+    });
+    let cache = WatchCache::start(storage.clone(), CacheOptions::default())
+        .await
+        .unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}});
+    let kv = storage
+        .create(pod_key("a", "p").as_bytes(), bytes(&pod))
+        .await
+        .unwrap();
+    // Regression: the feed returned when its watch ended, and the cache stood still.
+    assert!(
+        cache
+            .wait_for(kv.mod_revision, std::time::Duration::from_secs(10))
+            .await,
+        "the cache reached the write's revision"
+    );
+    let filter = Filter {
+        cluster: Some("a".into()),
+        namespace: None,
+        predicate: None,
+    };
+    let (items, _) = cache.list("", "pods", &filter);
+    assert_eq!(items.len(), 1);
 }
