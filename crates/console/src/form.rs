@@ -727,5 +727,62 @@ pub fn status_errors(status: &Value) -> Errors {
     errors
 }
 
+/// The error paths in the form's own syntax. OpenAPI schema validation names a map entry's
+/// fields with dots (`spec.nodeGroups.md0.minReplicas`, as upstream's does) while CEL rules and
+/// the form use brackets (`spec.nodeGroups[md0].minReplicas`): each path is walked along the
+/// schema and its map keys bracketed. A path the schema does not describe stays as it is.
+pub fn normalize(schema: &Value, root: &str, errors: Errors) -> Errors {
+    let mut out = Errors::new();
+    for (path, msgs) in errors {
+        let key = canonical(schema, root, &path).unwrap_or(path);
+        out.entry(key).or_default().extend(msgs);
+    }
+    out
+}
+
+/// The next segment of a dotted path and what follows it.
+fn segment(rest: &str) -> (&str, &str) {
+    let end = rest.find(['.', '[']).unwrap_or(rest.len());
+    (&rest[..end], &rest[end..])
+}
+
+fn canonical(schema: &Value, root: &str, path: &str) -> Option<String> {
+    let mut rest = path.strip_prefix(root)?;
+    let mut out = root.to_string();
+    let mut s = schema;
+    while !rest.is_empty() {
+        match kind(s) {
+            Kind::Object(props) => {
+                let (name, tail) = segment(rest.strip_prefix('.')?);
+                s = props.get(name)?;
+                out.push('.');
+                out.push_str(name);
+                rest = tail;
+            }
+            Kind::Map(entry_schema) => {
+                let (key, tail) = match rest.strip_prefix('[') {
+                    Some(r) => {
+                        let end = r.find(']')?;
+                        (&r[..end], &r[end + 1..])
+                    }
+                    None => segment(rest.strip_prefix('.')?),
+                };
+                out.push_str(&format!("[{key}]"));
+                s = entry_schema;
+                rest = tail;
+            }
+            Kind::List(items) => {
+                let r = rest.strip_prefix('[')?;
+                let end = r.find(']')?;
+                out.push_str(&format!("[{}]", &r[..end]));
+                s = items;
+                rest = &r[end + 1..];
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,11 @@
 //! - [`form`]: a form generated from an OpenAPI v3 schema (a CRD's `spec`), the submitted form
 //!   read back into JSON, and field errors — the API server's `Status` causes or the form's own
 //!   conversion errors — shown next to the field they name;
+//! - [`app`]: the console's requests, answered over the Kubernetes API as the signed-in user
+//!   (the API server hands them over and writes the answers out as HTTP);
 //! - [`pages`]: the pages as functions of what the API returned (sign-in, tenant clusters, a
 //!   cluster's details with scaling and kubeconfigs, the create/edit form, delete).
 
+pub mod app;
 pub mod form;
 pub mod pages;

@@ -271,3 +271,25 @@ fn markup_is_escaped() {
     assert!(!html.contains("<script>"));
     assert!(html.contains("&lt;script&gt;"));
 }
+
+#[test]
+fn dotted_map_paths_of_schema_validation_are_bracketed_as_the_form_names_them() {
+    let mut errors = Errors::new();
+    errors.insert("spec.nodeGroups.md0.minReplicas".into(), vec!["a".into()]);
+    errors.insert("spec.nodeGroups[md1].roles".into(), vec!["b".into()]);
+    errors.insert("spec.oidc.users[0].role".into(), vec!["c".into()]);
+    errors.insert("spec.nodeGroups.md0.unknownField".into(), vec!["d".into()]);
+    errors.insert("metadata.name".into(), vec!["e".into()]);
+    let n = normalize(&schema(), "spec", errors);
+    let keys: Vec<&str> = n.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "metadata.name",
+            "spec.nodeGroups.md0.unknownField",
+            "spec.nodeGroups[md0].minReplicas",
+            "spec.nodeGroups[md1].roles",
+            "spec.oidc.users[0].role",
+        ]
+    );
+}

@@ -1,0 +1,349 @@
+//! The console's requests against a real in-process API server: what a user sees and may do is
+//! what the API and its RBAC say, and the server's field errors reach the form.
+
+use std::sync::Arc;
+
+use console::app::{Console, Method, Request, Response, tenant_clusters};
+use console::form::FormData;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+const NS: &str = "tenant-foo";
+
+struct Lab {
+    _server: testkit::Server,
+    console: Console,
+    admin: kube::Client,
+}
+
+/// alice may do everything with tenant clusters in tenant-foo and read its Secrets; bob may
+/// only read tenant clusters.
+async fn lab() -> Lab {
+    let server = testkit::Server::start().await;
+    let admin = server.client("root");
+    platform::install::install(&admin).await.unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    for (name, rules, user) in [
+        (
+            "editor",
+            json!([
+                {"apiGroups": ["platform.matryoshka.dev"], "resources": ["tenantclusters"], "verbs": ["*"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+            ]),
+            "alice",
+        ),
+        (
+            "viewer",
+            json!([{"apiGroups": ["platform.matryoshka.dev"], "resources": ["tenantclusters"], "verbs": ["get", "list", "watch"]}]),
+            "bob",
+        ),
+    ] {
+        for obj in [
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": name, "namespace": NS}, "rules": rules}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": NS},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+        ] {
+            platform::install::apply(&admin, &obj).await.unwrap();
+        }
+    }
+    let (alice, bob) = (server.as_user("alice", &[]), server.as_user("bob", &[]));
+    let clients = Arc::new(move |token: &str| match token {
+        "alice-token" => alice.clone(),
+        _ => bob.clone(),
+    });
+    let schema = platform::crds::tenant_cluster_crd()
+        .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
+        .cloned()
+        .unwrap();
+    Lab {
+        console: Console::new(clients, schema),
+        admin,
+        _server: server,
+    }
+}
+
+impl Lab {
+    async fn send(
+        &self,
+        token: &str,
+        method: Method,
+        path: &str,
+        form: &[(&str, &str)],
+    ) -> Response {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        self.console
+            .handle(Request {
+                method,
+                path: path.to_string(),
+                token: Some(token.to_string()),
+                form: FormData::from_urlencoded(body.as_bytes()),
+            })
+            .await
+    }
+
+    fn clusters(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.admin.clone(), NS, &tenant_clusters())
+    }
+}
+
+const LIST: &str = "/console/namespaces/tenant-foo/tenantclusters";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_creates_a_tenant_cluster_from_the_form_and_sees_the_servers_field_errors() {
+    let lab = lab().await;
+    let page = lab.send("alice-token", Method::Get, LIST, &[]).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Create a tenant cluster"));
+    let form = lab
+        .send("alice-token", Method::Get, &format!("{LIST}/new"), &[])
+        .await;
+    assert_eq!(form.status, 200);
+    assert!(form.body.contains(r#"name="spec.version""#) && form.body.contains("v1.35"));
+
+    // The API server refuses a negative minimum: the cause is shown at its field.
+    let refused = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{LIST}/new"),
+            &[
+                ("metadata.name", "dev"),
+                ("_newkey:spec.nodeGroups", "md0"),
+                ("spec.nodeGroups[md0].minReplicas", "-1"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("The request was refused"));
+    assert!(
+        refused.body.contains("greater than or equal to 0"),
+        "{}",
+        refused.body
+    );
+    // At the field itself, not only in the summary.
+    let at_field = format!(
+        r#"id="{}-error""#,
+        console::form::id("spec.nodeGroups[md0].minReplicas")
+    );
+    assert!(refused.body.contains(&at_field), "{}", refused.body);
+    assert!(
+        lab.clusters().get_opt("dev").await.unwrap().is_none(),
+        "nothing was created"
+    );
+
+    let created = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{LIST}/new"),
+            &[
+                ("metadata.name", "dev"),
+                ("spec.version", "v1.34"),
+                ("_newkey:spec.nodeGroups", "md0"),
+                ("spec.nodeGroups[md0].minReplicas", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 303, "{}", created.body);
+    assert_eq!(created.location.as_deref(), Some(&*format!("{LIST}/dev")));
+    let dev = lab.clusters().get("dev").await.unwrap();
+    assert_eq!(dev.data["spec"]["version"], "v1.34");
+    assert_eq!(dev.data["spec"]["nodeGroups"]["md0"]["minReplicas"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_sees_clusters_without_the_actions_the_api_would_refuse() {
+    let lab = lab().await;
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "dev", "namespace": NS},
+        "spec": {"nodeGroups": {"md0": {"minReplicas": 1, "maxReplicas": 3}}},
+    }))
+    .unwrap();
+    lab.clusters()
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    // The kubeconfig Secret the platform would write, named in the status.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "kubernetes-dev-admin-kubeconfig", "namespace": NS},
+        "stringData": {"admin.conf": "apiVersion: v1\nkind: Config\n", "super-admin.conf": "x"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(lab.admin.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    lab.clusters()
+        .patch_status(
+            "dev",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"kubeconfigSecret": "kubernetes-dev-admin-kubeconfig", "version": "v1.35.6"}})),
+        )
+        .await
+        .unwrap();
+
+    let bob = lab.send("bob-token", Method::Get, LIST, &[]).await;
+    assert_eq!(bob.status, 200);
+    assert!(bob.body.contains(">dev</a>") && !bob.body.contains("Create a tenant cluster"));
+    let detail = lab
+        .send("bob-token", Method::Get, &format!("{LIST}/dev"), &[])
+        .await;
+    assert_eq!(detail.status, 200, "{}", detail.body);
+    for hidden in ["/scale", "/kubeconfig/", "/delete", "/edit"] {
+        assert!(!detail.body.contains(hidden), "{hidden} shown to a viewer");
+    }
+    // What is hidden is also refused.
+    let scale = lab
+        .send(
+            "bob-token",
+            Method::Post,
+            &format!("{LIST}/dev/scale"),
+            &[("group", "md0"), ("minReplicas", "2"), ("maxReplicas", "4")],
+        )
+        .await;
+    assert_eq!(scale.status, 403, "{}", scale.body);
+    let kc = lab
+        .send(
+            "bob-token",
+            Method::Get,
+            &format!("{LIST}/dev/kubeconfig/admin"),
+            &[],
+        )
+        .await;
+    assert_eq!(kc.status, 403);
+
+    let alice = lab
+        .send("alice-token", Method::Get, &format!("{LIST}/dev"), &[])
+        .await;
+    for shown in ["/scale", "/kubeconfig/admin", "/delete", "/edit"] {
+        assert!(alice.body.contains(shown), "{shown} not shown to an editor");
+    }
+    let kc = lab
+        .send(
+            "alice-token",
+            Method::Get,
+            &format!("{LIST}/dev/kubeconfig/admin"),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (kc.status, kc.body.as_str()),
+        (200, "apiVersion: v1\nkind: Config\n")
+    );
+    assert_eq!(kc.download.as_deref(), Some("dev-admin.kubeconfig"));
+
+    let scale = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{LIST}/dev/scale"),
+            &[("group", "md0"), ("minReplicas", "2"), ("maxReplicas", "4")],
+        )
+        .await;
+    assert_eq!(scale.status, 303, "{}", scale.body);
+    let dev = lab.clusters().get("dev").await.unwrap();
+    let md0 = &dev.data["spec"]["nodeGroups"]["md0"];
+    assert_eq!(
+        (md0["minReplicas"].as_i64(), md0["maxReplicas"].as_i64()),
+        (Some(2), Some(4))
+    );
+
+    // Deleting asks for the name.
+    let wrong = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{LIST}/dev/delete"),
+            &[("confirm", "prod")],
+        )
+        .await;
+    assert_eq!(wrong.status, 422);
+    assert!(lab.clusters().get_opt("dev").await.unwrap().is_some());
+    let gone = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{LIST}/dev/delete"),
+            &[("confirm", "dev")],
+        )
+        .await;
+    assert_eq!((gone.status, gone.location.as_deref()), (303, Some(LIST)));
+    let left: Option<Value> = lab
+        .clusters()
+        .get_opt("dev")
+        .await
+        .unwrap()
+        .map(|o| serde_json::to_value(o).unwrap());
+    assert!(left.is_none_or(|o| o["metadata"]["deletionTimestamp"].is_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_keeps_the_immutable_storage_class_and_paths_outside_names_are_not_pages() {
+    let lab = lab().await;
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "dev", "namespace": NS},
+        "spec": {"storageClass": "fast"},
+    }))
+    .unwrap();
+    lab.clusters()
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let page = lab
+        .send("alice-token", Method::Get, &format!("{LIST}/dev/edit"), &[])
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Cannot be changed."));
+    let saved = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{LIST}/dev/edit"),
+            &[("spec.version", "v1.33")],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let dev = lab.clusters().get("dev").await.unwrap();
+    assert_eq!(
+        (
+            dev.data["spec"]["version"].as_str(),
+            dev.data["spec"]["storageClass"].as_str()
+        ),
+        (Some("v1.33"), Some("fast"))
+    );
+    for path in [
+        "/console/namespaces/../tenantclusters",
+        "/console/namespaces/tenant-foo/tenantclusters/a%2Fb",
+        "/console/nope",
+    ] {
+        assert_eq!(
+            lab.send("alice-token", Method::Get, path, &[]).await.status,
+            404,
+            "{path}"
+        );
+    }
+    // Without a session every page sends to sign-in.
+    let anonymous = lab
+        .console
+        .handle(Request {
+            method: Method::Get,
+            path: LIST.into(),
+            token: None,
+            form: FormData::default(),
+        })
+        .await;
+    assert_eq!(anonymous.location.as_deref(), Some("/console/sign-in"));
+}
