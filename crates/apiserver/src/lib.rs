@@ -30,6 +30,7 @@ pub mod serve;
 pub mod server;
 pub mod table;
 pub mod tokens;
+pub mod web;
 
 pub use server::ApiServer;
 

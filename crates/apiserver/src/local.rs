@@ -25,6 +25,8 @@ use crate::server::{ApiServer, Caller};
 pub struct LocalService {
     server: Arc<ApiServer>,
     user: UserInfo,
+    /// Authenticate each request's own credentials instead of trusting `user`.
+    authenticate: bool,
 }
 
 impl LocalService {
@@ -33,11 +35,26 @@ impl LocalService {
         LocalService {
             server,
             user: UserInfo::system(),
+            authenticate: false,
         }
     }
 
     pub fn as_user(server: Arc<ApiServer>, user: UserInfo) -> Self {
-        LocalService { server, user }
+        LocalService {
+            server,
+            user,
+            authenticate: false,
+        }
+    }
+
+    /// A service whose requests are authenticated from their own `Authorization` header, as
+    /// a network client's are (the console sends its signed-in user's token).
+    pub fn authenticating(server: Arc<ApiServer>) -> Self {
+        LocalService {
+            server,
+            user: UserInfo::system(),
+            authenticate: true,
+        }
     }
 }
 
@@ -56,7 +73,11 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let server = self.server.clone();
-        let user = self.user.clone();
+        let caller = if self.authenticate {
+            Caller::Tls(None)
+        } else {
+            Caller::Internal(self.user.clone())
+        };
         Box::pin(async move {
             if crate::connect::handles(req.uri().path()) {
                 // No connection to hand over: upgrades cannot work here.
@@ -67,13 +88,13 @@ where
                 return Ok(match read_body(req).await {
                     Ok(req) => {
                         let req = req.map(http_body_util::Full::new);
-                        crate::connect::serve(&server, req, &Caller::Internal(user), None).await
+                        crate::connect::serve(&server, req, &caller, None).await
                     }
                     Err(e) => response::error(&e),
                 });
             }
             Ok(match read_body(req).await {
-                Ok(req) => server.handle(req, Caller::Internal(user)).await,
+                Ok(req) => server.handle(req, caller).await,
                 Err(e) => response::error(&e),
             })
         })

@@ -506,6 +506,9 @@ async fn serve_connection<IO>(
                 let resp = crate::distribution::serve(&server, req, &caller).await;
                 return Ok::<_, std::convert::Infallible>(resp);
             }
+            if crate::web::handles(req.uri().path()) {
+                return Ok::<_, std::convert::Infallible>(crate::web::serve(&server, req).await);
+            }
             // Streams (exec, attach, port-forward) and proxied bodies are not read up front.
             if crate::connect::handles(req.uri().path()) {
                 let resp = crate::connect::serve(&server, req, &caller, Some(&peer_ip)).await;

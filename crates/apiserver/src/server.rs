@@ -51,6 +51,8 @@ pub struct ApiServer {
     pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
     /// The OCI registry served at `/v2/` (set by `matryoshka up`; absent: `/v2/` is 404).
     pub(crate) oci: std::sync::OnceLock<Arc<oci::Registry>>,
+    /// The web console served at `/console/` (set by `matryoshka up`; absent: 404).
+    pub(crate) web: std::sync::OnceLock<crate::web::WebApp>,
     /// Flow control of network requests (set by [`crate::serve::serve`]).
     pub(crate) flow: std::sync::OnceLock<Arc<crate::flow::FlowControl>>,
 }
@@ -123,6 +125,7 @@ impl ApiServer {
             draining: AtomicBool::new(false),
             shutdown,
             oci: std::sync::OnceLock::new(),
+            web: std::sync::OnceLock::new(),
             flow: std::sync::OnceLock::new(),
         });
         // What the HTTP side keeps per cluster goes with the cluster.
@@ -174,6 +177,11 @@ impl ApiServer {
     /// Serves `registry` at `/v2/` (once; later calls change nothing).
     pub fn serve_registry(&self, registry: Arc<oci::Registry>) {
         let _ = self.oci.set(registry);
+    }
+
+    /// Serves the web console at `/console/` (once; later calls change nothing).
+    pub fn serve_console(&self, app: crate::web::WebApp) {
+        let _ = self.web.set(app);
     }
 
     /// The control plane this server serves.

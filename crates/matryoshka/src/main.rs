@@ -9,6 +9,7 @@
 //! and restores it as a new one.
 
 mod backup_cmd;
+mod console_app;
 mod image;
 mod ingress_cmd;
 mod ingress_image;

@@ -501,6 +501,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("opening the registry in {}", registry_dir.display()))?;
     let registry = Arc::new(registry);
     server.serve_registry(registry.clone());
+    // The web console, served at /console/ on the same port.
+    server.serve_console(crate::console_app::app(server.clone()));
     let issuers = oidc_issuers(&args)?
         .into_iter()
         .map(apiserver::oidc::JwtAuthenticator::new)

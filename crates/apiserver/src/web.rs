@@ -1,0 +1,251 @@
+//! `/console/`: the web console on the API server's own port. The console itself (pages,
+//! forms, its calls to the API as the signed-in user) is the `console` crate, handed in by
+//! `matryoshka up` as a [`WebApp`]; this is its HTTP side: the session cookie, the form body
+//! (bounded), redirects, downloads and the headers that keep the pages safe in a browser.
+//!
+//! The session is the user's bearer token in a cookie only this path receives: `HttpOnly`
+//! (no script reads it), `Secure`, `SameSite=Strict` (a request started by another site
+//! carries no session, so no form can be posted on the user's behalf). Pages are never cached
+//! and may not be framed; their only scripts and styles are the console's own.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+
+use crate::response::{self, Body};
+use crate::server::ApiServer;
+
+/// Where the console is served.
+pub const PREFIX: &str = "/console";
+
+/// The session cookie's name.
+pub const COOKIE: &str = "matryoshka-console";
+
+/// Form bodies larger than this are refused (a TenantCluster form is a few kilobytes).
+const MAX_FORM: usize = 256 * 1024;
+
+/// A request as the console takes it.
+#[derive(Debug)]
+pub struct WebRequest {
+    pub post: bool,
+    pub path: String,
+    /// The session's token, from the cookie.
+    pub token: Option<String>,
+    /// The urlencoded form of a POST.
+    pub form: Bytes,
+}
+
+/// The console's answer.
+#[derive(Debug, Default)]
+pub struct WebResponse {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+    pub location: Option<String>,
+    /// `Some(Some(token))`: start a session; `Some(None)`: end it.
+    pub session: Option<Option<String>>,
+    pub download: Option<String>,
+}
+
+/// The console, as the API server calls it.
+pub type WebApp =
+    Arc<dyn Fn(WebRequest) -> Pin<Box<dyn Future<Output = WebResponse> + Send>> + Send + Sync>;
+
+/// Whether a request path is the console's.
+pub fn handles(path: &str) -> bool {
+    path == PREFIX || path.starts_with("/console/")
+}
+
+/// The session token in a `Cookie` header.
+fn session(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// Serves one console request.
+pub async fn serve<B>(server: &ApiServer, req: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(app) = server.web.get().cloned() else {
+        return response::bytes(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "the console is not served here\n",
+        );
+    };
+    let post = req.method() == http::Method::POST;
+    if !post && req.method() != http::Method::GET {
+        return response::bytes(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "GET or POST\n",
+        );
+    }
+    let path = req.uri().path().to_string();
+    let token = session(req.headers());
+    let form = if post {
+        use http_body_util::{BodyExt, Limited};
+        match Limited::new(req.into_body(), MAX_FORM).collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(_) => {
+                return response::bytes(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "text/plain",
+                    "the form is too large\n",
+                );
+            }
+        }
+    } else {
+        Bytes::new()
+    };
+    let path = if path == PREFIX {
+        format!("{PREFIX}/")
+    } else {
+        path
+    };
+    let out = app(WebRequest {
+        post,
+        path,
+        token,
+        form,
+    })
+    .await;
+    to_http(out)
+}
+
+fn to_http(out: WebResponse) -> Response<Body> {
+    let status = StatusCode::from_u16(out.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = Response::new(response::full(out.body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&out.content_type) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ),
+    );
+    if let Some(to) = out.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        h.insert(header::LOCATION, to);
+    }
+    if let Some(name) = out.download {
+        // Names are the console's own (`<cluster>-admin.kubeconfig`): no quoting needed
+        // beyond refusing a quote.
+        let name = name.replace('"', "");
+        if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+            h.insert(header::CONTENT_DISPOSITION, v);
+        }
+    }
+    match out.session {
+        Some(Some(token)) => {
+            let cookie =
+                format!("{COOKIE}={token}; Path={PREFIX}; HttpOnly; Secure; SameSite=Strict");
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                h.insert(header::SET_COOKIE, v);
+            }
+        }
+        Some(None) => {
+            let cookie =
+                format!("{COOKIE}=; Path={PREFIX}; Max-Age=0; HttpOnly; Secure; SameSite=Strict");
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                h.insert(header::SET_COOKIE, v);
+            }
+        }
+        None => {}
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_is_read_from_its_own_cookie_only() {
+        let mut h = http::HeaderMap::new();
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; matryoshka-console=tok.en; b=2"),
+        );
+        assert_eq!(session(&h).as_deref(), Some("tok.en"));
+        let mut other = http::HeaderMap::new();
+        other.append(
+            header::COOKIE,
+            HeaderValue::from_static("matryoshka-consolex=1"),
+        );
+        assert_eq!(session(&other), None);
+        let mut empty = http::HeaderMap::new();
+        empty.append(
+            header::COOKIE,
+            HeaderValue::from_static("matryoshka-console="),
+        );
+        assert_eq!(session(&empty), None);
+    }
+
+    #[test]
+    fn a_session_cookie_is_http_only_secure_strict_and_pages_are_not_cached_or_framed() {
+        let resp = to_http(WebResponse {
+            status: 303,
+            content_type: "text/plain".into(),
+            location: Some("/console/".into()),
+            session: Some(Some("t".into())),
+            ..Default::default()
+        });
+        let h = resp.headers();
+        assert_eq!(
+            h[header::SET_COOKIE],
+            "matryoshka-console=t; Path=/console; HttpOnly; Secure; SameSite=Strict"
+        );
+        assert_eq!(h[header::LOCATION], "/console/");
+        assert_eq!(h[header::CACHE_CONTROL], "no-store");
+        assert!(
+            h[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        let out = to_http(WebResponse {
+            status: 303,
+            session: Some(None),
+            ..Default::default()
+        });
+        assert!(
+            out.headers()[header::SET_COOKIE]
+                .to_str()
+                .unwrap()
+                .contains("Max-Age=0")
+        );
+        let file = to_http(WebResponse {
+            status: 200,
+            download: Some("dev-admin.kubeconfig".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            file.headers()[header::CONTENT_DISPOSITION],
+            "attachment; filename=\"dev-admin.kubeconfig\""
+        );
+    }
+}
