@@ -80,6 +80,7 @@ fn api_clients_depend_on_nothing_of_the_server() {
         "nodenet",
         "dns",
         "streaming",
+        "console",
     ];
     let server = [
         "apiserver",
