@@ -38,8 +38,11 @@ pub struct WebRequest {
     pub form: Bytes,
 }
 
+/// A stream of server-sent events, each framed.
+pub type Events = Pin<Box<dyn futures::Stream<Item = String> + Send>>;
+
 /// The console's answer.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct WebResponse {
     pub status: u16,
     pub content_type: String,
@@ -48,6 +51,18 @@ pub struct WebResponse {
     /// `Some(Some(token))`: start a session; `Some(None)`: end it.
     pub session: Option<Option<String>>,
     pub download: Option<String>,
+    /// A `text/event-stream` body that goes on until the client leaves or the server stops.
+    pub live: Option<Events>,
+}
+
+impl std::fmt::Debug for WebResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebResponse")
+            .field("status", &self.status)
+            .field("location", &self.location)
+            .field("live", &self.live.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The console, as the API server calls it.
@@ -115,19 +130,40 @@ where
     } else {
         path
     };
-    let out = app(WebRequest {
+    let mut out = app(WebRequest {
         post,
         path,
         token,
         form,
     })
     .await;
+    if let Some(events) = out.live.take() {
+        // The stream ends when the server shuts down, so draining never waits on it.
+        let mut shutdown = server.shutdown.subscribe();
+        let until = async move {
+            let _ = shutdown.wait_for(|down| *down).await;
+        };
+        out.live = Some(Box::pin(futures::StreamExt::take_until(
+            events,
+            Box::pin(until),
+        )));
+    }
     to_http(out)
 }
 
-fn to_http(out: WebResponse) -> Response<Body> {
+fn to_http(mut out: WebResponse) -> Response<Body> {
+    use http_body_util::BodyExt;
     let status = StatusCode::from_u16(out.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = Response::new(response::full(out.body));
+    let body = match out.live.take() {
+        Some(events) => {
+            let frames = futures::StreamExt::map(events, |e| {
+                Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from(e)))
+            });
+            http_body_util::StreamBody::new(frames).boxed_unsync()
+        }
+        None => response::full(out.body),
+    };
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&out.content_type) {

@@ -49,8 +49,21 @@ pub struct Request {
     pub form: FormData,
 }
 
+/// A stream of server-sent events, each already framed (`event: …` and `data: …` lines).
+pub struct Live(pub futures::stream::BoxStream<'static, String>);
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Live(..)")
+    }
+}
+
+/// How often a live stream sends a comment when nothing changed, so a closed connection is
+/// noticed (and proxies keep it open).
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// What the console answers.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
@@ -61,6 +74,8 @@ pub struct Response {
     pub session: Option<Option<String>>,
     /// The file name of a download.
     pub download: Option<String>,
+    /// The body is this stream of server-sent events (`text/event-stream`) instead.
+    pub live: Option<Live>,
 }
 
 impl Response {
@@ -72,6 +87,7 @@ impl Response {
             location: None,
             session: None,
             download: None,
+            live: None,
         }
     }
 
@@ -83,6 +99,7 @@ impl Response {
             location: Some(to.into()),
             session: None,
             download: None,
+            live: None,
         }
     }
 }
@@ -134,6 +151,8 @@ enum Route<'a> {
     Scale(&'a str, &'a str),
     Delete(&'a str, &'a str),
     Kubeconfig(&'a str, &'a str, &'a str),
+    Live(&'a str),
+    Script,
     Go,
     Unknown,
 }
@@ -164,6 +183,8 @@ fn route(path: &str) -> Route<'_> {
     match parts.as_slice() {
         [""] => Route::Home,
         ["static", "console.css"] => Route::Style,
+        ["static", "console.js"] => Route::Script,
+        ["live", "namespaces", ns, "tenantclusters"] if is_name(ns) => Route::Live(ns),
         ["sign-in"] => Route::SignIn,
         ["sign-out"] => Route::SignOut,
         ["go"] => Route::Go,
@@ -201,6 +222,13 @@ impl Console {
                 return Response {
                     content_type: "text/css; charset=utf-8",
                     body: pages::STYLE.to_string(),
+                    ..Response::html(200, maud::html! {})
+                };
+            }
+            (Route::Script, Method::Get) => {
+                return Response {
+                    content_type: "text/javascript; charset=utf-8",
+                    body: pages::SCRIPT.to_string(),
                     ..Response::html(200, maud::html! {})
                 };
             }
@@ -265,6 +293,7 @@ impl Console {
             (Route::Kubeconfig(ns, name, which), Method::Get) => {
                 kubeconfig(&client, ns, name, which).await
             }
+            (Route::Live(ns), Method::Get) => live(&client, ns).await,
             (Route::Unknown, _) => Err(Refused {
                 code: 404,
                 message: format!("{} is not a page of the console", req.path),
@@ -314,9 +343,10 @@ impl Console {
             .await,
             ..Default::default()
         };
+        let live = format!("{BASE}/live/namespaces/{ns}/tenantclusters");
         Ok(Response::html(
             200,
-            pages::cluster_list(user, ns, &values, allowed, None),
+            pages::cluster_list(user, ns, &values, allowed, Some(&live)),
         ))
     }
 
@@ -613,6 +643,83 @@ async fn kubeconfig(
         location: None,
         session: None,
         download: Some(format!("{name}-{which}.kubeconfig")),
+        live: None,
+    })
+}
+
+/// One server-sent event: its name and its data, one `data:` line per line.
+pub fn sse_event(name: &str, data: &str) -> String {
+    let mut out = format!("event: {name}\n");
+    for line in data.lines() {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    if data.is_empty() {
+        out.push_str("data: \n");
+    }
+    out.push('\n');
+    out
+}
+
+/// The rows of a namespace's cluster table, sent again whenever a TenantCluster there changes
+/// (a watch as the user: what the user may not list is refused before the stream starts).
+async fn live(client: &kube::Client, ns: &str) -> Result<Response, Refused> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api = clusters(client, ns);
+    api.list(&ListParams::default().limit(1)).await?;
+    let namespace = ns.to_string();
+    let mut seen: std::collections::BTreeMap<String, Value> = Default::default();
+    let mut listing: Option<std::collections::BTreeMap<String, Value>> = None;
+    let changes = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |ev| {
+            let changed = match ev {
+                Ok(watcher::Event::Init) => {
+                    listing = Some(Default::default());
+                    false
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    let v = to_value(&o);
+                    listing
+                        .get_or_insert_with(Default::default)
+                        .insert(o.metadata.name.clone().unwrap_or_default(), v);
+                    false
+                }
+                Ok(watcher::Event::InitDone) => {
+                    seen = listing.take().unwrap_or_default();
+                    true
+                }
+                Ok(watcher::Event::Apply(o)) => {
+                    let v = to_value(&o);
+                    seen.insert(o.metadata.name.clone().unwrap_or_default(), v);
+                    true
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    seen.remove(&o.metadata.name.clone().unwrap_or_default());
+                    true
+                }
+                Err(_) => false,
+            };
+            let out = changed.then(|| {
+                let rows: Vec<Value> = seen.values().cloned().collect();
+                sse_event(
+                    "rows",
+                    &pages::cluster_rows(&namespace, &rows).into_string(),
+                )
+            });
+            futures::future::ready(out)
+        });
+    let heartbeat = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(HEARTBEAT).await;
+        Some((": still here\n\n".to_string(), ()))
+    });
+    let stream = futures::stream::select(changes, heartbeat).boxed();
+    Ok(Response {
+        content_type: "text/event-stream",
+        live: Some(Live(stream)),
+        ..Response::html(200, maud::html! {})
     })
 }
 

@@ -15,6 +15,9 @@ pub const BASE: &str = "/console";
 /// narrow screen.
 pub const STYLE: &str = include_str!("console.css");
 
+/// The console's one script: live updates by server-sent events. Every page works without it.
+pub const SCRIPT: &str = include_str!("console.js");
+
 /// What the signed-in user may do with the tenant clusters of one tenant namespace.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Allowed {
@@ -36,6 +39,7 @@ pub fn layout(title: &str, user: Option<&str>, content: Markup) -> Markup {
                 meta name="color-scheme" content="light dark";
                 title { (title) " · Matryoshka" }
                 link rel="stylesheet" href={(BASE) "/static/console.css"};
+                script src={(BASE) "/static/console.js"} defer {}
             }
             body {
                 a.skip href="#main" { "Skip to content" }
@@ -141,15 +145,12 @@ pub fn cluster_list(
         @if allowed.create {
             p { a.button href={(clusters_url(namespace)) "/new"} { "Create a tenant cluster" } }
         }
-        @if clusters.is_empty() {
-            p { "No tenant clusters in " (namespace) "." }
-        } @else {
-            div.scroll {
-                table {
-                    caption { "Tenant clusters in " (namespace) }
-                    thead { tr { th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Version" } th scope="col" { "Nodes" } th scope="col" { "Endpoint" } } }
-                    tbody id="clusters" data-live=[live] { (cluster_rows(namespace, clusters)) }
-                }
+        div.scroll {
+            table {
+                caption { "Tenant clusters in " (namespace) }
+                thead { tr { th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Version" } th scope="col" { "Nodes" } th scope="col" { "Endpoint" } } }
+                // Live updates replace the rows (and announce them politely).
+                tbody id="clusters" data-live=[live] aria-live="polite" { (cluster_rows(namespace, clusters)) }
             }
         }
     };
@@ -163,6 +164,9 @@ pub fn cluster_list(
 /// The rows of the cluster table (also what a live update sends).
 pub fn cluster_rows(namespace: &str, clusters: &[Value]) -> Markup {
     html! {
+        @if clusters.is_empty() {
+            tr { td colspan="5" { "No tenant clusters in " (namespace) " yet." } }
+        }
         @for c in clusters {
             @let name = text(c, "/metadata/name");
             tr {

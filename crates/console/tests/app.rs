@@ -347,3 +347,77 @@ async fn editing_keeps_the_immutable_storage_class_and_paths_outside_names_are_n
         .await;
     assert_eq!(anonymous.location.as_deref(), Some("/console/sign-in"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_table_is_sent_again_live_when_a_tenant_cluster_changes() {
+    use futures::StreamExt;
+    let lab = lab().await;
+    let live = "/console/live/namespaces/tenant-foo/tenantclusters";
+    let page = lab.send("bob-token", Method::Get, LIST, &[]).await;
+    assert!(
+        page.body.contains(&format!(r#"data-live="{live}""#)),
+        "{}",
+        page.body
+    );
+    let resp = lab.send("bob-token", Method::Get, live, &[]).await;
+    assert_eq!((resp.status, resp.content_type), (200, "text/event-stream"));
+    let mut events = resp.live.expect("a stream").0;
+    let next = async |events: &mut futures::stream::BoxStream<'static, String>| {
+        tokio::time::timeout(testkit::PATIENCE, events.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on")
+    };
+    let first = next(&mut events).await;
+    assert!(first.starts_with("event: rows\ndata: "), "{first}");
+    assert!(
+        first.contains("No tenant clusters in tenant-foo yet."),
+        "{first}"
+    );
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "dev", "namespace": NS},
+    }))
+    .unwrap();
+    lab.clusters()
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let created = next(&mut events).await;
+    assert!(
+        created.contains(">dev</a>") && created.contains("Pending"),
+        "{created}"
+    );
+    lab.clusters()
+        .patch_status(
+            "dev",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-12-06T00:00:00Z"}]}})),
+        )
+        .await
+        .unwrap();
+    let ready = next(&mut events).await;
+    assert!(
+        ready.contains(r#"<span class="status ok">Ready</span>"#),
+        "{ready}"
+    );
+    // Every data line of an event is prefixed; the event ends with an empty line.
+    assert!(
+        ready.ends_with("\n\n")
+            && ready
+                .lines()
+                .skip(1)
+                .filter(|l| !l.is_empty())
+                .all(|l| l.starts_with("data: "))
+    );
+    // Someone who may not list the clusters gets no stream.
+    let stranger = lab.console.handle(Request {
+        method: Method::Get,
+        path: "/console/live/namespaces/kube-system/tenantclusters".into(),
+        token: Some("bob-token".into()),
+        form: FormData::default(),
+    });
+    let stranger = stranger.await;
+    assert_eq!(stranger.status, 403);
+    assert!(stranger.live.is_none());
+}

@@ -56,6 +56,7 @@ pub fn app(server: Arc<ApiServer>) -> WebApp {
                 location: r.location,
                 session: r.session,
                 download: r.download,
+                live: r.live.map(|l| l.0),
             }
         })
     })

@@ -152,20 +152,50 @@ fn a_user_signs_in_with_a_token_lists_and_creates_tenant_clusters_and_signs_out(
     assert_eq!(detail.code, 200, "{}", detail.body);
     assert!(detail.body.contains("Tenant cluster demo"));
 
+    // The table's rows come again live, as server-sent events (curl stops after 3 s).
+    let url = format!(
+        "https://127.0.0.1:{}/console/live/namespaces/tenant-root/tenantclusters",
+        server.port
+    );
+    let out = Command::new("curl")
+        .args(["-skN", "--max-time", "3", "-b"])
+        .arg(&jar)
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    let events = String::from_utf8_lossy(&out.stdout);
+    assert!(events.starts_with("event: rows\ndata: "), "{events}");
+    assert!(events.contains(">demo</a>"), "{events}");
+    // A stream still open when the server stops ends with the drain, not after its timeout.
+    let mut open = Command::new("curl")
+        .args(["-skN", "--max-time", "120", "-b"])
+        .arg(&jar)
+        .arg(&url)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run curl");
+    let mut first = [0u8; 12];
+    std::io::Read::read_exact(open.stdout.as_mut().expect("stdout"), &mut first).expect("an event");
+    assert_eq!(&first, b"event: rows\n");
+
     // Signing out ends the session.
     let out = curl(&server, &jar, "/console/sign-out", &[("x", "1")]);
     assert_eq!(out.code, 303);
     assert!(out.headers.contains("max-age=0"));
     let after = curl(&server, &jar, list, &[]);
     assert_eq!(after.code, 303, "{}", after.headers);
-    kubectl
-        .run(&[
-            "delete",
-            "tenantcluster",
-            "demo",
-            "-n",
-            "tenant-root",
-            "--wait=false",
-        ])
-        .ok();
+    let mut server = server;
+    let stopping = std::time::Instant::now();
+    let status = server.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(15),
+        "the server waited {:?} for an event stream",
+        stopping.elapsed()
+    );
+    let ended = open.wait().expect("curl ends");
+    assert!(
+        ended.code() != Some(28),
+        "curl timed out instead of the stream ending"
+    );
 }

@@ -19,6 +19,8 @@ fn every_page_is_a_labelled_document_with_a_skip_link_and_the_style_sheet() {
     assert!(html.starts_with("<!DOCTYPE html><html lang=\"en\">"));
     assert!(html.contains(r##"<a class="skip" href="#main">"##));
     assert!(html.contains(r#"<link rel="stylesheet" href="/console/static/console.css">"#));
+    assert!(html.contains(r#"<script src="/console/static/console.js" defer></script>"#));
+    assert!(SCRIPT.contains("EventSource") && SCRIPT.contains("data-live"));
     assert!(html.contains(r#"<label for="token">"#));
     assert!(html.contains(r#"<meta name="viewport""#));
     // Both themes and the narrow layout are in the style sheet.
