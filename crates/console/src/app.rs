@@ -28,6 +28,14 @@ pub fn tenant_clusters() -> ApiResource {
     )
 }
 
+/// The platform's tenants.
+pub fn tenants() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.matryoshka.dev", "v1alpha1", "Tenant"),
+        "tenants",
+    )
+}
+
 /// The kubeconfigs offered for download: the key of each in the cluster's kubeconfig Secret.
 pub const KUBECONFIGS: [(&str, &str); 2] =
     [("admin", "admin.conf"), ("super-admin", "super-admin.conf")];
@@ -258,7 +266,7 @@ impl Console {
             Err(e) => return error(None, e),
         };
         let result = match (r, req.method) {
-            (Route::Home, Method::Get) => Ok(Response::html(200, home(&user))),
+            (Route::Home, Method::Get) => Ok(self.home(&client, &user).await),
             (Route::List(ns), Method::Get) => self.list(&client, &user, ns).await,
             (Route::New(ns), Method::Get) => {
                 Ok(self.form_page(&user, ns, None, &Value::Null, &Errors::new(), None))
@@ -306,6 +314,18 @@ impl Console {
             }),
         };
         result.unwrap_or_else(|e| error(Some(&user), e))
+    }
+
+    /// The tenant tree when the user may list Tenants everywhere; else a namespace to open.
+    async fn home(&self, client: &kube::Client, user: &str) -> Response {
+        let tenants: Api<DynamicObject> = Api::all_with(client.clone(), &tenants());
+        match tenants.list(&ListParams::default()).await {
+            Ok(list) => {
+                let values: Vec<Value> = list.items.iter().map(to_value).collect();
+                Response::html(200, pages::tenant_tree(user, &values))
+            }
+            Err(_) => Response::html(200, home(user)),
+        }
     }
 
     async fn sign_in(&self, form: &FormData) -> Response {

@@ -355,6 +355,51 @@ pub fn cluster_form(
     layout(&title, Some(user), content)
 }
 
+/// The namespace of a Tenant: its status says; before the platform wrote it, the platform's
+/// naming rule (children of `tenant-root` are `tenant-<name>`, deeper ones
+/// `<parent namespace>-<name>`).
+pub fn tenant_namespace(tenant: &Value) -> String {
+    if let Some(ns) = tenant.pointer("/status/namespace").and_then(Value::as_str) {
+        return ns.to_string();
+    }
+    let parent = text(tenant, "/metadata/namespace");
+    let name = text(tenant, "/metadata/name");
+    if parent == "tenant-root" {
+        format!("tenant-{name}")
+    } else {
+        format!("{parent}-{name}")
+    }
+}
+
+/// The tenant tree the user may list: each tenant under its parent, with its quotas and a
+/// link to its tenant clusters.
+pub fn tenant_tree(user: &str, tenants: &[Value]) -> Markup {
+    let mut rows: Vec<(String, &Value)> =
+        tenants.iter().map(|t| (tenant_namespace(t), t)).collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let content = html! {
+        ul.tree {
+            li { a href=(clusters_url("tenant-root")) { "tenant-root" } " (the root tenant)" }
+            @for (ns, t) in &rows {
+                @let depth = ns.matches('-').count().saturating_sub(1);
+                li style={"margin-left: " (depth * 2) "rem"} {
+                    a href=(clusters_url(ns)) { (text(t, "/metadata/name")) }
+                    " " (readiness(t)) " "
+                    span.hint { (ns) }
+                    @if let Some(q) = t.pointer("/spec/resourceQuotas").and_then(Value::as_object).filter(|q| !q.is_empty()) {
+                        " · quotas: "
+                        @for (i, (k, v)) in q.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            (k) " " (v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout("Tenants", Some(user), content)
+}
+
 /// Asks before deleting (a page of its own, so no script is needed).
 pub fn confirm_delete(user: &str, namespace: &str, name: &str) -> Markup {
     let url = cluster_url(namespace, name);

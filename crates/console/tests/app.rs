@@ -56,7 +56,9 @@ async fn lab() -> Lab {
         }
     }
     let (alice, bob) = (server.as_user("alice", &[]), server.as_user("bob", &[]));
+    let root = admin.clone();
     let clients = Arc::new(move |token: &str| match token {
+        "admin-token" => root.clone(),
         "alice-token" => alice.clone(),
         _ => bob.clone(),
     });
@@ -420,4 +422,55 @@ async fn the_cluster_table_is_sent_again_live_when_a_tenant_cluster_changes() {
     let stranger = stranger.await;
     assert_eq!(stranger.status, 403);
     assert!(stranger.live.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_page_is_the_tenant_tree_for_whoever_may_list_tenants() {
+    let lab = lab().await;
+    let tenant: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "Tenant",
+        "metadata": {"name": "foo", "namespace": "tenant-root"},
+    }))
+    .unwrap();
+    Api::<DynamicObject>::namespaced_with(
+        lab.admin.clone(),
+        "tenant-root",
+        &console::app::tenants(),
+    )
+    .create(&PostParams::default(), &tenant)
+    .await
+    .unwrap();
+    let admin = lab.send("admin-token", Method::Get, "/console/", &[]).await;
+    assert_eq!(admin.status, 200, "{}", admin.body);
+    assert!(
+        admin
+            .body
+            .contains(r#"href="/console/namespaces/tenant-foo/tenantclusters">foo</a>"#),
+        "{}",
+        admin.body
+    );
+    // A user who may not list tenants everywhere opens a namespace by name.
+    let bob = lab.send("bob-token", Method::Get, "/console/", &[]).await;
+    assert_eq!(bob.status, 200);
+    assert!(
+        bob.body.contains(r#"name="namespace""#) && !bob.body.contains("tenant-foo/tenantclusters")
+    );
+    let go = lab
+        .send(
+            "bob-token",
+            Method::Post,
+            "/console/go",
+            &[("namespace", "tenant-foo")],
+        )
+        .await;
+    assert_eq!(go.location.as_deref(), Some(LIST));
+    let bad = lab
+        .send(
+            "bob-token",
+            Method::Post,
+            "/console/go",
+            &[("namespace", "../x")],
+        )
+        .await;
+    assert_eq!(bad.status, 422);
 }

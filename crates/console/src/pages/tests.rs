@@ -142,3 +142,24 @@ fn a_cluster_being_deleted_or_not_yet_reconciled_says_so() {
             .contains("Forbidden")
     );
 }
+
+#[test]
+fn the_tenant_tree_nests_tenants_under_their_parents_with_their_quotas() {
+    let tenants = [
+        json!({"metadata": {"name": "bar", "namespace": "tenant-foo"}}),
+        json!({"metadata": {"name": "foo", "namespace": "tenant-root"},
+            "spec": {"resourceQuotas": {"cpu": "4", "memory": "8Gi"}},
+            "status": {"namespace": "tenant-foo", "conditions": [{"type": "Ready", "status": "True"}]}}),
+    ];
+    assert_eq!(tenant_namespace(&tenants[0]), "tenant-foo-bar");
+    let html = tenant_tree("admin", &tenants).into_string();
+    let foo = html
+        .find(r#"href="/console/namespaces/tenant-foo/tenantclusters""#)
+        .unwrap();
+    let bar = html
+        .find(r#"href="/console/namespaces/tenant-foo-bar/tenantclusters""#)
+        .unwrap();
+    assert!(foo < bar, "a child after its parent");
+    assert!(html.contains("quotas: cpu 4, memory 8Gi"));
+    assert!(html.contains(r#"style="margin-left: 2rem""#), "{html}");
+}
