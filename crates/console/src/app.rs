@@ -129,6 +129,17 @@ struct Refused {
     status: Value,
 }
 
+impl Refused {
+    /// A refusal of the console's own (no API `Status` behind it).
+    fn new(code: u16, message: impl Into<String>) -> Refused {
+        Refused {
+            code,
+            message: message.into(),
+            status: Value::Null,
+        }
+    }
+}
+
 impl From<kube::Error> for Refused {
     fn from(e: kube::Error) -> Refused {
         match e {
@@ -137,11 +148,7 @@ impl From<kube::Error> for Refused {
                 message: s.message.clone(),
                 status: serde_json::to_value(&*s).unwrap_or(Value::Null),
             },
-            other => Refused {
-                code: 502,
-                message: other.to_string(),
-                status: Value::Null,
-            },
+            other => Refused::new(502, other.to_string()),
         }
     }
 }
@@ -281,11 +288,10 @@ impl Console {
                         "{BASE}/namespaces/{ns}/tenantclusters"
                     )))
                 } else {
-                    Err(Refused {
-                        code: 422,
-                        message: format!("Invalid value: \"{ns}\": not a namespace name"),
-                        status: Value::Null,
-                    })
+                    Err(Refused::new(
+                        422,
+                        format!("Invalid value: \"{ns}\": not a namespace name"),
+                    ))
                 }
             }
             (Route::Edit(ns, name), Method::Post) => {
@@ -302,16 +308,11 @@ impl Console {
                 kubeconfig(&client, ns, name, which).await
             }
             (Route::Live(ns), Method::Get) => live(&client, ns).await,
-            (Route::Unknown, _) => Err(Refused {
-                code: 404,
-                message: format!("{} is not a page of the console", req.path),
-                status: Value::Null,
-            }),
-            _ => Err(Refused {
-                code: 405,
-                message: "This page does not take that method.".into(),
-                status: Value::Null,
-            }),
+            (Route::Unknown, _) => Err(Refused::new(
+                404,
+                format!("{} is not a page of the console", req.path),
+            )),
+            _ => Err(Refused::new(405, "This page does not take that method.")),
         };
         result.unwrap_or_else(|e| error(Some(&user), e))
     }
@@ -449,11 +450,7 @@ impl Console {
             "metadata": {"name": name, "namespace": ns},
             "spec": spec,
         }))
-        .map_err(|e| Refused {
-            code: 400,
-            message: e.to_string(),
-            status: Value::Null,
-        })?;
+        .map_err(|e| Refused::new(400, e.to_string()))?;
         match clusters(client, ns)
             .create(&PostParams::default(), &obj)
             .await
@@ -463,19 +460,26 @@ impl Console {
             ))),
             Err(e) => {
                 let r = Refused::from(e);
-                if r.code == 422 || r.code == 400 || r.code == 409 {
-                    let errors =
-                        form::normalize(&self.spec_schema, "spec", form::status_errors(&r.status));
-                    let errors = if errors.is_empty() {
-                        message_error(&r.message)
-                    } else {
-                        errors
-                    };
-                    return Ok(self.form_page(user, ns, None, &spec, &errors, Some(form)));
+                match self.form_errors(&r) {
+                    Some(errors) => Ok(self.form_page(user, ns, None, &spec, &errors, Some(form))),
+                    None => Err(r),
                 }
-                Err(r)
             }
         }
+    }
+
+    /// The field errors of a refusal the form shows again (a bad request, an invalid object,
+    /// a conflict); any other refusal is a page of its own.
+    fn form_errors(&self, r: &Refused) -> Option<Errors> {
+        if !matches!(r.code, 400 | 409 | 422) {
+            return None;
+        }
+        let errors = form::normalize(&self.spec_schema, "spec", form::status_errors(&r.status));
+        Some(if errors.is_empty() {
+            message_error(&r.message)
+        } else {
+            errors
+        })
     }
 
     async fn edit_page(
@@ -513,17 +517,12 @@ impl Console {
             ))),
             Err(e) => {
                 let r = Refused::from(e);
-                if r.code == 422 || r.code == 409 {
-                    let errors =
-                        form::normalize(&self.spec_schema, "spec", form::status_errors(&r.status));
-                    let errors = if errors.is_empty() {
-                        message_error(&r.message)
-                    } else {
-                        errors
-                    };
-                    return Ok(self.form_page(user, ns, Some(name), &spec, &errors, Some(form)));
+                match self.form_errors(&r) {
+                    Some(errors) => {
+                        Ok(self.form_page(user, ns, Some(name), &spec, &errors, Some(form)))
+                    }
+                    None => Err(r),
                 }
-                Err(r)
             }
         }
     }
@@ -585,13 +584,29 @@ async fn scale(
     form: &FormData,
 ) -> Result<Response, Refused> {
     let group = form.get("group").unwrap_or_default();
+    // A merge patch would create a group it does not find: only an existing one is scaled.
+    let current = clusters(client, ns).get(name).await?;
+    if current
+        .data
+        .pointer("/spec/nodeGroups")
+        .and_then(|g| g.get(group))
+        .is_none()
+    {
+        return Err(Refused::new(
+            422,
+            format!(
+                "spec.nodeGroups[{group}]: Not found: \"{group}\": {name} has no such node group"
+            ),
+        ));
+    }
     let mut patch = json!({});
     for field in ["minReplicas", "maxReplicas"] {
         let text = form.get(field).unwrap_or_default().trim();
-        let n: i64 = text.parse().map_err(|_| Refused {
-            code: 422,
-            message: format!("{field}: Invalid value: \"{text}\": must be a whole number"),
-            status: Value::Null,
+        let n: i64 = text.parse().map_err(|_| {
+            Refused::new(
+                422,
+                format!("{field}: Invalid value: \"{text}\": must be a whole number"),
+            )
         })?;
         patch[field] = json!(n);
     }
@@ -629,33 +644,24 @@ async fn kubeconfig(
     which: &str,
 ) -> Result<Response, Refused> {
     let Some((_, key)) = KUBECONFIGS.iter().find(|(k, _)| *k == which) else {
-        return Err(Refused {
-            code: 404,
-            message: format!("There is no {which} kubeconfig."),
-            status: Value::Null,
-        });
+        return Err(Refused::new(
+            404,
+            format!("There is no {which} kubeconfig."),
+        ));
     };
     let c = clusters(client, ns).get(name).await?;
     let secret_name = c
         .data
         .pointer("/status/kubeconfigSecret")
         .and_then(Value::as_str)
-        .ok_or_else(|| Refused {
-            code: 404,
-            message: format!("The kubeconfigs of {name} are not ready yet."),
-            status: Value::Null,
-        })?
+        .ok_or_else(|| Refused::new(404, format!("The kubeconfigs of {name} are not ready yet.")))?
         .to_string();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret = secrets.get(&secret_name).await?;
     let data = secret
         .data
         .and_then(|d| d.get(*key).cloned())
-        .ok_or_else(|| Refused {
-            code: 404,
-            message: format!("Secret {secret_name} has no key {key}."),
-            status: Value::Null,
-        })?;
+        .ok_or_else(|| Refused::new(404, format!("Secret {secret_name} has no key {key}.")))?;
     Ok(Response {
         status: 200,
         content_type: "application/yaml",

@@ -255,6 +255,17 @@ async fn a_viewer_sees_clusters_without_the_actions_the_api_would_refuse() {
         )
         .await;
     assert_eq!(scale.status, 303, "{}", scale.body);
+    // Scaling a group the cluster does not have creates nothing.
+    let unknown = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{LIST}/dev/scale"),
+            &[("group", "md9"), ("minReplicas", "1"), ("maxReplicas", "2")],
+        )
+        .await;
+    assert_eq!(unknown.status, 422, "{}", unknown.body);
+    assert!(unknown.body.contains("has no such node group"));
     let dev = lab.clusters().get("dev").await.unwrap();
     let md0 = &dev.data["spec"]["nodeGroups"]["md0"];
     assert_eq!(
