@@ -13,6 +13,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Event, Secret};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -39,6 +40,34 @@ pub fn tenants() -> ApiResource {
 /// The kubeconfigs offered for download: the key of each in the cluster's kubeconfig Secret.
 pub const KUBECONFIGS: [(&str, &str); 2] =
     [("admin", "admin.conf"), ("super-admin", "super-admin.conf")];
+
+/// The OIDC kubeconfig (kubelogin): Secret `kubernetes-<name>-oidc-kubeconfig`, key
+/// `kubeconfig`, written by the platform when the cluster's `spec.oidc.mode` is `System`.
+pub const OIDC_KUBECONFIG: &str = "oidc";
+
+/// UsageReports, asked as dry runs (computed by admission, never stored).
+pub fn usage_reports() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.matryoshka.dev", "v1alpha1", "UsageReport"),
+        "usagereports",
+    )
+}
+
+/// Cluster API Machines (the nodes' machines of a tenant cluster, in its tenant namespace).
+pub fn machines() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Machine"),
+        "machines",
+    )
+}
+
+/// The label naming a Machine's cluster (its release, `kubernetes-<name>`).
+const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+
+/// How many hours the usage page charts (one bar each).
+pub const USAGE_HOURS: i64 = 24;
+/// The period of the usage beside each tenant of the tree.
+pub const TREE_USAGE_DAYS: i64 = 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -120,6 +149,7 @@ pub type Clients = Arc<dyn Fn(&str) -> kube::Client + Send + Sync>;
 pub struct Console {
     clients: Clients,
     spec_schema: Value,
+    tenant_schema: Value,
 }
 
 /// A refusal of the API as the page shows it.
@@ -167,6 +197,9 @@ enum Route<'a> {
     Delete(&'a str, &'a str),
     Kubeconfig(&'a str, &'a str, &'a str),
     Live(&'a str),
+    LiveDetail(&'a str, &'a str),
+    TenantNew(&'a str),
+    Usage(&'a str),
     Script,
     Go,
     Unknown,
@@ -200,6 +233,11 @@ fn route(path: &str) -> Route<'_> {
         ["static", "console.css"] => Route::Style,
         ["static", "console.js"] => Route::Script,
         ["live", "namespaces", ns, "tenantclusters"] if is_name(ns) => Route::Live(ns),
+        ["live", "namespaces", ns, "tenantclusters", name] if is_name(ns) && is_name(name) => {
+            Route::LiveDetail(ns, name)
+        }
+        ["namespaces", ns, "tenants", "new"] => Route::TenantNew(ns),
+        ["namespaces", ns, "usage"] => Route::Usage(ns),
         ["sign-in"] => Route::SignIn,
         ["sign-out"] => Route::SignOut,
         ["go"] => Route::Go,
@@ -222,10 +260,13 @@ fn route(path: &str) -> Route<'_> {
 }
 
 impl Console {
-    pub fn new(clients: Clients, spec_schema: Value) -> Console {
+    /// `spec_schema` and `tenant_schema`: the `spec` schemas of the TenantCluster and Tenant
+    /// CRDs, from which the forms are generated.
+    pub fn new(clients: Clients, spec_schema: Value, tenant_schema: Value) -> Console {
         Console {
             clients,
             spec_schema,
+            tenant_schema,
         }
     }
 
@@ -308,6 +349,22 @@ impl Console {
                 kubeconfig(&client, ns, name, which).await
             }
             (Route::Live(ns), Method::Get) => live(&client, ns).await,
+            (Route::LiveDetail(ns, name), Method::Get) => live_detail(&client, ns, name).await,
+            (Route::TenantNew(ns), Method::Get) => Ok(Response::html(
+                200,
+                pages::tenant_form(
+                    &user,
+                    ns,
+                    &self.tenant_schema,
+                    &Value::Null,
+                    &Errors::new(),
+                    None,
+                ),
+            )),
+            (Route::TenantNew(ns), Method::Post) => {
+                self.create_tenant(&client, &user, ns, &req.form).await
+            }
+            (Route::Usage(ns), Method::Get) => usage(&client, &user, ns).await,
             (Route::Unknown, _) => Err(Refused::new(
                 404,
                 format!("{} is not a page of the console", req.path),
@@ -323,9 +380,56 @@ impl Console {
         match tenants.list(&ListParams::default()).await {
             Ok(list) => {
                 let values: Vec<Value> = list.items.iter().map(to_value).collect();
-                Response::html(200, pages::tenant_tree(user, &values))
+                let now = Timestamp::now();
+                let start = now - SignedDuration::from_hours(24 * TREE_USAGE_DAYS);
+                // Usage is context: a user who may not ask for it still sees the tree.
+                let usage = match report(client, "tenant-root", start, now).await {
+                    Ok(r) => r
+                        .get("tenants")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|t| {
+                            Some((
+                                t.get("tenant")?.as_str()?.to_string(),
+                                t.get("totalConsumptions")?.clone(),
+                            ))
+                        })
+                        .collect(),
+                    Err(_) => Default::default(),
+                };
+                let may_create = may(client, "", "create", "tenants", GROUP).await;
+                let period = format!("the last {TREE_USAGE_DAYS} days");
+                Response::html(
+                    200,
+                    pages::tenant_tree(user, &values, &usage, &period, may_create),
+                )
             }
             Err(_) => Response::html(200, home(user)),
+        }
+    }
+
+    async fn create_tenant(
+        &self,
+        client: &kube::Client,
+        user: &str,
+        ns: &str,
+        form: &FormData,
+    ) -> Result<Response, Refused> {
+        match create_from_form(client, &tenants(), &self.tenant_schema, ns, form).await? {
+            Ok(created) => {
+                let child = pages::tenant_namespace(&to_value(&created));
+                Ok(Response::redirect(format!(
+                    "{BASE}/namespaces/{child}/tenantclusters"
+                )))
+            }
+            Err((spec, errors)) => {
+                let status = if errors.is_empty() { 200 } else { 422 };
+                Ok(Response::html(
+                    status,
+                    pages::tenant_form(user, ns, &self.tenant_schema, &spec, &errors, Some(form)),
+                ))
+            }
         }
     }
 
@@ -400,14 +504,11 @@ impl Console {
             delete: may(client, ns, "delete", "tenantclusters", group).await,
             kubeconfig: may(client, ns, "get", "secrets", "").await,
         };
-        let kinds: Vec<&str> = if value.pointer("/status/kubeconfigSecret").is_some() {
-            KUBECONFIGS.iter().map(|(k, _)| *k).collect()
-        } else {
-            Vec::new()
-        };
+        let machines = cluster_machines(client, ns, name).await.unwrap_or_default();
+        let live = format!("{BASE}/live/namespaces/{ns}/tenantclusters/{name}");
         Ok(Response::html(
             200,
-            pages::cluster_detail(user, &value, &events, allowed, &kinds),
+            pages::cluster_detail(user, &value, &machines, &events, allowed, Some(&live)),
         ))
     }
 
@@ -434,52 +535,17 @@ impl Console {
         ns: &str,
         form: &FormData,
     ) -> Result<Response, Refused> {
-        let (spec, errors) = form::read(&self.spec_schema, "spec", &Value::Null, form);
-        if !errors.is_empty() || form.reshapes() {
-            return Ok(self.form_page(user, ns, None, &spec, &errors, Some(form)));
-        }
-        let name = form
-            .get("metadata.name")
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        let ar = tenant_clusters();
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": ar.api_version,
-            "kind": ar.kind,
-            "metadata": {"name": name, "namespace": ns},
-            "spec": spec,
-        }))
-        .map_err(|e| Refused::new(400, e.to_string()))?;
-        match clusters(client, ns)
-            .create(&PostParams::default(), &obj)
-            .await
-        {
-            Ok(_) => Ok(Response::redirect(format!(
-                "{BASE}/namespaces/{ns}/tenantclusters/{name}"
+        match create_from_form(client, &tenant_clusters(), &self.spec_schema, ns, form).await? {
+            Ok(created) => Ok(Response::redirect(format!(
+                "{BASE}/namespaces/{ns}/tenantclusters/{}",
+                created.metadata.name.unwrap_or_default()
             ))),
-            Err(e) => {
-                let r = Refused::from(e);
-                match self.form_errors(&r) {
-                    Some(errors) => Ok(self.form_page(user, ns, None, &spec, &errors, Some(form))),
-                    None => Err(r),
-                }
-            }
+            Err((spec, errors)) => Ok(self.form_page(user, ns, None, &spec, &errors, Some(form))),
         }
     }
 
-    /// The field errors of a refusal the form shows again (a bad request, an invalid object,
-    /// a conflict); any other refusal is a page of its own.
     fn form_errors(&self, r: &Refused) -> Option<Errors> {
-        if !matches!(r.code, 400 | 409 | 422) {
-            return None;
-        }
-        let errors = form::normalize(&self.spec_schema, "spec", form::status_errors(&r.status));
-        Some(if errors.is_empty() {
-            message_error(&r.message)
-        } else {
-            errors
-        })
+        form_errors(&self.spec_schema, r)
     }
 
     async fn edit_page(
@@ -523,6 +589,56 @@ impl Console {
                     }
                     None => Err(r),
                 }
+            }
+        }
+    }
+}
+
+/// The field errors of a refusal the form shows again (a bad request, an invalid object,
+/// a conflict); any other refusal is a page of its own.
+fn form_errors(schema: &Value, r: &Refused) -> Option<Errors> {
+    if !matches!(r.code, 400 | 409 | 422) {
+        return None;
+    }
+    let errors = form::normalize(schema, "spec", form::status_errors(&r.status));
+    Some(if errors.is_empty() {
+        message_error(&r.message)
+    } else {
+        errors
+    })
+}
+
+/// Creates the object of resource `ar` in `ns` that a form describes (`metadata.name` and the
+/// `spec` of `schema`): the created object, or the spec as read and the errors to show with
+/// the form again (the form's own, or the server's field errors), or a refusal of another
+/// kind.
+async fn create_from_form(
+    client: &kube::Client,
+    ar: &ApiResource,
+    schema: &Value,
+    ns: &str,
+    form: &FormData,
+) -> Result<Result<DynamicObject, (Value, Errors)>, Refused> {
+    let (spec, errors) = form::read(schema, "spec", &Value::Null, form);
+    if !errors.is_empty() || form.reshapes() {
+        return Ok(Err((spec, errors)));
+    }
+    let name = form.get("metadata.name").unwrap_or_default().trim();
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": ar.api_version,
+        "kind": ar.kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }))
+    .map_err(|e| Refused::new(400, e.to_string()))?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(created) => Ok(Ok(created)),
+        Err(e) => {
+            let r = Refused::from(e);
+            match form_errors(schema, &r) {
+                Some(errors) => Ok(Err((spec, errors))),
+                None => Err(r),
             }
         }
     }
@@ -586,20 +702,26 @@ async fn scale(
     let group = form.get("group").unwrap_or_default();
     // A merge patch would create a group it does not find: only an existing one is scaled.
     let current = clusters(client, ns).get(name).await?;
-    if current
-        .data
-        .pointer("/spec/nodeGroups")
-        .and_then(|g| g.get(group))
-        .is_none()
-    {
+    let groups = pages::node_groups(&to_value(&current));
+    let Some(existing) = groups.get(group) else {
         return Err(Refused::new(
             422,
             format!(
                 "spec.nodeGroups[{group}]: Not found: \"{group}\": {name} has no such node group"
             ),
         ));
-    }
-    let mut patch = json!({});
+    };
+    // The implied default group is written out whole, so only its sizes change.
+    let mut patch = if current
+        .data
+        .pointer("/spec/nodeGroups")
+        .and_then(Value::as_object)
+        .is_none_or(|g| g.is_empty())
+    {
+        existing.clone()
+    } else {
+        json!({})
+    };
     for field in ["minReplicas", "maxReplicas"] {
         let text = form.get(field).unwrap_or_default().trim();
         let n: i64 = text.parse().map_err(|_| {
@@ -643,24 +765,31 @@ async fn kubeconfig(
     name: &str,
     which: &str,
 ) -> Result<Response, Refused> {
-    let Some((_, key)) = KUBECONFIGS.iter().find(|(k, _)| *k == which) else {
-        return Err(Refused::new(
-            404,
-            format!("There is no {which} kubeconfig."),
-        ));
-    };
     let c = clusters(client, ns).get(name).await?;
-    let secret_name = c
-        .data
-        .pointer("/status/kubeconfigSecret")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Refused::new(404, format!("The kubeconfigs of {name} are not ready yet.")))?
-        .to_string();
+    let (secret_name, key) = if which == OIDC_KUBECONFIG {
+        (format!("kubernetes-{name}-oidc-kubeconfig"), "kubeconfig")
+    } else {
+        let Some((_, key)) = KUBECONFIGS.iter().find(|(k, _)| *k == which) else {
+            return Err(Refused::new(
+                404,
+                format!("There is no {which} kubeconfig."),
+            ));
+        };
+        let secret_name = c
+            .data
+            .pointer("/status/kubeconfigSecret")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                Refused::new(404, format!("The kubeconfigs of {name} are not ready yet."))
+            })?
+            .to_string();
+        (secret_name, *key)
+    };
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret = secrets.get(&secret_name).await?;
     let data = secret
         .data
-        .and_then(|d| d.get(*key).cloned())
+        .and_then(|d| d.get(key).cloned())
         .ok_or_else(|| Refused::new(404, format!("Secret {secret_name} has no key {key}.")))?;
     Ok(Response {
         status: 200,
@@ -671,6 +800,50 @@ async fn kubeconfig(
         download: Some(format!("{name}-{which}.kubeconfig")),
         live: None,
     })
+}
+
+/// The objects a watch has shown, by name: a re-list replaces them when it is complete.
+#[derive(Default)]
+struct Mirror {
+    seen: std::collections::BTreeMap<String, Value>,
+    listing: Option<std::collections::BTreeMap<String, Value>>,
+}
+
+impl Mirror {
+    /// Applies a watch event; whether what is shown changed.
+    fn apply(&mut self, ev: kube::runtime::watcher::Event<DynamicObject>) -> bool {
+        use kube::runtime::watcher::Event;
+        match ev {
+            Event::Init => {
+                self.listing = Some(Default::default());
+                false
+            }
+            Event::InitApply(o) => {
+                self.listing
+                    .get_or_insert_with(Default::default)
+                    .insert(o.metadata.name.clone().unwrap_or_default(), to_value(&o));
+                false
+            }
+            Event::InitDone => {
+                self.seen = self.listing.take().unwrap_or_default();
+                true
+            }
+            Event::Apply(o) => {
+                self.seen
+                    .insert(o.metadata.name.clone().unwrap_or_default(), to_value(&o));
+                true
+            }
+            Event::Delete(o) => {
+                self.seen
+                    .remove(&o.metadata.name.clone().unwrap_or_default());
+                true
+            }
+        }
+    }
+
+    fn values(&self) -> Vec<Value> {
+        self.seen.values().cloned().collect()
+    }
 }
 
 /// One server-sent event: its name and its data, one `data:` line per line.
@@ -696,40 +869,16 @@ async fn live(client: &kube::Client, ns: &str) -> Result<Response, Refused> {
     let api = clusters(client, ns);
     api.list(&ListParams::default().limit(1)).await?;
     let namespace = ns.to_string();
-    let mut seen: std::collections::BTreeMap<String, Value> = Default::default();
-    let mut listing: Option<std::collections::BTreeMap<String, Value>> = None;
+    let mut seen = Mirror::default();
     let changes = watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(move |ev| {
             let changed = match ev {
-                Ok(watcher::Event::Init) => {
-                    listing = Some(Default::default());
-                    false
-                }
-                Ok(watcher::Event::InitApply(o)) => {
-                    let v = to_value(&o);
-                    listing
-                        .get_or_insert_with(Default::default)
-                        .insert(o.metadata.name.clone().unwrap_or_default(), v);
-                    false
-                }
-                Ok(watcher::Event::InitDone) => {
-                    seen = listing.take().unwrap_or_default();
-                    true
-                }
-                Ok(watcher::Event::Apply(o)) => {
-                    let v = to_value(&o);
-                    seen.insert(o.metadata.name.clone().unwrap_or_default(), v);
-                    true
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    seen.remove(&o.metadata.name.clone().unwrap_or_default());
-                    true
-                }
+                Ok(ev) => seen.apply(ev),
                 Err(_) => false,
             };
             let out = changed.then(|| {
-                let rows: Vec<Value> = seen.values().cloned().collect();
+                let rows = seen.values();
                 sse_event(
                     "rows",
                     &pages::cluster_rows(&namespace, &rows).into_string(),
@@ -737,16 +886,171 @@ async fn live(client: &kube::Client, ns: &str) -> Result<Response, Refused> {
             });
             futures::future::ready(out)
         });
+    Ok(live_response(changes.boxed()))
+}
+
+const GROUP: &str = "platform.matryoshka.dev";
+
+/// The Machines of TenantCluster `name` in `ns`.
+async fn cluster_machines(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<Vec<Value>, Refused> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &machines());
+    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}=kubernetes-{name}"));
+    Ok(api.list(&lp).await?.items.iter().map(to_value).collect())
+}
+
+/// The usage report of tenant namespace `ns` and its sub-tenants over `[start, end)`, asked as
+/// the user: a dry-run create of a UsageReport, which admission answers without storing it.
+async fn report(
+    client: &kube::Client,
+    ns: &str,
+    start: Timestamp,
+    end: Timestamp,
+) -> Result<Value, Refused> {
+    let ar = usage_reports();
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": ar.api_version,
+        "kind": ar.kind,
+        "metadata": {"generateName": "console-", "namespace": ns},
+        "query": {
+            "tenant": ns,
+            "includeSubTenants": true,
+            "startTimestamp": start.to_string(),
+            "endTimestamp": end.to_string(),
+        },
+    }))
+    .map_err(|e| Refused::new(400, e.to_string()))?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let created = api.create(&pp, &obj).await?;
+    Ok(created.data.get("report").cloned().unwrap_or(Value::Null))
+}
+
+/// The start of the hour `t` is in.
+fn hour_of(t: Timestamp) -> Timestamp {
+    let s = t.as_second();
+    Timestamp::from_second(s - s.rem_euclid(3600)).unwrap_or(t)
+}
+
+/// A tenant's usage page: the last [`USAGE_HOURS`] hours in total and hour by hour (one dry-run
+/// report per hour, asked together).
+async fn usage(client: &kube::Client, user: &str, ns: &str) -> Result<Response, Refused> {
+    let now = Timestamp::now();
+    let first = hour_of(now) - SignedDuration::from_hours(USAGE_HOURS - 1);
+    let whole = report(client, ns, first, now).await?;
+    let hours: Vec<Timestamp> = (0..USAGE_HOURS)
+        .map(|i| first + SignedDuration::from_hours(i))
+        .collect();
+    let asked = hours.iter().map(|h| {
+        let end = (*h + SignedDuration::from_hours(1)).min(now);
+        report(client, ns, *h, end.max(*h + SignedDuration::from_secs(1)))
+    });
+    let reports = futures::future::join_all(asked).await;
+    let mut series = Vec::new();
+    for (h, r) in hours.iter().zip(reports) {
+        let total = r?.get("totalConsumptions").cloned().unwrap_or(Value::Null);
+        let label = h.strftime("%H:00").to_string();
+        series.push((label, total));
+    }
+    let period = format!(
+        "from {} to {} (UTC)",
+        first.strftime("%Y-%m-%d %H:%M"),
+        now.strftime("%Y-%m-%d %H:%M")
+    );
+    Ok(Response::html(
+        200,
+        pages::usage_page(user, ns, &period, &whole, &series),
+    ))
+}
+
+/// The status section of a cluster's detail page, sent again whenever the TenantCluster or
+/// one of its Machines changes (watches as the user; a user who may not read the cluster is
+/// refused before the stream starts, one who may not read Machines sees none).
+async fn live_detail(client: &kube::Client, ns: &str, name: &str) -> Result<Response, Refused> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    clusters(client, ns).get(name).await?;
+    let kubeconfig = may(client, ns, "get", "secrets", "").await;
+    let machine_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &machines());
+    let machines_readable = machine_api
+        .list(&ListParams::default().limit(1))
+        .await
+        .is_ok();
+    enum Change {
+        Cluster(Option<Value>),
+        Machines(Box<watcher::Event<DynamicObject>>),
+    }
+    let cluster_changes = watcher(
+        clusters(client, ns),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .filter_map(|ev| {
+        futures::future::ready(match ev {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                Some(Change::Cluster(Some(to_value(&o))))
+            }
+            Ok(watcher::Event::Delete(_)) => Some(Change::Cluster(None)),
+            _ => None,
+        })
+    })
+    .boxed();
+    let machine_changes = if machines_readable {
+        watcher(
+            machine_api,
+            watcher::Config::default().labels(&format!("{CLUSTER_NAME_LABEL}=kubernetes-{name}")),
+        )
+        .default_backoff()
+        .filter_map(|ev| futures::future::ready(ev.ok().map(|e| Change::Machines(Box::new(e)))))
+        .boxed()
+    } else {
+        futures::stream::pending().boxed()
+    };
+    let mut cluster: Option<Value> = None;
+    let mut machines = Mirror::default();
+    let changes =
+        futures::stream::select(cluster_changes, machine_changes).filter_map(move |change| {
+            let changed = match change {
+                Change::Cluster(c) => {
+                    cluster = c;
+                    true
+                }
+                Change::Machines(ev) => machines.apply(*ev),
+            };
+            let out = match (&cluster, changed) {
+                (Some(c), true) => {
+                    let machines = machines.values();
+                    Some(sse_event(
+                        "status",
+                        &pages::cluster_status(c, &machines, kubeconfig).into_string(),
+                    ))
+                }
+                _ => None,
+            };
+            futures::future::ready(out)
+        });
+    Ok(live_response(changes.boxed()))
+}
+
+/// A stream of events with a heartbeat, as a response.
+fn live_response(changes: futures::stream::BoxStream<'static, String>) -> Response {
+    use futures::StreamExt;
     let heartbeat = futures::stream::unfold((), |()| async {
         tokio::time::sleep(HEARTBEAT).await;
         Some((": still here\n\n".to_string(), ()))
     });
     let stream = futures::stream::select(changes, heartbeat).boxed();
-    Ok(Response {
+    Response {
         content_type: "text/event-stream",
         live: Some(Live(stream)),
         ..Response::html(200, maud::html! {})
-    })
+    }
 }
 
 fn home(user: &str) -> maud::Markup {

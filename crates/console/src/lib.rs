@@ -11,5 +11,6 @@
 //!   cluster's details with scaling and kubeconfigs, the create/edit form, delete).
 
 pub mod app;
+pub mod chart;
 pub mod form;
 pub mod pages;

@@ -47,7 +47,7 @@ pub fn layout(title: &str, user: Option<&str>, content: Markup) -> Markup {
                     nav aria-label="Main" {
                         a.brand href={(BASE) "/"} { "Matryoshka" }
                         @if let Some(u) = user {
-                            a href={(BASE) "/tenants"} { "Tenants" }
+                            a href={(BASE) "/"} { "Tenants" }
                             span.user { "Signed in as " strong { (u) } }
                             form.inline method="post" action={(BASE) "/sign-out"} {
                                 button type="submit" { "Sign out" }
@@ -145,7 +145,7 @@ pub fn cluster_list(
         @if allowed.create {
             p { a.button href={(clusters_url(namespace)) "/new"} { "Create a tenant cluster" } }
         }
-        div.scroll {
+        div.scroll tabindex="0" role="region" aria-label={"Tenant clusters in " (namespace)} {
             table {
                 caption { "Tenant clusters in " (namespace) }
                 thead { tr { th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Version" } th scope="col" { "Nodes" } th scope="col" { "Endpoint" } } }
@@ -177,6 +177,37 @@ pub fn cluster_rows(namespace: &str, clusters: &[Value]) -> Markup {
                 td { code { (text(c, "/status/endpoint")) } }
             }
         }
+
+    }
+}
+
+/// The kubeconfigs a cluster offers: admin and super-admin once its Secret is written, and
+/// the OIDC one (kubelogin) when `spec.oidc.mode` is `System`.
+pub fn kubeconfig_kinds(cluster: &Value) -> Vec<&'static str> {
+    let mut kinds = Vec::new();
+    if cluster.pointer("/status/kubeconfigSecret").is_some() {
+        kinds.extend(["admin", "super-admin"]);
+    }
+    if cluster.pointer("/spec/oidc/mode").and_then(Value::as_str) == Some("System") {
+        kinds.push("oidc");
+    }
+    kinds
+}
+
+/// The node group a TenantCluster without `spec.nodeGroups` has (the platform's default:
+/// `md0`, u1.medium, no minimum, at most 10 nodes).
+pub fn implied_node_group() -> Value {
+    serde_json::json!({"minReplicas": 0, "maxReplicas": 10, "instanceType": "u1.medium", "diskSize": "20Gi", "roles": ["ingress-nginx"]})
+}
+
+/// A cluster's node groups: its `spec.nodeGroups`, or the implied `md0` when it has none.
+pub fn node_groups(cluster: &Value) -> serde_json::Map<String, Value> {
+    match cluster
+        .pointer("/spec/nodeGroups")
+        .and_then(Value::as_object)
+    {
+        Some(g) if !g.is_empty() => g.clone(),
+        _ => serde_json::Map::from_iter([("md0".to_string(), implied_node_group())]),
     }
 }
 
@@ -185,52 +216,26 @@ pub fn cluster_rows(namespace: &str, clusters: &[Value]) -> Markup {
 pub fn cluster_detail(
     user: &str,
     cluster: &Value,
+    machines: &[Value],
     events: &[Value],
     allowed: Allowed,
-    kubeconfigs: &[&str],
+    live: Option<&str>,
 ) -> Markup {
     let ns = text(cluster, "/metadata/namespace");
     let name = text(cluster, "/metadata/name");
     let url = cluster_url(ns, name);
-    let groups = cluster
-        .pointer("/spec/nodeGroups")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let groups = node_groups(cluster);
     let content = html! {
         p { a href=(clusters_url(ns)) { "All tenant clusters in " (ns) } }
         section aria-labelledby="details" {
             h2 id="details" { "Details" }
-            dl {
-                dt { "Status" } dd { (readiness(cluster)) }
-                dt { "Version" } dd { (text(cluster, "/status/version")) }
-                dt { "Endpoint" } dd { code { (text(cluster, "/status/endpoint")) } }
-                dt { "Nodes (ready/desired)" } dd { (text(cluster, "/status/nodes")) }
-            }
-            @if let Some(conds) = cluster.pointer("/status/conditions").and_then(Value::as_array) {
-                div.scroll {
-                    table {
-                        caption { "Conditions" }
-                        thead { tr { th scope="col" { "Type" } th scope="col" { "Status" } th scope="col" { "Reason" } th scope="col" { "Message" } } }
-                        tbody {
-                            @for c in conds {
-                                tr {
-                                    th scope="row" { (text(c, "/type")) }
-                                    td { (text(c, "/status")) }
-                                    td { (text(c, "/reason")) }
-                                    td { (text(c, "/message")) }
-                                }
-                            }
-                        }
-                    }
-                }
+            // Live updates replace the status and the machines.
+            div id="status" data-live=[live] data-event="status" aria-live="polite" {
+                (cluster_status(cluster, machines, allowed.kubeconfig))
             }
         }
         section aria-labelledby="groups" {
             h2 id="groups" { "Node groups" }
-            @if groups.is_empty() {
-                p { "The default group md0." }
-            }
             @for (group, g) in &groups {
                 @let min_id = format!("scale-{group}-min");
                 @let max_id = format!("scale-{group}-max");
@@ -252,16 +257,6 @@ pub fn cluster_detail(
                                 value=(g.get("maxReplicas").map(Value::to_string).unwrap_or_else(|| "10".into()));
                             button type="submit" { "Scale " (group) }
                         }
-                    }
-                }
-            }
-        }
-        @if allowed.kubeconfig && !kubeconfigs.is_empty() {
-            section aria-labelledby="kubeconfig" {
-                h2 id="kubeconfig" { "Kubeconfig" }
-                ul {
-                    @for k in kubeconfigs {
-                        li { a href={(url) "/kubeconfig/" (k)} download={(name) "-" (k) ".kubeconfig"} { "Download the " (k) " kubeconfig" } }
                     }
                 }
             }
@@ -292,8 +287,69 @@ pub fn cluster_detail(
     layout(&format!("Tenant cluster {name}"), Some(user), content)
 }
 
-/// The create or edit page: the form generated from the CRD's `spec` schema, the server's
-/// field errors next to their fields and in a summary.
+/// A cluster's status: readiness, version, endpoint, conditions and its machines (the nodes'
+/// machines, with their phase and node); what a live update of the detail page sends.
+pub fn cluster_status(cluster: &Value, machines: &[Value], kubeconfig: bool) -> Markup {
+    let name = text(cluster, "/metadata/name");
+    let url = cluster_url(text(cluster, "/metadata/namespace"), name);
+    let kubeconfigs = kubeconfig_kinds(cluster);
+    html! {
+            dl {
+                dt { "Status" } dd { (readiness(cluster)) }
+                dt { "Version" } dd { (text(cluster, "/status/version")) }
+                dt { "Endpoint" } dd { code { (text(cluster, "/status/endpoint")) } }
+                dt { "Nodes (ready/desired)" } dd { (text(cluster, "/status/nodes")) }
+            }
+            @if let Some(conds) = cluster.pointer("/status/conditions").and_then(Value::as_array) {
+                div.scroll tabindex="0" role="region" aria-label="Conditions" {
+                    table {
+                        caption { "Conditions" }
+                        thead { tr { th scope="col" { "Type" } th scope="col" { "Status" } th scope="col" { "Reason" } th scope="col" { "Message" } } }
+                        tbody {
+                            @for c in conds {
+                                tr {
+                                    th scope="row" { (text(c, "/type")) }
+                                    td { (text(c, "/status")) }
+                                    td { (text(c, "/reason")) }
+                                    td { (text(c, "/message")) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+
+        div.scroll tabindex="0" role="region" aria-label="Machines" {
+            table id="machines" {
+                caption { "Machines" }
+                thead { tr { th scope="col" { "Name" } th scope="col" { "Node group" } th scope="col" { "Phase" } th scope="col" { "Node" } th scope="col" { "Version" } } }
+                tbody {
+                    @if machines.is_empty() { tr { td colspan="5" { "No machines." } } }
+                    @for m in machines {
+                        tr {
+                            th scope="row" { (text(m, "/metadata/name")) }
+                            td { (m.pointer("/metadata/labels").and_then(|l| l.get("cluster.x-k8s.io/deployment-name")).and_then(Value::as_str).unwrap_or_default()) }
+                            td { (text(m, "/status/phase")) }
+                            td { (text(m, "/status/nodeRef/name")) }
+                            td { (text(m, "/spec/version")) }
+                        }
+                    }
+                }
+            }
+        }
+        @if kubeconfig && !kubeconfigs.is_empty() {
+            h3 id="kubeconfig" { "Kubeconfig" }
+            ul {
+                @for k in &kubeconfigs {
+                    li { a href={(url) "/kubeconfig/" (k)} download={(name) "-" (k) ".kubeconfig"} { "Download the " (k) " kubeconfig" } }
+                }
+            }
+        }
+    }
+}
+
+/// The create or edit page of a TenantCluster: the form generated from the CRD's `spec`
+/// schema, the server's field errors next to their fields and in a summary.
 pub fn cluster_form(
     user: &str,
     namespace: &str,
@@ -303,15 +359,67 @@ pub fn cluster_form(
     errors: &Errors,
     submitted: Option<&FormData>,
 ) -> Markup {
-    let mode = if name.is_some() {
-        Mode::Edit
-    } else {
-        Mode::Create
+    let (title, action, cancel) = match name {
+        Some(n) => (
+            format!("Edit tenant cluster {n}"),
+            format!("{}/edit", cluster_url(namespace, n)),
+            cluster_url(namespace, n),
+        ),
+        None => (
+            format!("New tenant cluster in {namespace}"),
+            format!("{}/new", clusters_url(namespace)),
+            clusters_url(namespace),
+        ),
     };
-    let action = match name {
-        Some(n) => format!("{}/edit", cluster_url(namespace, n)),
-        None => format!("{}/new", clusters_url(namespace)),
-    };
+    object_form(
+        user,
+        &title,
+        &action,
+        &cancel,
+        name.is_none(),
+        spec_schema,
+        spec,
+        errors,
+        submitted,
+    )
+}
+
+/// The create page of a sub-tenant of the tenant whose namespace is `namespace`.
+pub fn tenant_form(
+    user: &str,
+    namespace: &str,
+    spec_schema: &Value,
+    spec: &Value,
+    errors: &Errors,
+    submitted: Option<&FormData>,
+) -> Markup {
+    object_form(
+        user,
+        &format!("New tenant in {namespace}"),
+        &format!("{BASE}/namespaces/{namespace}/tenants/new"),
+        &format!("{BASE}/"),
+        true,
+        spec_schema,
+        spec,
+        errors,
+        submitted,
+    )
+}
+
+/// A form for an object's `spec` (and its name when `create`).
+#[allow(clippy::too_many_arguments)]
+fn object_form(
+    user: &str,
+    title: &str,
+    action: &str,
+    cancel: &str,
+    create: bool,
+    spec_schema: &Value,
+    spec: &Value,
+    errors: &Errors,
+    submitted: Option<&FormData>,
+) -> Markup {
+    let mode = if create { Mode::Create } else { Mode::Edit };
     let name_errors = errors.get("metadata.name").filter(|e| !e.is_empty());
     let name_value = submitted
         .and_then(|f| f.get("metadata.name"))
@@ -328,7 +436,7 @@ pub fn cluster_form(
     let content = html! {
         (form::summary(errors))
         form.schema method="post" action=(action) novalidate {
-            @if name.is_none() {
+            @if create {
                 div.field {
                     label for=(form::id("metadata.name")) { "name " span.required { "(required)" } }
                     input type="text" id=(form::id("metadata.name")) name="metadata.name" value=(name_value)
@@ -343,16 +451,12 @@ pub fn cluster_form(
             }
             (fields)
             div.actions {
-                button type="submit" name="_save" value="1" { @if name.is_some() { "Save" } @else { "Create" } }
-                a href=(match name { Some(n) => cluster_url(namespace, n), None => clusters_url(namespace) }) { "Cancel" }
+                button type="submit" name="_save" value="1" { @if create { "Create" } @else { "Save" } }
+                a href=(cancel) { "Cancel" }
             }
         }
     };
-    let title = match name {
-        Some(n) => format!("Edit tenant cluster {n}"),
-        None => format!("New tenant cluster in {namespace}"),
-    };
-    layout(&title, Some(user), content)
+    layout(title, Some(user), content)
 }
 
 /// The namespace of a Tenant: its status says; before the platform wrote it, the platform's
@@ -371,33 +475,197 @@ pub fn tenant_namespace(tenant: &Value) -> String {
     }
 }
 
-/// The tenant tree the user may list: each tenant under its parent, with its quotas and a
-/// link to its tenant clusters.
-pub fn tenant_tree(user: &str, tenants: &[Value]) -> Markup {
-    let mut rows: Vec<(String, &Value)> =
-        tenants.iter().map(|t| (tenant_namespace(t), t)).collect();
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
+/// The usage figures shown beside a tenant: its subtree's `totalConsumptions` of a report.
+fn usage_summary(total: Option<&Value>) -> Markup {
+    let figure = |key: &str| {
+        total
+            .and_then(|t| t.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("0")
+            .to_string()
+    };
+    html! {
+        span.usage { (figure("vCPUHours")) " vCPU·h, " (figure("MemoryGiBHours")) " GiB·h" }
+    }
+}
+
+/// The tenant tree the user may list: each tenant under its parent (nested lists), with its
+/// readiness, quotas, usage over the report's period (`usage`: tenant namespace → its
+/// subtree's `totalConsumptions`) and links to its clusters and usage; `may_create` offers a
+/// sub-tenant form under each.
+pub fn tenant_tree(
+    user: &str,
+    tenants: &[Value],
+    usage: &std::collections::BTreeMap<String, Value>,
+    period: &str,
+    may_create: bool,
+) -> Markup {
+    let mut children: std::collections::BTreeMap<&str, Vec<(String, &Value)>> = Default::default();
+    for t in tenants {
+        children
+            .entry(text(t, "/metadata/namespace"))
+            .or_default()
+            .push((tenant_namespace(t), t));
+    }
+    for list in children.values_mut() {
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+    }
     let content = html! {
+        p.hint { "Usage: " (period) ", each tenant with its sub-tenants." }
         ul.tree {
-            li { a href=(clusters_url("tenant-root")) { "tenant-root" } " (the root tenant)" }
-            @for (ns, t) in &rows {
-                @let depth = ns.matches('-').count().saturating_sub(1);
-                li style={"margin-left: " (depth * 2) "rem"} {
-                    a href=(clusters_url(ns)) { (text(t, "/metadata/name")) }
-                    " " (readiness(t)) " "
-                    span.hint { (ns) }
-                    @if let Some(q) = t.pointer("/spec/resourceQuotas").and_then(Value::as_object).filter(|q| !q.is_empty()) {
-                        " · quotas: "
-                        @for (i, (k, v)) in q.iter().enumerate() {
-                            @if i > 0 { ", " }
-                            (k) " " (v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+            li {
+                (tenant_entry("tenant-root", "tenant-root", None, usage, may_create))
+                (subtree("tenant-root", &children, usage, may_create, 0))
+            }
+        }
+    };
+    layout("Tenants", Some(user), content)
+}
+
+/// The nesting the tree renders at most (a tenant namespace name has at most 63 characters,
+/// so deeper trees cannot exist).
+const MAX_DEPTH: usize = 32;
+
+fn subtree(
+    ns: &str,
+    children: &std::collections::BTreeMap<&str, Vec<(String, &Value)>>,
+    usage: &std::collections::BTreeMap<String, Value>,
+    may_create: bool,
+    depth: usize,
+) -> Markup {
+    let Some(list) = children.get(ns).filter(|_| depth < MAX_DEPTH) else {
+        return html! {};
+    };
+    html! {
+        ul {
+            @for (child, t) in list {
+                li {
+                    (tenant_entry(child, text(t, "/metadata/name"), Some(t), usage, may_create))
+                    (subtree(child, children, usage, may_create, depth + 1))
+                }
+            }
+        }
+    }
+}
+
+fn tenant_entry(
+    ns: &str,
+    name: &str,
+    tenant: Option<&Value>,
+    usage: &std::collections::BTreeMap<String, Value>,
+    may_create: bool,
+) -> Markup {
+    html! {
+        div.tenant {
+            strong { (name) }
+            @if let Some(t) = tenant { " " (readiness(t)) }
+            " " span.hint { (ns) }
+            " · " (usage_summary(usage.get(ns)))
+            @if let Some(q) = tenant.and_then(|t| t.pointer("/spec/resourceQuotas")).and_then(Value::as_object).filter(|q| !q.is_empty()) {
+                " · quotas: "
+                @for (i, (k, v)) in q.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    (k) " " (v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+                }
+            }
+            span.links {
+                a href=(clusters_url(ns)) { "Clusters" span.visually-hidden { " of " (name) } }
+                a href={(BASE) "/namespaces/" (ns) "/usage"} { "Usage" span.visually-hidden { " of " (name) } }
+                @if may_create {
+                    a href={(BASE) "/namespaces/" (ns) "/tenants/new"} { "New sub-tenant" span.visually-hidden { " of " (name) } }
+                }
+            }
+        }
+    }
+}
+
+/// A consumption figure of a report (`"1.25"`) as a number.
+pub fn figure(consumptions: &Value, key: &str) -> f64 {
+    consumptions
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A tenant's usage: `report` over the whole `period` (its `tenants[]`, each with its own and
+/// its subtree's consumptions), and `series`, the totals of consecutive intervals (their
+/// labels), drawn as one chart per resource.
+pub fn usage_page(
+    user: &str,
+    namespace: &str,
+    period: &str,
+    report: &Value,
+    series: &[(String, Value)],
+) -> Markup {
+    let resources = [
+        ("vCPUHours", "vCPU", "vCPU·h"),
+        ("MemoryGiBHours", "Memory", "GiB·h"),
+        ("EphemeralStorageGiBHours", "Ephemeral storage", "GiB·h"),
+    ];
+    let tenants = report
+        .get("tenants")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let empty = Value::Null;
+    let total = report.get("totalConsumptions").unwrap_or(&empty);
+    let content = html! {
+        p { a href={(BASE) "/"} { "All tenants" } " · " a href=(clusters_url(namespace)) { "Tenant clusters in " (namespace) } }
+        p { "What the worker machines and pods of " (namespace) " and its sub-tenants reserved, " (period) "." }
+        dl {
+            @for (key, label, unit) in resources {
+                dt { (label) } dd { (total.get(key).and_then(Value::as_str).unwrap_or("0")) " " (unit) }
+            }
+        }
+        @for (key, label, unit) in resources.iter().take(2) {
+            @let points: Vec<(String, f64)> = series.iter().map(|(l, c)| (l.clone(), figure(c, key))).collect();
+            (crate::chart::bars(&format!("chart-{key}"), &format!("{label} by hour"), unit, &points))
+        }
+        div.scroll tabindex="0" role="region" aria-label="Usage by tenant" {
+            table {
+                caption { "Each tenant, " (period) }
+                thead { tr {
+                    th scope="col" { "Tenant" }
+                    th scope="col" { "vCPU·h (own)" } th scope="col" { "vCPU·h (with sub-tenants)" }
+                    th scope="col" { "GiB·h memory (own)" } th scope="col" { "GiB·h memory (with sub-tenants)" }
+                } }
+                tbody {
+                    @if tenants.is_empty() { tr { td colspan="5" { "Nothing was used in this period." } } }
+                    @for t in &tenants {
+                        @let own = t.get("consumptions").unwrap_or(&empty);
+                        @let sub = t.get("totalConsumptions").unwrap_or(&empty);
+                        tr {
+                            th scope="row" { (text(t, "/tenant")) }
+                            td { (own.get("vCPUHours").and_then(Value::as_str).unwrap_or("0")) }
+                            td { (sub.get("vCPUHours").and_then(Value::as_str).unwrap_or("0")) }
+                            td { (own.get("MemoryGiBHours").and_then(Value::as_str).unwrap_or("0")) }
+                            td { (sub.get("MemoryGiBHours").and_then(Value::as_str).unwrap_or("0")) }
+                        }
+                    }
+                }
+            }
+        }
+        details {
+            summary { "The figures by hour" }
+            div.scroll tabindex="0" role="region" aria-label="Usage by hour" {
+                table {
+                    caption { "Usage by hour" }
+                    thead { tr { th scope="col" { "Hour" } th scope="col" { "vCPU·h" } th scope="col" { "GiB·h memory" } } }
+                    tbody {
+                        @for (label, c) in series {
+                            tr {
+                                th scope="row" { (label) }
+                                td { (c.get("vCPUHours").and_then(Value::as_str).unwrap_or("0")) }
+                                td { (c.get("MemoryGiBHours").and_then(Value::as_str).unwrap_or("0")) }
+                            }
                         }
                     }
                 }
             }
         }
     };
-    layout("Tenants", Some(user), content)
+    layout(&format!("Usage · {namespace}"), Some(user), content)
 }
 
 /// Asks before deleting (a page of its own, so no script is needed).

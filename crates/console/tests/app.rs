@@ -66,8 +66,12 @@ async fn lab() -> Lab {
         .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
         .cloned()
         .unwrap();
+    let tenant_schema = platform::crds::tenant_crd()
+        .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
+        .cloned()
+        .unwrap();
     Lab {
-        console: Console::new(clients, schema),
+        console: Console::new(clients, schema, tenant_schema),
         admin,
         _server: server,
     }
@@ -100,6 +104,15 @@ impl Lab {
 }
 
 const LIST: &str = "/console/namespaces/tenant-foo/tenantclusters";
+
+/// The next event of a live stream, within the tests' patience.
+async fn next_event(events: &mut futures::stream::BoxStream<'static, String>) -> String {
+    use futures::StreamExt;
+    tokio::time::timeout(testkit::PATIENCE, events.next())
+        .await
+        .expect("an event in time")
+        .expect("the stream goes on")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_creates_a_tenant_cluster_from_the_form_and_sees_the_servers_field_errors() {
@@ -363,7 +376,6 @@ async fn editing_keeps_the_immutable_storage_class_and_paths_outside_names_are_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_table_is_sent_again_live_when_a_tenant_cluster_changes() {
-    use futures::StreamExt;
     let lab = lab().await;
     let live = "/console/live/namespaces/tenant-foo/tenantclusters";
     let page = lab.send("bob-token", Method::Get, LIST, &[]).await;
@@ -375,13 +387,7 @@ async fn the_cluster_table_is_sent_again_live_when_a_tenant_cluster_changes() {
     let resp = lab.send("bob-token", Method::Get, live, &[]).await;
     assert_eq!((resp.status, resp.content_type), (200, "text/event-stream"));
     let mut events = resp.live.expect("a stream").0;
-    let next = async |events: &mut futures::stream::BoxStream<'static, String>| {
-        tokio::time::timeout(testkit::PATIENCE, events.next())
-            .await
-            .expect("an event in time")
-            .expect("the stream goes on")
-    };
-    let first = next(&mut events).await;
+    let first = next_event(&mut events).await;
     assert!(first.starts_with("event: rows\ndata: "), "{first}");
     assert!(
         first.contains("No tenant clusters in tenant-foo yet."),
@@ -396,7 +402,7 @@ async fn the_cluster_table_is_sent_again_live_when_a_tenant_cluster_changes() {
         .create(&PostParams::default(), &obj)
         .await
         .unwrap();
-    let created = next(&mut events).await;
+    let created = next_event(&mut events).await;
     assert!(
         created.contains(">dev</a>") && created.contains("Pending"),
         "{created}"
@@ -409,7 +415,7 @@ async fn the_cluster_table_is_sent_again_live_when_a_tenant_cluster_changes() {
         )
         .await
         .unwrap();
-    let ready = next(&mut events).await;
+    let ready = next_event(&mut events).await;
     assert!(
         ready.contains(r#"<span class="status ok">Ready</span>"#),
         "{ready}"
@@ -454,9 +460,10 @@ async fn the_start_page_is_the_tenant_tree_for_whoever_may_list_tenants() {
     let admin = lab.send("admin-token", Method::Get, "/console/", &[]).await;
     assert_eq!(admin.status, 200, "{}", admin.body);
     assert!(
-        admin
-            .body
-            .contains(r#"href="/console/namespaces/tenant-foo/tenantclusters">foo</a>"#),
+        admin.body.contains(r#"<strong>foo</strong>"#)
+            && admin
+                .body
+                .contains(r#"href="/console/namespaces/tenant-foo/tenantclusters""#),
         "{}",
         admin.body
     );
@@ -484,4 +491,92 @@ async fn the_start_page_is_the_tenant_tree_for_whoever_may_list_tenants() {
         )
         .await;
     assert_eq!(bad.status, 422);
+}
+
+#[test]
+fn the_implied_node_group_is_the_platforms_default_group() {
+    let platform = platform::workers::groups(&json!({}));
+    assert_eq!(console::pages::implied_node_group(), platform["md0"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_node_groups_scales_its_implied_md0_and_its_page_follows_live() {
+    let lab = lab().await;
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "dev", "namespace": NS},
+    }))
+    .unwrap();
+    lab.clusters()
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let detail = format!("{LIST}/dev");
+    let page = lab.send("alice-token", Method::Get, &detail, &[]).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Scale md0"), "{}", page.body);
+    let live = "/console/live/namespaces/tenant-foo/tenantclusters/dev";
+    assert!(page.body.contains(&format!(r#"data-live="{live}""#)));
+    let resp = lab.send("bob-token", Method::Get, live, &[]).await;
+    assert_eq!((resp.status, resp.content_type), (200, "text/event-stream"));
+    let mut events = resp.live.expect("a stream").0;
+    let first = next_event(&mut events).await;
+    assert!(first.starts_with("event: status\ndata: "), "{first}");
+    assert!(first.contains("Pending"), "{first}");
+
+    let scaled = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{detail}/scale"),
+            &[("group", "md0"), ("minReplicas", "2"), ("maxReplicas", "4")],
+        )
+        .await;
+    assert_eq!(scaled.status, 303, "{}", scaled.body);
+    // The default group written out (the server adds its defaults), with the new sizes.
+    let got = lab.clusters().get("dev").await.unwrap();
+    let groups = got.data["spec"]["nodeGroups"].as_object().unwrap().clone();
+    assert_eq!(groups.keys().collect::<Vec<_>>(), ["md0"]);
+    let mut want = console::pages::implied_node_group();
+    want["minReplicas"] = json!(2);
+    want["maxReplicas"] = json!(4);
+    for (k, v) in want.as_object().unwrap() {
+        assert_eq!(&groups["md0"][k], v, "{k}");
+    }
+    // Another group than the implied one is still refused.
+    let other = lab
+        .send(
+            "alice-token",
+            Method::Post,
+            &format!("{detail}/scale"),
+            &[("group", "md1"), ("minReplicas", "1"), ("maxReplicas", "1")],
+        )
+        .await;
+    assert_eq!(other.status, 422, "{}", other.body);
+
+    lab.clusters()
+        .patch_status(
+            "dev",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"version": "v1.33.1", "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-12-06T00:00:00Z"}]}})),
+        )
+        .await
+        .unwrap();
+    // The scale and the status each send the section again; the last shows Ready.
+    let mut last = next_event(&mut events).await;
+    while !last.contains(r#"<span class="status ok">Ready</span>"#) {
+        last = next_event(&mut events).await;
+    }
+    assert!(last.contains("v1.33.1"), "{last}");
+    // Someone who may not read the cluster gets no stream.
+    let stranger = lab
+        .send(
+            "bob-token",
+            Method::Get,
+            "/console/live/namespaces/kube-system/tenantclusters/dev",
+            &[],
+        )
+        .await;
+    assert_eq!(stranger.status, 403);
+    assert!(stranger.live.is_none());
 }

@@ -33,10 +33,15 @@ pub fn app(server: Arc<ApiServer>) -> WebApp {
         .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
         .cloned()
         .unwrap_or_default();
+    let tenant_schema = platform::crds::tenant_crd()
+        .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
+        .cloned()
+        .unwrap_or_default();
     let clients_of = server.clone();
     let console = Arc::new(Console::new(
         Arc::new(move |token: &str| client_with_token(&clients_of, token)),
         schema,
+        tenant_schema,
     ));
     Arc::new(move |req: WebRequest| {
         let console = console.clone();

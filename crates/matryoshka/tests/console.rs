@@ -52,24 +52,7 @@ fn curl(server: &Server, jar: &Path, path: &str, form: &[(&str, &str)]) -> Fetch
 fn a_user_signs_in_with_a_token_lists_and_creates_tenant_clusters_and_signs_out() {
     let server = Server::start(Backend::Embedded);
     let kubectl = server.kubectl("1.33");
-    kubectl
-        .run(&["create", "serviceaccount", "ops", "-n", "default"])
-        .ok();
-    kubectl
-        .run(&[
-            "create",
-            "clusterrolebinding",
-            "ops",
-            "--clusterrole=cluster-admin",
-            "--serviceaccount=default:ops",
-        ])
-        .ok();
-    let token = kubectl
-        .run(&["create", "token", "ops", "-n", "default"])
-        .ok()
-        .stdout
-        .trim()
-        .to_string();
+    let token = server.admin_token();
     let dir = tempfile::tempdir().expect("tempdir");
     let jar = dir.path().join("cookies");
 

@@ -8,6 +8,7 @@ fn cluster() -> Value {
         "spec": {"nodeGroups": {"md0": {"minReplicas": 1, "maxReplicas": 3, "instanceType": "u1.medium"}}},
         "status": {
             "version": "v1.35.6", "endpoint": "https://kubernetes-dev.foo.example:6443", "nodes": "1/1",
+            "kubeconfigSecret": "kubernetes-dev-admin-kubeconfig",
             "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "ok"}],
         },
     })
@@ -57,7 +58,7 @@ fn the_detail_page_hides_what_the_user_may_not_do() {
         delete: true,
         kubeconfig: true,
     };
-    let html = cluster_detail("alice", &c, &events, all, &["admin", "super-admin"]).into_string();
+    let html = cluster_detail("alice", &c, &[], &events, all, None).into_string();
     assert!(html.contains(r#"action="/console/namespaces/tenant-foo/tenantclusters/dev/scale""#));
     assert!(
         html.contains(
@@ -67,7 +68,7 @@ fn the_detail_page_hides_what_the_user_may_not_do() {
     assert!(html.contains(r#"href="/console/namespaces/tenant-foo/tenantclusters/dev/delete""#));
     assert!(html.contains("node n1 is not ready"));
     let view = Allowed::default();
-    let html = cluster_detail("bob", &c, &events, view, &["admin"]).into_string();
+    let html = cluster_detail("bob", &c, &[], &events, view, None).into_string();
     for hidden in ["/scale", "/kubeconfig/", "/delete", "/edit"] {
         assert!(!html.contains(hidden), "{hidden} shown to a viewer");
     }
@@ -144,7 +145,7 @@ fn a_cluster_being_deleted_or_not_yet_reconciled_says_so() {
 }
 
 #[test]
-fn the_tenant_tree_nests_tenants_under_their_parents_with_their_quotas() {
+fn the_tenant_tree_nests_tenants_under_their_parents_with_their_quotas_usage_and_links() {
     let tenants = [
         json!({"metadata": {"name": "bar", "namespace": "tenant-foo"}}),
         json!({"metadata": {"name": "foo", "namespace": "tenant-root"},
@@ -152,7 +153,11 @@ fn the_tenant_tree_nests_tenants_under_their_parents_with_their_quotas() {
             "status": {"namespace": "tenant-foo", "conditions": [{"type": "Ready", "status": "True"}]}}),
     ];
     assert_eq!(tenant_namespace(&tenants[0]), "tenant-foo-bar");
-    let html = tenant_tree("admin", &tenants).into_string();
+    let usage = std::collections::BTreeMap::from([(
+        "tenant-foo".to_string(),
+        json!({"vCPUHours": "1.5", "MemoryGiBHours": "3"}),
+    )]);
+    let html = tenant_tree("admin", &tenants, &usage, "the last 30 days", true).into_string();
     let foo = html
         .find(r#"href="/console/namespaces/tenant-foo/tenantclusters""#)
         .unwrap();
@@ -161,5 +166,79 @@ fn the_tenant_tree_nests_tenants_under_their_parents_with_their_quotas() {
         .unwrap();
     assert!(foo < bar, "a child after its parent");
     assert!(html.contains("quotas: cpu 4, memory 8Gi"));
-    assert!(html.contains(r#"style="margin-left: 2rem""#), "{html}");
+    // Nested lists, not inline styles (the content security policy forbids those).
+    assert!(!html.contains("style="), "{html}");
+    let nested = html[foo..].find("<ul>").unwrap() + foo;
+    assert!(nested < bar, "bar in a list inside foo's entry: {html}");
+    assert!(html.contains("1.5 vCPU·h, 3 GiB·h"), "{html}");
+    assert!(html.contains(r#"href="/console/namespaces/tenant-foo/tenants/new""#));
+    assert!(html.contains(r#"href="/console/namespaces/tenant-foo/usage""#));
+    let html = tenant_tree("viewer", &tenants, &usage, "", false).into_string();
+    assert!(
+        !html.contains("tenants/new"),
+        "no sub-tenant form without the right"
+    );
+}
+
+#[test]
+fn the_status_section_lists_the_clusters_machines_with_their_group_phase_and_node() {
+    let c = json!({"metadata": {"name": "dev", "namespace": "tenant-foo"},
+        "status": {"version": "v1.33.1", "conditions": [{"type": "Ready", "status": "True"}]}});
+    let machines = [json!({
+        "metadata": {"name": "kubernetes-dev-md0-abc", "labels": {"cluster.x-k8s.io/deployment-name": "kubernetes-dev-md0"}},
+        "spec": {"version": "v1.33.1"},
+        "status": {"phase": "Running", "nodeRef": {"name": "node-1"}},
+    })];
+    let html = cluster_status(&c, &machines, false).into_string();
+    for want in [
+        "kubernetes-dev-md0-abc",
+        "<td>kubernetes-dev-md0</td>",
+        "<td>Running</td>",
+        "<td>node-1</td>",
+        r#"<span class="status ok">Ready</span>"#,
+    ] {
+        assert!(html.contains(want), "{want} in {html}");
+    }
+    assert!(
+        cluster_status(&c, &[], false)
+            .into_string()
+            .contains("No machines.")
+    );
+}
+
+#[test]
+fn the_usage_page_charts_each_hour_and_tabulates_each_tenant() {
+    let report = json!({
+        "tenants": [
+            {"tenant": "tenant-foo", "consumptions": {"vCPUHours": "2", "MemoryGiBHours": "4"},
+             "totalConsumptions": {"vCPUHours": "3", "MemoryGiBHours": "6"}},
+        ],
+        "totalConsumptions": {"vCPUHours": "3", "MemoryGiBHours": "6", "EphemeralStorageGiBHours": "0"},
+    });
+    let series: Vec<(String, Value)> = (0..24)
+        .map(|h| {
+            (
+                format!("{h:02}:00"),
+                json!({"vCPUHours": if h == 23 { "3" } else { "0" }, "MemoryGiBHours": "0.25"}),
+            )
+        })
+        .collect();
+    let html = usage_page("admin", "tenant-foo", "today", &report, &series).into_string();
+    assert_eq!(html.matches(r#"<rect class="bar""#).count(), 48, "{html}");
+    assert!(html.contains("<title>23:00: 3.0 vCPU·h</title>"), "{html}");
+    assert!(
+        html.contains("<th scope=\"row\">tenant-foo</th><td>2</td><td>3</td><td>4</td><td>6</td>"),
+        "{html}"
+    );
+    assert!(!html.contains("style="), "no inline styles");
+}
+
+#[test]
+fn a_cluster_offers_its_kubeconfigs_once_written_and_the_oidc_one_in_system_mode() {
+    let mut c = json!({"metadata": {"name": "dev"}});
+    assert!(kubeconfig_kinds(&c).is_empty());
+    c["status"] = json!({"kubeconfigSecret": "kubernetes-dev-admin-kubeconfig"});
+    assert_eq!(kubeconfig_kinds(&c), ["admin", "super-admin"]);
+    c["spec"] = json!({"oidc": {"mode": "System"}});
+    assert_eq!(kubeconfig_kinds(&c), ["admin", "super-admin", "oidc"]);
 }

@@ -70,6 +70,30 @@ impl Server {
         )
     }
 
+    /// A token of service account `default/ops`, bound to cluster-admin (a user of the
+    /// console, which takes tokens).
+    pub fn admin_token(&self) -> String {
+        let kubectl = self.kubectl("1.33");
+        kubectl
+            .run(&["create", "serviceaccount", "ops", "-n", "default"])
+            .ok();
+        kubectl
+            .run(&[
+                "create",
+                "clusterrolebinding",
+                "ops",
+                "--clusterrole=cluster-admin",
+                "--serviceaccount=default:ops",
+            ])
+            .ok();
+        kubectl
+            .run(&["create", "token", "ops", "-n", "default"])
+            .ok()
+            .stdout
+            .trim()
+            .to_string()
+    }
+
     /// Starts `matryoshka up` with more flags (e.g. `--virtual-nodes 3`).
     pub fn start_with(backend: Backend, args: &[&str]) -> Server {
         let tmp = tempfile::tempdir().expect("tempdir");
