@@ -24,6 +24,10 @@ pub const PREFIX: &str = "/console";
 /// The session cookie's name.
 pub const COOKIE: &str = "matryoshka-console";
 
+/// The cookie of an OIDC sign-in in progress (its state, PKCE verifier and nonce). `Lax`, as
+/// it must come back with the provider's redirect; it lives ten minutes.
+pub const LOGIN_COOKIE: &str = "matryoshka-console-login";
+
 /// Form bodies larger than this are refused (a TenantCluster form is a few kilobytes).
 const MAX_FORM: usize = 256 * 1024;
 
@@ -36,6 +40,12 @@ pub struct WebRequest {
     pub token: Option<String>,
     /// The urlencoded form of a POST.
     pub form: Bytes,
+    /// The URL's query (urlencoded, without `?`).
+    pub query: String,
+    /// The `Host` the browser asked (for the OIDC redirect URI).
+    pub host: Option<String>,
+    /// The OIDC sign-in in progress, from [`LOGIN_COOKIE`].
+    pub login: Option<String>,
 }
 
 /// A stream of server-sent events, each framed.
@@ -50,6 +60,8 @@ pub struct WebResponse {
     pub location: Option<String>,
     /// `Some(Some(token))`: start a session; `Some(None)`: end it.
     pub session: Option<Option<String>>,
+    /// `Some(Some(value))`: remember an OIDC sign-in; `Some(None)`: forget it.
+    pub login: Option<Option<String>>,
     pub download: Option<String>,
     /// A `text/event-stream` body that goes on until the client leaves or the server stops.
     pub live: Option<Events>,
@@ -76,13 +88,18 @@ pub fn handles(path: &str) -> bool {
 
 /// The session token in a `Cookie` header.
 fn session(headers: &http::HeaderMap) -> Option<String> {
+    cookie(headers, COOKIE)
+}
+
+/// The value of cookie `name`.
+fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_string())
         .filter(|v| !v.is_empty())
 }
@@ -110,6 +127,14 @@ where
     }
     let path = req.uri().path().to_string();
     let token = session(req.headers());
+    let login = cookie(req.headers(), LOGIN_COOKIE);
+    let query = req.uri().query().unwrap_or_default().to_string();
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()));
     let form = if post {
         use http_body_util::{BodyExt, Limited};
         match Limited::new(req.into_body(), MAX_FORM).collect().await {
@@ -135,6 +160,9 @@ where
         path,
         token,
         form,
+        query,
+        host,
+        login,
     })
     .await;
     if let Some(events) = out.live.take() {
@@ -195,22 +223,28 @@ fn to_http(mut out: WebResponse) -> Response<Body> {
             h.insert(header::CONTENT_DISPOSITION, v);
         }
     }
-    match out.session {
-        Some(Some(token)) => {
-            let cookie =
-                format!("{COOKIE}={token}; Path={PREFIX}; HttpOnly; Secure; SameSite=Strict");
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
-                h.insert(header::SET_COOKIE, v);
+    let cookies = [
+        out.session.map(|s| match s {
+            Some(token) => {
+                format!("{COOKIE}={token}; Path={PREFIX}; HttpOnly; Secure; SameSite=Strict")
             }
-        }
-        Some(None) => {
-            let cookie =
-                format!("{COOKIE}=; Path={PREFIX}; Max-Age=0; HttpOnly; Secure; SameSite=Strict");
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
-                h.insert(header::SET_COOKIE, v);
+            None => {
+                format!("{COOKIE}=; Path={PREFIX}; Max-Age=0; HttpOnly; Secure; SameSite=Strict")
             }
+        }),
+        out.login.map(|l| match l {
+            Some(v) => format!(
+                "{LOGIN_COOKIE}={v}; Path={PREFIX}; Max-Age=600; HttpOnly; Secure; SameSite=Lax"
+            ),
+            None => {
+                format!("{LOGIN_COOKIE}=; Path={PREFIX}; Max-Age=0; HttpOnly; Secure; SameSite=Lax")
+            }
+        }),
+    ];
+    for c in cookies.into_iter().flatten() {
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            h.append(header::SET_COOKIE, v);
         }
-        None => {}
     }
     resp
 }
@@ -283,5 +317,40 @@ mod tests {
             file.headers()[header::CONTENT_DISPOSITION],
             "attachment; filename=\"dev-admin.kubeconfig\""
         );
+    }
+
+    #[test]
+    fn an_oidc_sign_in_is_remembered_in_a_lax_cookie_of_its_own_beside_the_session() {
+        let done = to_http(WebResponse {
+            status: 200,
+            session: Some(Some("id.token.x".into())),
+            login: Some(None),
+            ..Default::default()
+        });
+        let set: Vec<&str> = done
+            .headers()
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert_eq!(set.len(), 2, "{set:?}");
+        assert!(set[0].starts_with("matryoshka-console=id.token.x;"));
+        assert!(set[1].starts_with("matryoshka-console-login=;") && set[1].contains("Max-Age=0"));
+        let start = to_http(WebResponse {
+            status: 303,
+            login: Some(Some("s.v.n".into())),
+            ..Default::default()
+        });
+        assert_eq!(
+            start.headers()[header::SET_COOKIE],
+            "matryoshka-console-login=s.v.n; Path=/console; Max-Age=600; HttpOnly; Secure; SameSite=Lax"
+        );
+        let mut h = http::HeaderMap::new();
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("matryoshka-console=t; matryoshka-console-login=s.v.n"),
+        );
+        assert_eq!(session(&h).as_deref(), Some("t"));
+        assert_eq!(cookie(&h, LOGIN_COOKIE).as_deref(), Some("s.v.n"));
     }
 }

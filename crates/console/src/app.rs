@@ -69,13 +69,15 @@ pub const USAGE_HOURS: i64 = 24;
 /// The period of the usage beside each tenant of the tree.
 pub const TREE_USAGE_DAYS: i64 = 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Method {
+    #[default]
     Get,
     Post,
 }
 
 /// A request to the console.
+#[derive(Default)]
 pub struct Request {
     pub method: Method,
     /// The path under [`BASE`] included (`/console/namespaces/tenant-foo/tenantclusters`).
@@ -84,6 +86,12 @@ pub struct Request {
     pub token: Option<String>,
     /// The submitted form of a POST.
     pub form: FormData,
+    /// The URL's query.
+    pub query: FormData,
+    /// The `Host` the browser asked (the OIDC redirect URI is built on it).
+    pub host: Option<String>,
+    /// The OIDC sign-in in progress ([`crate::oidc::Pending`], encoded), from its cookie.
+    pub login: Option<String>,
 }
 
 /// A stream of server-sent events, each already framed (`event: …` and `data: …` lines).
@@ -109,6 +117,8 @@ pub struct Response {
     pub location: Option<String>,
     /// `Some(Some(token))`: start a session with the token; `Some(None)`: end it.
     pub session: Option<Option<String>>,
+    /// `Some(Some(login))`: remember an OIDC sign-in in progress; `Some(None)`: forget it.
+    pub login: Option<Option<String>>,
     /// The file name of a download.
     pub download: Option<String>,
     /// The body is this stream of server-sent events (`text/event-stream`) instead.
@@ -123,6 +133,7 @@ impl Response {
             body: markup.into_string(),
             location: None,
             session: None,
+            login: None,
             download: None,
             live: None,
         }
@@ -135,6 +146,7 @@ impl Response {
             body: String::new(),
             location: Some(to.into()),
             session: None,
+            login: None,
             download: None,
             live: None,
         }
@@ -150,6 +162,7 @@ pub struct Console {
     clients: Clients,
     spec_schema: Value,
     tenant_schema: Value,
+    oidc: Option<Arc<crate::oidc::OidcLogin>>,
 }
 
 /// A refusal of the API as the page shows it.
@@ -188,6 +201,8 @@ enum Route<'a> {
     Home,
     Style,
     SignIn,
+    OidcStart,
+    OidcCallback,
     SignOut,
     List(&'a str),
     New(&'a str),
@@ -239,6 +254,8 @@ fn route(path: &str) -> Route<'_> {
         ["namespaces", ns, "tenants", "new"] => Route::TenantNew(ns),
         ["namespaces", ns, "usage"] => Route::Usage(ns),
         ["sign-in"] => Route::SignIn,
+        ["sign-in", "oidc"] => Route::OidcStart,
+        ["oidc", "callback"] => Route::OidcCallback,
         ["sign-out"] => Route::SignOut,
         ["go"] => Route::Go,
         ["namespaces", ns, "tenantclusters"] => Route::List(ns),
@@ -267,6 +284,86 @@ impl Console {
             clients,
             spec_schema,
             tenant_schema,
+            oidc: None,
+        }
+    }
+
+    /// Offers signing in through an OIDC provider.
+    pub fn with_oidc(mut self, oidc: crate::oidc::OidcLogin) -> Console {
+        self.oidc = Some(Arc::new(oidc));
+        self
+    }
+
+    fn sign_in_page(&self, status: u16, error: Option<&str>) -> Response {
+        let oidc = self.oidc.as_ref().map(|_| format!("{BASE}/sign-in/oidc"));
+        Response::html(status, pages::sign_in(error, oidc.as_deref()))
+    }
+
+    /// Sends the browser to the provider, remembering the sign-in in its cookie.
+    async fn oidc_start(&self, host: Option<&str>) -> Response {
+        let Some(oidc) = &self.oidc else {
+            return self.sign_in_page(404, Some("No identity provider is configured."));
+        };
+        let Some(redirect) = redirect_uri(host) else {
+            return self.sign_in_page(400, Some("The request named no valid host."));
+        };
+        match oidc.start(&redirect).await {
+            Ok((url, pending)) => Response {
+                login: Some(Some(pending.encode())),
+                ..Response::redirect(url)
+            },
+            Err(e) => self.sign_in_page(502, Some(&format!("The identity provider: {e}"))),
+        }
+    }
+
+    /// The provider's redirect back: the code redeemed, the ID token checked by the API
+    /// server, the session started.
+    async fn oidc_callback(&self, req: &Request) -> Response {
+        let Some(oidc) = &self.oidc else {
+            return self.sign_in_page(404, Some("No identity provider is configured."));
+        };
+        let forget = |mut r: Response| {
+            r.login = Some(None);
+            r
+        };
+        if let Some(error) = req.query.get("error") {
+            let description = req.query.get("error_description").unwrap_or_default();
+            return forget(self.sign_in_page(
+                401,
+                Some(&format!(
+                    "The identity provider refused: {error} {description}"
+                )),
+            ));
+        }
+        let pending = req.login.as_deref().and_then(crate::oidc::Pending::decode);
+        let (Some(pending), Some(code), Some(state), Some(redirect)) = (
+            pending,
+            req.query.get("code"),
+            req.query.get("state"),
+            redirect_uri(req.host.as_deref()),
+        ) else {
+            return forget(self.sign_in_page(
+                400,
+                Some("This sign-in was not started here, or it took too long: sign in again."),
+            ));
+        };
+        let token = match oidc.finish(&pending, state, code, &redirect).await {
+            Ok(t) => t,
+            Err(e) => return forget(self.sign_in_page(401, Some(&e))),
+        };
+        match whoami(&(self.clients)(&token)).await {
+            // A page that moves on by itself: the session cookie is `SameSite=Strict`, and a
+            // redirect would still belong to the provider's cross-site navigation.
+            Ok(user) => Response {
+                session: Some(Some(token)),
+                login: Some(None),
+                ..Response::html(200, pages::signed_in(&user))
+            },
+            Err(e) if e.code == 401 => forget(self.sign_in_page(
+                401,
+                Some("The API server did not accept the identity provider's token."),
+            )),
+            Err(e) => forget(self.sign_in_page(e.code, Some(&e.message))),
         }
     }
 
@@ -288,7 +385,9 @@ impl Console {
                     ..Response::html(200, maud::html! {})
                 };
             }
-            (Route::SignIn, Method::Get) => return Response::html(200, pages::sign_in(None, None)),
+            (Route::SignIn, Method::Get) => return self.sign_in_page(200, None),
+            (Route::OidcStart, Method::Get) => return self.oidc_start(req.host.as_deref()).await,
+            (Route::OidcCallback, Method::Get) => return self.oidc_callback(&req).await,
             (Route::SignIn, Method::Post) => return self.sign_in(&req.form).await,
             (Route::SignOut, Method::Post) => {
                 return Response {
@@ -436,18 +535,17 @@ impl Console {
     async fn sign_in(&self, form: &FormData) -> Response {
         let token = form.get("token").map(str::trim).unwrap_or_default();
         if token.is_empty() {
-            return Response::html(400, pages::sign_in(Some("Paste a token to sign in."), None));
+            return self.sign_in_page(400, Some("Paste a token to sign in."));
         }
         match whoami(&(self.clients)(token)).await {
             Ok(_) => Response {
                 session: Some(Some(token.to_string())),
                 ..Response::redirect(format!("{BASE}/"))
             },
-            Err(e) if e.code == 401 => Response::html(
-                401,
-                pages::sign_in(Some("The API server did not accept this token."), None),
-            ),
-            Err(e) => Response::html(e.code, pages::sign_in(Some(&e.message), None)),
+            Err(e) if e.code == 401 => {
+                self.sign_in_page(401, Some("The API server did not accept this token."))
+            }
+            Err(e) => self.sign_in_page(e.code, Some(&e.message)),
         }
     }
 
@@ -792,13 +890,10 @@ async fn kubeconfig(
         .and_then(|d| d.get(key).cloned())
         .ok_or_else(|| Refused::new(404, format!("Secret {secret_name} has no key {key}.")))?;
     Ok(Response {
-        status: 200,
         content_type: "application/yaml",
         body: String::from_utf8_lossy(&data.0).into_owned(),
-        location: None,
-        session: None,
         download: Some(format!("{name}-{which}.kubeconfig")),
-        live: None,
+        ..Response::html(200, maud::html! {})
     })
 }
 
@@ -890,6 +985,17 @@ async fn live(client: &kube::Client, ns: &str) -> Result<Response, Refused> {
 }
 
 const GROUP: &str = "platform.matryoshka.dev";
+
+/// The console's OIDC redirect URI on the host the browser asked (`host[:port]`, checked).
+fn redirect_uri(host: Option<&str>) -> Option<String> {
+    let host = host?;
+    let valid = !host.is_empty()
+        && host.len() <= 261
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+    valid.then(|| format!("https://{host}{BASE}/oidc/callback"))
+}
 
 /// The Machines of TenantCluster `name` in `ns`.
 async fn cluster_machines(

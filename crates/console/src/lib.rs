@@ -13,4 +13,5 @@
 pub mod app;
 pub mod chart;
 pub mod form;
+pub mod oidc;
 pub mod pages;

@@ -91,6 +91,27 @@ pub fn sign_in(error: Option<&str>, oidc: Option<&str>) -> Markup {
     layout("Sign in", None, content)
 }
 
+/// After an OIDC sign-in: moves on to the start page by itself (and offers the link).
+pub fn signed_in(user: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content={"0; url=" (BASE) "/"};
+                title { "Signed in · Matryoshka" }
+                link rel="stylesheet" href={(BASE) "/static/console.css"};
+            }
+            body {
+                main id="main" {
+                    h1 { "Signed in" }
+                    p { "Signed in as " strong { (user) } ". " a href={(BASE) "/"} { "Continue" } }
+                }
+            }
+        }
+    }
+}
+
 /// The value of a condition's `status` (`True`, `False`, `Unknown`) of `type`, and its message.
 pub fn condition<'a>(obj: &'a Value, ty: &str) -> Option<(&'a str, &'a str)> {
     obj.pointer("/status/conditions")?

@@ -94,6 +94,7 @@ impl Lab {
                 path: path.to_string(),
                 token: Some(token.to_string()),
                 form: FormData::from_urlencoded(body.as_bytes()),
+                ..Default::default()
             })
             .await
     }
@@ -369,6 +370,7 @@ async fn editing_keeps_the_immutable_storage_class_and_paths_outside_names_are_n
             path: LIST.into(),
             token: None,
             form: FormData::default(),
+            ..Default::default()
         })
         .await;
     assert_eq!(anonymous.location.as_deref(), Some("/console/sign-in"));
@@ -435,6 +437,7 @@ async fn the_cluster_table_is_sent_again_live_when_a_tenant_cluster_changes() {
         path: "/console/live/namespaces/kube-system/tenantclusters".into(),
         token: Some("bob-token".into()),
         form: FormData::default(),
+        ..Default::default()
     });
     let stranger = stranger.await;
     assert_eq!(stranger.status, 403);
@@ -579,4 +582,79 @@ async fn a_cluster_without_node_groups_scales_its_implied_md0_and_its_page_follo
         .await;
     assert_eq!(stranger.status, 403);
     assert!(stranger.live.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oidc_sign_in_goes_to_the_provider_and_a_callback_not_started_here_is_refused() {
+    let lab = lab().await;
+    let idp = testkit::oidc::Issuer::start().await;
+    let oidc = console::oidc::OidcLogin::new(&idp.url, "console", Some(&idp.ca_pem)).unwrap();
+    let console = lab.console.with_oidc(oidc);
+    let page = console
+        .handle(Request {
+            path: "/console/sign-in".into(),
+            ..Default::default()
+        })
+        .await;
+    assert!(
+        page.body.contains(r#"href="/console/sign-in/oidc""#),
+        "{}",
+        page.body
+    );
+    let start = console
+        .handle(Request {
+            path: "/console/sign-in/oidc".into(),
+            host: Some("console.example:6443".into()),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(start.status, 303, "{}", start.body);
+    let to = start.location.clone().unwrap();
+    assert!(to.starts_with(&format!(
+        "{}/auth?response_type=code&client_id=console",
+        idp.url
+    )));
+    assert!(to.contains("code_challenge_method=S256"));
+    assert!(
+        to.contains(
+            "redirect_uri=https%3A%2F%2Fconsole.example%3A6443%2Fconsole%2Foidc%2Fcallback"
+        )
+    );
+    let login = start.login.clone().unwrap().unwrap();
+    let pending = console::oidc::Pending::decode(&login).unwrap();
+    assert!(to.contains(&format!("state={}", pending.state)));
+    assert!(
+        !to.contains(&pending.verifier),
+        "the verifier stays in the browser"
+    );
+
+    // Another state (a forged or crossed callback), or none started: no session.
+    let query = |q: &str| FormData::from_urlencoded(q.as_bytes());
+    for (q, login) in [
+        ("code=c&state=other", Some(login.clone())),
+        ("code=c&state=x", None),
+        ("error=access_denied", Some(login.clone())),
+    ] {
+        let back = console
+            .handle(Request {
+                path: "/console/oidc/callback".into(),
+                query: query(q),
+                host: Some("console.example:6443".into()),
+                login,
+                ..Default::default()
+            })
+            .await;
+        assert!(matches!(back.status, 400 | 401), "{q}: {}", back.status);
+        assert!(back.session.is_none(), "{q}");
+        assert_eq!(back.login, Some(None), "{q}: the login is forgotten");
+    }
+    // A host that is no host name is not made into a redirect URI.
+    let bad = console
+        .handle(Request {
+            path: "/console/sign-in/oidc".into(),
+            host: Some("evil.example/phish?".into()),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(bad.status, 400);
 }

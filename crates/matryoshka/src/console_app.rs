@@ -27,8 +27,8 @@ fn client_with_token(server: &Arc<ApiServer>, token: &str) -> kube::Client {
     kube::Client::new(svc, "default")
 }
 
-/// The console as the API server serves it.
-pub fn app(server: Arc<ApiServer>) -> WebApp {
+/// The console as the API server serves it; `oidc` offers signing in through that provider.
+pub fn app(server: Arc<ApiServer>, oidc: Option<console::oidc::OidcLogin>) -> WebApp {
     let schema = platform::crds::tenant_cluster_crd()
         .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
         .cloned()
@@ -38,11 +38,15 @@ pub fn app(server: Arc<ApiServer>) -> WebApp {
         .cloned()
         .unwrap_or_default();
     let clients_of = server.clone();
-    let console = Arc::new(Console::new(
+    let mut console = Console::new(
         Arc::new(move |token: &str| client_with_token(&clients_of, token)),
         schema,
         tenant_schema,
-    ));
+    );
+    if let Some(oidc) = oidc {
+        console = console.with_oidc(oidc);
+    }
+    let console = Arc::new(console);
     Arc::new(move |req: WebRequest| {
         let console = console.clone();
         Box::pin(async move {
@@ -52,6 +56,9 @@ pub fn app(server: Arc<ApiServer>) -> WebApp {
                     path: req.path,
                     token: req.token,
                     form: FormData::from_urlencoded(&req.form),
+                    query: FormData::from_urlencoded(req.query.as_bytes()),
+                    host: req.host,
+                    login: req.login,
                 })
                 .await;
             WebResponse {
@@ -60,6 +67,7 @@ pub fn app(server: Arc<ApiServer>) -> WebApp {
                 body: r.body,
                 location: r.location,
                 session: r.session,
+                login: r.login,
                 download: r.download,
                 live: r.live.map(|l| l.0),
             }

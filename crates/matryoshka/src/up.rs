@@ -213,6 +213,23 @@ pub struct UpArgs {
     pub usage_retention_days: u64,
 }
 
+/// The console's OIDC sign-in: the `--oidc-issuer-url` provider as client `--oidc-client-id`
+/// (the audience the API server accepts), trusting `--oidc-ca-file`.
+fn console_oidc(args: &UpArgs) -> anyhow::Result<Option<console::oidc::OidcLogin>> {
+    let (Some(issuer), Some(client)) = (&args.oidc_issuer_url, &args.oidc_client_id) else {
+        return Ok(None);
+    };
+    let ca = match &args.oidc_ca_file {
+        Some(f) => {
+            Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?)
+        }
+        None => None,
+    };
+    console::oidc::OidcLogin::new(issuer, client, ca.as_deref())
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("the console's OIDC sign-in: {e}"))
+}
+
 /// The root cluster's OIDC issuers from `--oidc-*` or `--authentication-config` (refused
 /// together, as kube-apiserver refuses them).
 fn oidc_issuers(args: &UpArgs) -> anyhow::Result<Vec<apiserver::oidc::JwtConfig>> {
@@ -502,7 +519,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let registry = Arc::new(registry);
     server.serve_registry(registry.clone());
     // The web console, served at /console/ on the same port.
-    server.serve_console(crate::console_app::app(server.clone()));
+    server.serve_console(crate::console_app::app(
+        server.clone(),
+        console_oidc(&args)?,
+    ));
     let issuers = oidc_issuers(&args)?
         .into_iter()
         .map(apiserver::oidc::JwtAuthenticator::new)

@@ -2,7 +2,7 @@
 //! signs in, creates a tenant and a TenantCluster from the forms (first refused with the
 //! field error beside its field), watches it become Ready without reloading, downloads the
 //! kubeconfig and uses it with kubectl, scales a node group, reads the tenant's usage and
-//! deletes the cluster; a `tenant-foo-view` member (an OIDC token of a test issuer) sees
+//! deletes the cluster; a `tenant-foo-view` member (signed in through a test OIDC provider) sees
 //! foo's clusters without create or delete and cannot open bar's. Every page is checked with
 //! axe-core and photographed (`target/browser-artefacts/`), also dark on a phone-sized screen.
 
@@ -21,7 +21,7 @@ const TEST: &str = "console";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_and_a_tenant_viewer_use_the_console_in_chromium() {
     let idp = Issuer::start().await;
-    let key = SigningKey::new("k1");
+    let key = std::sync::Arc::new(SigningKey::new("k1"));
     idp.publish(&key);
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = dir.path().join("idp-ca.crt");
@@ -228,15 +228,17 @@ async fn an_operator_and_a_tenant_viewer_use_the_console_in_chromium() {
         Duration::from_secs(60),
         |r| r.stdout.contains("view"),
     );
-    let viewer_token = key.sign(&json!({
-        "iss": idp.url, "aud": "console", "sub": "v-1", "email": "viewer@example.com",
-        "email_verified": true, "groups": ["tenant-foo-view"], "exp": now() + 600,
-    }));
+    // The viewer signs in through the identity provider (the authorization code flow).
+    idp.sign_in_as(
+        key.clone(),
+        json!({"sub": "v-1", "email": "viewer@example.com", "email_verified": true,
+            "groups": ["tenant-foo-view"], "exp": now() + 600}),
+    );
     let mut v = Browser::start(TEST, PHONE_DARK).await;
-    v.goto(&format!("{base}/sign-in")).await;
-    v.fill("token", &viewer_token).await;
-    v.click_text("Sign in").await;
+    v.goto(&format!("{base}/")).await;
+    v.click_text("Sign in with your identity provider").await;
     v.find("#namespace").await;
+    assert!(v.text("header").await.contains("viewer@example.com"));
     v.screenshot("viewer-start-phone-dark").await;
     v.check_accessibility("viewer start (phone, dark)").await;
     v.fill("namespace", "tenant-foo").await;
