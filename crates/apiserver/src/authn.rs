@@ -48,6 +48,14 @@ pub struct PeerCerts {
     verified: parking_lot::Mutex<Vec<Verdict>>,
 }
 
+impl std::fmt::Debug for PeerCerts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerCerts")
+            .field("certificates", &self.chain.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// (cluster, the trust it was verified with, the user, the leaf's expiry).
 type Verdict = (String, usize, Option<UserInfo>, i64);
 

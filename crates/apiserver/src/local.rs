@@ -27,6 +27,8 @@ pub struct LocalService {
     user: UserInfo,
     /// Authenticate each request's own credentials instead of trusting `user`.
     authenticate: bool,
+    /// When authenticating: the client certificate chain the requests present.
+    peer: Option<Arc<crate::authn::PeerCerts>>,
 }
 
 impl LocalService {
@@ -36,6 +38,7 @@ impl LocalService {
             server,
             user: UserInfo::system(),
             authenticate: false,
+            peer: None,
         }
     }
 
@@ -44,6 +47,7 @@ impl LocalService {
             server,
             user,
             authenticate: false,
+            peer: None,
         }
     }
 
@@ -54,6 +58,18 @@ impl LocalService {
             server,
             user: UserInfo::system(),
             authenticate: true,
+            peer: None,
+        }
+    }
+
+    /// A service whose requests are authenticated as a TLS client presenting `peer` (the
+    /// certificate a browser showed the console), and by their own headers.
+    pub fn authenticating_peer(server: Arc<ApiServer>, peer: Arc<crate::authn::PeerCerts>) -> Self {
+        LocalService {
+            server,
+            user: UserInfo::system(),
+            authenticate: true,
+            peer: Some(peer),
         }
     }
 }
@@ -74,7 +90,7 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let server = self.server.clone();
         let caller = if self.authenticate {
-            Caller::Tls(None)
+            Caller::Tls(self.peer.clone())
         } else {
             Caller::Internal(self.user.clone())
         };

@@ -507,7 +507,9 @@ async fn serve_connection<IO>(
                 return Ok::<_, std::convert::Infallible>(resp);
             }
             if crate::web::handles(req.uri().path()) {
-                return Ok::<_, std::convert::Infallible>(crate::web::serve(&server, req).await);
+                return Ok::<_, std::convert::Infallible>(
+                    crate::web::serve(&server, req, &caller).await,
+                );
             }
             // Streams (exec, attach, port-forward) and proxied bodies are not read up front.
             if crate::connect::handles(req.uri().path()) {

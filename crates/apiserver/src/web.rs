@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 
 use crate::response::{self, Body};
-use crate::server::ApiServer;
+use crate::server::{ApiServer, Caller};
 
 /// Where the console is served.
 pub const PREFIX: &str = "/console";
@@ -46,6 +46,8 @@ pub struct WebRequest {
     pub host: Option<String>,
     /// The OIDC sign-in in progress, from [`LOGIN_COOKIE`].
     pub login: Option<String>,
+    /// The client certificate chain the browser presented, if any.
+    pub certificate: Option<Arc<crate::authn::PeerCerts>>,
 }
 
 /// A stream of server-sent events, each framed.
@@ -105,7 +107,7 @@ fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
 }
 
 /// Serves one console request.
-pub async fn serve<B>(server: &ApiServer, req: Request<B>) -> Response<Body>
+pub async fn serve<B>(server: &ApiServer, req: Request<B>, caller: &Caller) -> Response<Body>
 where
     B: hyper::body::Body + Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -163,6 +165,10 @@ where
         query,
         host,
         login,
+        certificate: match caller {
+            Caller::Tls(chain) => chain.clone(),
+            Caller::Internal(_) => None,
+        },
     })
     .await;
     if let Some(events) = out.live.take() {

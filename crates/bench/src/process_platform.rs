@@ -15,6 +15,8 @@ pub struct ProcessPlatform {
     binary: PathBuf,
     dir: tempfile::TempDir,
     pub root: kube::Client,
+    /// The API server's (and the console's) HTTPS port on 127.0.0.1.
+    pub port: u16,
 }
 
 fn binary() -> anyhow::Result<PathBuf> {
@@ -86,6 +88,7 @@ impl ProcessPlatform {
             binary,
             dir,
             root,
+            port,
         })
     }
 

@@ -92,6 +92,9 @@ pub struct Request {
     pub host: Option<String>,
     /// The OIDC sign-in in progress ([`crate::oidc::Pending`], encoded), from its cookie.
     pub login: Option<String>,
+    /// A client acting as the caller the transport identified (the TLS client certificate
+    /// the browser presented), used when there is no session.
+    pub certificate: Option<kube::Client>,
 }
 
 /// A stream of server-sent events, each already framed (`event: …` and `data: …` lines).
@@ -163,6 +166,97 @@ pub struct Console {
     spec_schema: Value,
     tenant_schema: Value,
     oidc: Option<Arc<crate::oidc::OidcLogin>>,
+    streams: Streams,
+}
+
+/// How many live streams may be open at once, and by one user: each holds watches on the API
+/// server, so a user opening pages without end must not hold the server's (pages work without
+/// their stream: the script simply gets no updates).
+pub const MAX_STREAMS: usize = 1024;
+pub const MAX_STREAMS_PER_USER: usize = 16;
+
+/// The live streams open, in all and by user.
+#[derive(Clone)]
+struct Streams {
+    total: Arc<tokio::sync::Semaphore>,
+    by_user: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    per_user: usize,
+}
+
+/// One open stream, counted until it is dropped.
+struct Ticket {
+    user: String,
+    by_user: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Streams {
+    fn new(total: usize, per_user: usize) -> Streams {
+        Streams {
+            total: Arc::new(tokio::sync::Semaphore::new(total)),
+            by_user: Default::default(),
+            per_user,
+        }
+    }
+
+    fn ticket(&self, user: &str) -> Result<Ticket, Refused> {
+        let busy = || {
+            Refused::new(
+                429,
+                "Too many live pages are open: this one is complete, reload it for news.",
+            )
+        };
+        let permit = self.total.clone().try_acquire_owned().map_err(|_| busy())?;
+        let mut by_user = self.by_user.lock().unwrap_or_else(|p| p.into_inner());
+        let n = by_user.entry(user.to_string()).or_default();
+        if *n >= self.per_user {
+            return Err(busy());
+        }
+        *n += 1;
+        Ok(Ticket {
+            user: user.to_string(),
+            by_user: self.by_user.clone(),
+            _permit: permit,
+        })
+    }
+
+    /// The streams open (for tests).
+    fn open(&self, user: &str) -> usize {
+        self.by_user
+            .lock()
+            .map(|m| m.get(user).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut by_user = self.by_user.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = by_user.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                by_user.remove(&self.user);
+            }
+        }
+    }
+}
+
+impl Ticket {
+    /// The response's stream holds the ticket until it ends.
+    fn attach(self, mut r: Response) -> Response {
+        use futures::StreamExt;
+        if let Some(Live(stream)) = r.live.take() {
+            r.live = Some(Live(
+                stream
+                    .map(move |e| {
+                        let _held = &self;
+                        e
+                    })
+                    .boxed(),
+            ));
+        }
+        r
+    }
 }
 
 /// A refusal of the API as the page shows it.
@@ -285,7 +379,19 @@ impl Console {
             spec_schema,
             tenant_schema,
             oidc: None,
+            streams: Streams::new(MAX_STREAMS, MAX_STREAMS_PER_USER),
         }
+    }
+
+    /// Bounds the live streams open at once (in all, by one user) other than the defaults.
+    pub fn with_stream_limits(mut self, total: usize, per_user: usize) -> Console {
+        self.streams = Streams::new(total, per_user);
+        self
+    }
+
+    /// How many live streams `user` has open.
+    pub fn streams_open(&self, user: &str) -> usize {
+        self.streams.open(user)
     }
 
     /// Offers signing in through an OIDC provider.
@@ -397,10 +503,11 @@ impl Console {
             }
             _ => {}
         }
-        let Some(token) = req.token.as_deref() else {
-            return Response::redirect(format!("{BASE}/sign-in"));
+        let client = match (req.token.as_deref(), &req.certificate) {
+            (Some(token), _) => (self.clients)(token),
+            (None, Some(client)) => client.clone(),
+            (None, None) => return Response::redirect(format!("{BASE}/sign-in")),
         };
-        let client = (self.clients)(token);
         let user = match whoami(&client).await {
             Ok(u) => u,
             // An expired or revoked token: sign in again.
@@ -447,8 +554,14 @@ impl Console {
             (Route::Kubeconfig(ns, name, which), Method::Get) => {
                 kubeconfig(&client, ns, name, which).await
             }
-            (Route::Live(ns), Method::Get) => live(&client, ns).await,
-            (Route::LiveDetail(ns, name), Method::Get) => live_detail(&client, ns, name).await,
+            (Route::Live(ns), Method::Get) => match self.streams.ticket(&user) {
+                Ok(t) => live(&client, ns).await.map(|r| t.attach(r)),
+                Err(e) => Err(e),
+            },
+            (Route::LiveDetail(ns, name), Method::Get) => match self.streams.ticket(&user) {
+                Ok(t) => live_detail(&client, ns, name).await.map(|r| t.attach(r)),
+                Err(e) => Err(e),
+            },
             (Route::TenantNew(ns), Method::Get) => Ok(Response::html(
                 200,
                 pages::tenant_form(

@@ -82,7 +82,8 @@ pub fn sign_in(error: Option<&str>, oidc: Option<&str>) -> Markup {
                     aria-describedby="token-hint" {}
                 p.hint id="token-hint" {
                     "A token the API server accepts: a service account's token or an OIDC ID token. "
-                    "It is kept in a cookie only this console reads."
+                    "It is kept in a cookie only this console reads. "
+                    "A browser that presents a client certificate the API server accepts is signed in with it."
                 }
             }
             button type="submit" { "Sign in" }
@@ -362,7 +363,11 @@ pub fn cluster_status(cluster: &Value, machines: &[Value], kubeconfig: bool) -> 
             h3 id="kubeconfig" { "Kubeconfig" }
             ul {
                 @for k in &kubeconfigs {
-                    li { a href={(url) "/kubeconfig/" (k)} download={(name) "-" (k) ".kubeconfig"} { "Download the " (k) " kubeconfig" } }
+                    li {
+                        a href={(url) "/kubeconfig/" (k)} download={(name) "-" (k) ".kubeconfig"} { "Download the " (k) " kubeconfig" }
+                        // Shown by the script, which copies the file to the clipboard.
+                        " " button.copy type="button" hidden data-copy={(url) "/kubeconfig/" (k)} { "Copy the " (k) " kubeconfig" }
+                    }
                 }
             }
         }

@@ -658,3 +658,37 @@ async fn an_oidc_sign_in_goes_to_the_provider_and_a_callback_not_started_here_is
         .await;
     assert_eq!(bad.status, 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_holds_only_so_many_live_streams_and_a_closed_one_is_given_back() {
+    let lab = lab().await;
+    let console = lab.console.with_stream_limits(3, 2);
+    let live = "/console/live/namespaces/tenant-foo/tenantclusters";
+    let open = |token: &'static str| {
+        console.handle(Request {
+            path: live.into(),
+            token: Some(token.into()),
+            ..Default::default()
+        })
+    };
+    let a1 = open("alice-token").await;
+    let a2 = open("alice-token").await;
+    assert!(a1.live.is_some() && a2.live.is_some());
+    assert_eq!(console.streams_open("alice"), 2);
+    let a3 = open("alice-token").await;
+    assert_eq!(a3.status, 429, "{}", a3.body);
+    assert!(a3.live.is_none());
+    // Another user still gets one, up to the total.
+    let b1 = open("bob-token").await;
+    assert!(b1.live.is_some(), "{}", b1.body);
+    let b2 = open("bob-token").await;
+    assert_eq!(b2.status, 429, "the total is 3");
+    // A closed stream is given back.
+    drop(a1);
+    assert_eq!(console.streams_open("alice"), 1);
+    let a4 = open("alice-token").await;
+    assert!(a4.live.is_some(), "{}", a4.body);
+    drop((a2, a4, b1));
+    assert_eq!(console.streams_open("alice"), 0);
+    assert_eq!(console.streams_open("bob"), 0);
+}

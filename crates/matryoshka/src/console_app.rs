@@ -49,6 +49,7 @@ pub fn app(server: Arc<ApiServer>, oidc: Option<console::oidc::OidcLogin>) -> We
     let console = Arc::new(console);
     Arc::new(move |req: WebRequest| {
         let console = console.clone();
+        let server = server.clone();
         Box::pin(async move {
             let r = console
                 .handle(Request {
@@ -59,6 +60,10 @@ pub fn app(server: Arc<ApiServer>, oidc: Option<console::oidc::OidcLogin>) -> We
                     query: FormData::from_urlencoded(req.query.as_bytes()),
                     host: req.host,
                     login: req.login,
+                    certificate: req.certificate.map(|chain| {
+                        let svc = LocalService::authenticating_peer(server.clone(), chain);
+                        kube::Client::new(svc, "default")
+                    }),
                 })
                 .await;
             WebResponse {

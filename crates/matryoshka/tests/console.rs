@@ -182,3 +182,47 @@ fn a_user_signs_in_with_a_token_lists_and_creates_tenant_clusters_and_signs_out(
         "curl timed out instead of the stream ending"
     );
 }
+
+#[test]
+fn a_browser_presenting_a_client_certificate_is_signed_in_with_it() {
+    let server = Server::start(Backend::Embedded);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = server.write_admin_identity(dir.path());
+    let url = format!("https://127.0.0.1:{}/console/", server.port);
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "30", "-D", "-", "--cert"])
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/2 200"),
+        "{text}"
+    );
+    let whoami = server
+        .kubectl("1.33")
+        .run(&[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    assert!(
+        text.contains(&format!("Signed in as <strong>{whoami}</strong>")),
+        "{whoami}: {text}"
+    );
+    assert!(
+        text.contains("<ul class=\"tree\">"),
+        "the admin sees the tenant tree"
+    );
+    // Without it (and no session), the console asks to sign in.
+    let jar = dir.path().join("cookies");
+    let anonymous = curl(&server, &jar, "/console/", &[]);
+    assert_eq!(anonymous.code, 303);
+}

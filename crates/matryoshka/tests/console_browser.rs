@@ -162,7 +162,16 @@ async fn an_operator_and_a_tenant_viewer_use_the_console_in_chromium() {
     b.screenshot("cluster-ready").await;
     b.check_accessibility("cluster detail").await;
 
-    // The kubeconfig, downloaded, works with kubectl.
+    // The kubeconfig, downloaded, works with kubectl (the script also offers to copy it).
+    assert_eq!(
+        b.js(
+            "const c = document.querySelector(\"button[data-copy$='/kubeconfig/admin']\"); \
+              return !!c && !c.hidden"
+        )
+        .await,
+        json!(true),
+        "a copy button"
+    );
     b.click_text("Download the admin kubeconfig").await;
     let file = b.downloaded("demo-admin.kubeconfig").await;
     let inner = Kubectl::new("1.33", &file);

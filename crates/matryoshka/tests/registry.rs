@@ -16,37 +16,9 @@ fn cert_dir(server: &Server, client: bool) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::copy(server.dir.join("pki/ca.crt"), dir.path().join("ca.crt")).expect("ca.crt");
     if client {
-        let conf = std::fs::read_to_string(server.kubeconfig()).expect("admin.conf");
-        let field = |k: &str| -> Vec<u8> {
-            let line = conf
-                .lines()
-                .find_map(|l| l.trim().strip_prefix(&format!("{k}: ")))
-                .unwrap_or_else(|| panic!("admin.conf has no {k}"));
-            base64_decode(line.trim())
-        };
-        std::fs::write(
-            dir.path().join("client.cert"),
-            field("client-certificate-data"),
-        )
-        .expect("cert");
-        std::fs::write(dir.path().join("client.key"), field("client-key-data")).expect("key");
+        server.write_admin_identity(dir.path());
     }
     dir
-}
-
-fn base64_decode(s: &str) -> Vec<u8> {
-    let out = Command::new("base64")
-        .arg("-d")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().expect("stdin").write_all(s.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("base64 runs");
-    out.stdout
 }
 
 #[track_caller]

@@ -70,6 +70,26 @@ impl Server {
         )
     }
 
+    /// Writes the admin kubeconfig's client certificate and key as PEM files `client.cert`
+    /// and `client.key` into `dir`.
+    pub fn write_admin_identity(&self, dir: &Path) -> (PathBuf, PathBuf) {
+        use base64::Engine;
+        let conf = std::fs::read_to_string(self.kubeconfig()).expect("admin.conf");
+        let field = |k: &str| -> Vec<u8> {
+            let line = conf
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(&format!("{k}: ")))
+                .unwrap_or_else(|| panic!("admin.conf has no {k}"));
+            base64::engine::general_purpose::STANDARD
+                .decode(line.trim().trim_matches('"'))
+                .expect("base64")
+        };
+        let (cert, key) = (dir.join("client.cert"), dir.join("client.key"));
+        std::fs::write(&cert, field("client-certificate-data")).expect("cert");
+        std::fs::write(&key, field("client-key-data")).expect("key");
+        (cert, key)
+    }
+
     /// A token of service account `default/ops`, bound to cluster-admin (a user of the
     /// console, which takes tokens).
     pub fn admin_token(&self) -> String {
