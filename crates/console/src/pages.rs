@@ -316,31 +316,30 @@ pub fn cluster_status(cluster: &Value, machines: &[Value], kubeconfig: bool) -> 
     let url = cluster_url(text(cluster, "/metadata/namespace"), name);
     let kubeconfigs = kubeconfig_kinds(cluster);
     html! {
-            dl {
-                dt { "Status" } dd { (readiness(cluster)) }
-                dt { "Version" } dd { (text(cluster, "/status/version")) }
-                dt { "Endpoint" } dd { code { (text(cluster, "/status/endpoint")) } }
-                dt { "Nodes (ready/desired)" } dd { (text(cluster, "/status/nodes")) }
-            }
-            @if let Some(conds) = cluster.pointer("/status/conditions").and_then(Value::as_array) {
-                div.scroll tabindex="0" role="region" aria-label="Conditions" {
-                    table {
-                        caption { "Conditions" }
-                        thead { tr { th scope="col" { "Type" } th scope="col" { "Status" } th scope="col" { "Reason" } th scope="col" { "Message" } } }
-                        tbody {
-                            @for c in conds {
-                                tr {
-                                    th scope="row" { (text(c, "/type")) }
-                                    td { (text(c, "/status")) }
-                                    td { (text(c, "/reason")) }
-                                    td { (text(c, "/message")) }
-                                }
+        dl {
+            dt { "Status" } dd { (readiness(cluster)) }
+            dt { "Version" } dd { (text(cluster, "/status/version")) }
+            dt { "Endpoint" } dd { code { (text(cluster, "/status/endpoint")) } }
+            dt { "Nodes (ready/desired)" } dd { (text(cluster, "/status/nodes")) }
+        }
+        @if let Some(conds) = cluster.pointer("/status/conditions").and_then(Value::as_array) {
+            div.scroll tabindex="0" role="region" aria-label="Conditions" {
+                table {
+                    caption { "Conditions" }
+                    thead { tr { th scope="col" { "Type" } th scope="col" { "Status" } th scope="col" { "Reason" } th scope="col" { "Message" } } }
+                    tbody {
+                        @for c in conds {
+                            tr {
+                                th scope="row" { (text(c, "/type")) }
+                                td { (text(c, "/status")) }
+                                td { (text(c, "/reason")) }
+                                td { (text(c, "/message")) }
                             }
                         }
                     }
                 }
             }
-
+        }
         div.scroll tabindex="0" role="region" aria-label="Machines" {
             table id="machines" {
                 caption { "Machines" }
