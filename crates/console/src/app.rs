@@ -1197,13 +1197,16 @@ async fn live_detail(client: &kube::Client, ns: &str, name: &str) -> Result<Resp
     clusters(client, ns).get(name).await?;
     let kubeconfig = may(client, ns, "get", "secrets", "").await;
     let machine_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &machines());
-    let machines_readable = machine_api
-        .list(&ListParams::default().limit(1))
-        .await
-        .is_ok();
+    // What the user may not watch is left out (a watch it may not make would only retry).
+    let machines_readable = may(client, ns, "watch", "machines", "cluster.x-k8s.io").await;
+    let event_api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Event>(&()));
+    let events_selector = format!("involvedObject.kind=TenantCluster,involvedObject.name={name}");
+    let events_readable = may(client, ns, "watch", "events", "").await;
     enum Change {
         Cluster(Option<Value>),
         Machines(Box<watcher::Event<DynamicObject>>),
+        Events(Box<watcher::Event<DynamicObject>>),
     }
     let cluster_changes = watcher(
         clusters(client, ns),
@@ -1231,29 +1234,43 @@ async fn live_detail(client: &kube::Client, ns: &str, name: &str) -> Result<Resp
     } else {
         futures::stream::pending().boxed()
     };
+    let event_changes = if events_readable {
+        watcher(
+            event_api,
+            watcher::Config::default().fields(&events_selector),
+        )
+        .default_backoff()
+        .filter_map(|ev| futures::future::ready(ev.ok().map(|e| Change::Events(Box::new(e)))))
+        .boxed()
+    } else {
+        futures::stream::pending().boxed()
+    };
     let mut cluster: Option<Value> = None;
     let mut machines = Mirror::default();
-    let changes =
-        futures::stream::select(cluster_changes, machine_changes).filter_map(move |change| {
-            let changed = match change {
-                Change::Cluster(c) => {
-                    cluster = c;
-                    true
-                }
-                Change::Machines(ev) => machines.apply(*ev),
-            };
-            let out = match (&cluster, changed) {
-                (Some(c), true) => {
-                    let machines = machines.values();
-                    Some(sse_event(
-                        "status",
-                        &pages::cluster_status(c, &machines, kubeconfig).into_string(),
-                    ))
-                }
-                _ => None,
-            };
-            futures::future::ready(out)
-        });
+    let mut events = Mirror::default();
+    let changes = futures::stream::select(
+        futures::stream::select(cluster_changes, machine_changes),
+        event_changes,
+    )
+    .filter_map(move |change| {
+        let changed = match change {
+            Change::Cluster(c) => {
+                cluster = c;
+                true
+            }
+            Change::Machines(ev) => machines.apply(*ev),
+            Change::Events(ev) => events.apply(*ev),
+        };
+        let out = match (&cluster, changed) {
+            (Some(c), true) => {
+                let html =
+                    pages::cluster_status(c, &machines.values(), &events.values(), kubeconfig);
+                Some(sse_event("status", &html.into_string()))
+            }
+            _ => None,
+        };
+        futures::future::ready(out)
+    });
     Ok(live_response(changes.boxed()))
 }
 

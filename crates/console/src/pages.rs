@@ -253,7 +253,7 @@ pub fn cluster_detail(
             h2 id="details" { "Details" }
             // Live updates replace the status and the machines.
             div id="status" data-live=[live] data-event="status" aria-live="polite" {
-                (cluster_status(cluster, machines, allowed.kubeconfig))
+                (cluster_status(cluster, machines, events, allowed.kubeconfig))
             }
         }
         section aria-labelledby="groups" {
@@ -283,21 +283,6 @@ pub fn cluster_detail(
                 }
             }
         }
-        section aria-labelledby="events" {
-            h2 id="events" { "Events" }
-            @if events.is_empty() {
-                p { "No events." }
-            } @else {
-                ul.events {
-                    @for e in events {
-                        li {
-                            span class={"event " (text(e, "/type").to_lowercase())} { (text(e, "/type")) }
-                            " " strong { (text(e, "/reason")) } " " (text(e, "/message"))
-                        }
-                    }
-                }
-            }
-        }
         @if allowed.update || allowed.delete {
             section aria-labelledby="actions" {
                 h2 id="actions" { "Actions" }
@@ -309,12 +294,32 @@ pub fn cluster_detail(
     layout(&format!("Tenant cluster {name}"), Some(user), content)
 }
 
-/// A cluster's status: readiness, version, endpoint, conditions and its machines (the nodes'
-/// machines, with their phase and node); what a live update of the detail page sends.
-pub fn cluster_status(cluster: &Value, machines: &[Value], kubeconfig: bool) -> Markup {
+/// A cluster's status: readiness, version, endpoint, conditions, its machines (the nodes'
+/// machines, with their phase and node), its events and kubeconfigs; what a live update of
+/// the detail page sends.
+pub fn cluster_status(
+    cluster: &Value,
+    machines: &[Value],
+    events: &[Value],
+    kubeconfig: bool,
+) -> Markup {
     let name = text(cluster, "/metadata/name");
     let url = cluster_url(text(cluster, "/metadata/namespace"), name);
     let kubeconfigs = kubeconfig_kinds(cluster);
+    // Events in the order they last happened.
+    let mut events: Vec<&Value> = events.iter().collect();
+    let when = |e: &Value| {
+        [
+            "/lastTimestamp",
+            "/eventTime",
+            "/metadata/creationTimestamp",
+        ]
+        .iter()
+        .find_map(|p| e.pointer(p).and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_string()
+    };
+    events.sort_by_key(|e| when(e));
     html! {
         dl {
             dt { "Status" } dd { (readiness(cluster)) }
@@ -354,6 +359,19 @@ pub fn cluster_status(cluster: &Value, machines: &[Value], kubeconfig: bool) -> 
                             td { (text(m, "/status/nodeRef/name")) }
                             td { (text(m, "/spec/version")) }
                         }
+                    }
+                }
+            }
+        }
+        h3 id="events" { "Events" }
+        @if events.is_empty() {
+            p { "No events." }
+        } @else {
+            ul.events {
+                @for e in events {
+                    li {
+                        span class={"event " (text(e, "/type").to_lowercase())} { (text(e, "/type")) }
+                        " " strong { (text(e, "/reason")) } " " (text(e, "/message"))
                     }
                 }
             }

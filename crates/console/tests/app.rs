@@ -34,7 +34,7 @@ async fn lab() -> Lab {
             json!([
                 {"apiGroups": ["platform.matryoshka.dev"], "resources": ["tenantclusters"], "verbs": ["*"]},
                 {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
             ]),
             "alice",
         ),
@@ -571,6 +571,26 @@ async fn a_cluster_without_node_groups_scales_its_implied_md0_and_its_page_follo
         last = next_event(&mut events).await;
     }
     assert!(last.contains("v1.33.1"), "{last}");
+    // An event about the cluster arrives too (alice may read events).
+    let resp = lab.send("alice-token", Method::Get, live, &[]).await;
+    let mut events = resp.live.expect("a stream").0;
+    let first = next_event(&mut events).await;
+    assert!(first.contains("No events."), "{first}");
+    let event: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "dev.1", "namespace": NS},
+        "involvedObject": {"kind": "TenantCluster", "name": "dev", "namespace": NS},
+        "type": "Warning", "reason": "Probe", "message": "the probe failed",
+        "lastTimestamp": "2026-12-06T00:00:00Z",
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(lab.admin.clone(), NS)
+        .create(&PostParams::default(), &event)
+        .await
+        .unwrap();
+    let mut last = next_event(&mut events).await;
+    while !last.contains("the probe failed") {
+        last = next_event(&mut events).await;
+    }
     // Someone who may not read the cluster gets no stream.
     let stranger = lab
         .send(

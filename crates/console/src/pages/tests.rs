@@ -189,7 +189,7 @@ fn the_status_section_lists_the_clusters_machines_with_their_group_phase_and_nod
         "spec": {"version": "v1.33.1"},
         "status": {"phase": "Running", "nodeRef": {"name": "node-1"}},
     })];
-    let html = cluster_status(&c, &machines, false).into_string();
+    let html = cluster_status(&c, &machines, &[], false).into_string();
     for want in [
         "kubernetes-dev-md0-abc",
         "<td>kubernetes-dev-md0</td>",
@@ -200,9 +200,19 @@ fn the_status_section_lists_the_clusters_machines_with_their_group_phase_and_nod
         assert!(html.contains(want), "{want} in {html}");
     }
     assert!(
-        cluster_status(&c, &[], false)
+        cluster_status(&c, &[], &[], false)
             .into_string()
             .contains("No machines.")
+    );
+    // Events in the order they last happened.
+    let events = [
+        json!({"type": "Normal", "reason": "Second", "message": "b", "lastTimestamp": "2026-12-06T02:00:00Z"}),
+        json!({"type": "Normal", "reason": "First", "message": "a", "lastTimestamp": "2026-12-06T01:00:00Z"}),
+    ];
+    let html = cluster_status(&c, &[], &events, false).into_string();
+    assert!(
+        html.find("First").unwrap() < html.find("Second").unwrap(),
+        "{html}"
     );
 }
 
