@@ -211,6 +211,11 @@ pub struct UpArgs {
     /// How many days a usage record is kept after its machine or pod ended.
     #[arg(long, default_value_t = 400)]
     pub usage_retention_days: u64,
+    /// Serve DropApp's `cluster.dropapp.ru/v1alpha1` TenantCluster (a name is enough: the
+    /// cluster lives in the namespace of that name, its kubeconfig in Secret `vc-<name>`).
+    /// Off by default: its plural is also the platform's own `tenantclusters`.
+    #[arg(long)]
+    pub dropapp_api: bool,
 }
 
 /// The console's OIDC sign-in: the `--oidc-issuer-url` provider as client `--oidc-client-id`
@@ -700,6 +705,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     platform::install_machines(&clients(), args.cluster_api_crds.as_deref())
         .await
         .map_err(|e| anyhow::anyhow!("installing the machine CRDs: {e}"))?;
+    if args.dropapp_api {
+        platform::install_dropapp(&clients())
+            .await
+            .map_err(|e| anyhow::anyhow!("installing DropApp's TenantCluster: {e}"))?;
+    }
     // The root cluster's admin kubeconfig, re-written with a fresh certificate before the
     // old one expires.
     let admin_path = args.data_dir.join("admin.conf");
@@ -780,6 +790,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             },
             system_oidc: system_oidc.clone(),
             usage_retention: Duration::from_secs(args.usage_retention_days.saturating_mul(86_400)),
+            dropapp: args.dropapp_api,
             ingress_image: Some(crate::ingress_image::source(
                 registry.clone(),
                 args.data_dir.join("tmp"),

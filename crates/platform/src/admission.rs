@@ -30,11 +30,22 @@ fn spec_unchanged(req: &Request<'_>) -> bool {
 pub struct TenantClusterValidator;
 
 impl Validator for TenantClusterValidator {
-    fn validate(&self, req: &Request<'_>, _objects: &dyn Objects) -> Result<(), ApiError> {
+    fn validate(&self, req: &Request<'_>, objects: &dyn Objects) -> Result<(), ApiError> {
         if spec_unchanged(req) {
             return Ok(());
         }
-        let errs = validation::tenant_cluster(req.object, req.namespace);
+        // A DropApp TenantCluster's namespace (made by the platform, named after it) holds its
+        // cluster too.
+        let dropapp = objects
+            .get("", "namespaces", req.cluster, "", req.namespace)
+            .and_then(|n| {
+                n.pointer("/metadata/labels")
+                    .and_then(|l| l.get(crate::dropapp::OWNER_LABEL))
+                    .and_then(Value::as_str)
+                    .map(|v| v == req.namespace)
+            })
+            .unwrap_or(false);
+        let errs = validation::tenant_cluster(req.object, req.namespace, dropapp);
         if errs.is_empty() {
             Ok(())
         } else {

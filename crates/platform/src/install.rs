@@ -79,15 +79,8 @@ pub async fn install(root: &kube::Client) -> Result<()> {
     for crd in crds::all() {
         apply(root, &crd).await?;
     }
-    let api: Api<CustomResourceDefinition> = Api::all(root.clone());
     for crd in crds::all() {
-        let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let wait = await_condition(api.clone(), &name, conditions::is_crd_established());
-        match tokio::time::timeout(ESTABLISH_TIMEOUT, wait).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(Error::Retry(format!("waiting for CRD {name}: {e}"))),
-            Err(_) => return Err(Error::Retry(format!("CRD {name} was not established"))),
-        }
+        established(root, &crd).await?;
     }
     for role in rbac::cluster_roles() {
         apply(root, &role).await?;
@@ -97,4 +90,21 @@ pub async fn install(root: &kube::Client) -> Result<()> {
         apply(root, &b).await?;
     }
     Ok(())
+}
+
+/// Applies one more CRD and waits until it is served.
+pub async fn install_crd(root: &kube::Client, crd: &Value) -> Result<()> {
+    apply(root, crd).await?;
+    established(root, crd).await
+}
+
+async fn established(root: &kube::Client, crd: &Value) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(root.clone());
+    let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let wait = await_condition(api, &name, conditions::is_crd_established());
+    match tokio::time::timeout(ESTABLISH_TIMEOUT, wait).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::Retry(format!("waiting for CRD {name}: {e}"))),
+        Err(_) => Err(Error::Retry(format!("CRD {name} was not established"))),
+    }
 }

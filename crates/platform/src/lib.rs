@@ -24,6 +24,7 @@ pub mod backup;
 pub mod cluster;
 pub mod conditions;
 pub mod crds;
+pub mod dropapp;
 pub mod endpoint;
 pub mod install;
 pub mod kubeconfig;
@@ -79,6 +80,8 @@ pub struct Options {
     pub system_oidc: Option<oidc::SystemIssuer>,
     /// How long a usage record is kept after its consumer ended.
     pub usage_retention: std::time::Duration,
+    /// Serve DropApp's `cluster.dropapp.ru` TenantCluster ([`dropapp`]).
+    pub dropapp: bool,
 }
 
 /// The default retention of usage records: 400 days.
@@ -98,6 +101,7 @@ impl Default for Options {
             ingress_image: None,
             system_oidc: None,
             usage_retention: USAGE_RETENTION,
+            dropapp: false,
         }
     }
 }
@@ -120,6 +124,11 @@ pub async fn install(clients: &ClusterClients) -> Result<()> {
     install::install(&clients.cluster(ROOT)?).await
 }
 
+/// Installs DropApp's TenantCluster CRD ([`dropapp`]).
+pub async fn install_dropapp(clients: &ClusterClients) -> Result<()> {
+    install::install_crd(&clients.cluster(ROOT)?, &dropapp::crd()).await
+}
+
 /// Installs the machine providers' CRDs and, from `cluster_api_crds`, Cluster API's.
 pub async fn install_machines(
     clients: &ClusterClients,
@@ -135,6 +144,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
     install(&clients).await?;
+    if options.dropapp {
+        install_dropapp(&clients).await?;
+    }
     install_machines(&clients, options.cluster_api_crds.as_deref()).await?;
     run_controllers(clients, options, shutdown).await
 }
@@ -231,6 +243,13 @@ async fn run_controllers_now(
         &infra_machines,
         &root_pods,
     );
+    let dropapp = if options.dropapp {
+        let informer = Informer::<dropapp::DropAppCluster>::root(&clients)?;
+        let ctl = dropapp::DropAppController::new(clients.clone(), &informer, &clusters);
+        Some((informer, ctl))
+    } else {
+        None
+    };
     let (stop, stopped) = Shutdown::new();
     let mut tasks = vec![
         tokio::spawn(usage_records.clone().run(stopped.clone().wait())),
@@ -241,6 +260,9 @@ async fn run_controllers_now(
         tokio::spawn(logical.clone().run(stopped.clone().wait())),
         tokio::spawn(backups.clone().run(stopped.clone().wait())),
     ];
+    if let Some((i, _)) = &dropapp {
+        tasks.push(tokio::spawn(i.clone().run(stopped.clone().wait())));
+    }
     if let Some((c, m)) = &capi {
         tasks.push(tokio::spawn(c.clone().run(stopped.clone().wait())));
         tasks.push(tokio::spawn(m.clone().run(stopped.clone().wait())));
@@ -261,6 +283,9 @@ async fn run_controllers_now(
         usage_records.wait_synced().await;
         infra_machines.wait_synced().await;
         root_pods.wait_synced().await;
+        if let Some((i, _)) = &dropapp {
+            i.wait_synced().await;
+        }
     };
     tokio::pin!(shutdown);
     tokio::select! {
@@ -305,6 +330,20 @@ async fn run_controllers_now(
             },
         )));
     }
+    let dq = dropapp.as_ref().map(|(_, ctl)| {
+        let q = ctl.queue();
+        let ctl = ctl.clone();
+        tasks.push(tokio::spawn(run_workers(
+            "dropapp-tenantcluster",
+            q.clone(),
+            2,
+            move |k| {
+                let ctl = ctl.clone();
+                async move { ctl.reconcile(k).await }
+            },
+        )));
+        q
+    });
     let uq = recorder.queue();
     recorder.resync();
     {
@@ -326,6 +365,9 @@ async fn run_controllers_now(
     cq.shut_down();
     bq.shut_down();
     uq.shut_down();
+    if let Some(q) = dq {
+        q.shut_down();
+    }
     for t in tasks {
         let _ = t.await;
     }

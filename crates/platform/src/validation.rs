@@ -138,7 +138,9 @@ fn hostname(errs: &mut ErrorList, path: &Path, v: Option<&Value>) {
     }
 }
 
-pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
+/// `dropapp_namespace`: `ns` is a DropApp TenantCluster's own namespace (where its platform
+/// cluster lives), allowed besides the tenants' namespaces.
+pub fn tenant_cluster(obj: &Value, ns: &str, dropapp_namespace: bool) -> ErrorList {
     let mut errs = ErrorList::new();
     let name = obj
         .pointer("/metadata/name")
@@ -153,7 +155,7 @@ pub fn tenant_cluster(obj: &Value, ns: &str) -> ErrorList {
             ),
         ));
     }
-    if !naming::is_tenant_namespace(ns) {
+    if !naming::is_tenant_namespace(ns) && !dropapp_namespace {
         errs.push(FieldError::forbidden(
             "metadata.namespace",
             "TenantClusters are created in a tenant's namespace (tenant-root or tenant-*)",
@@ -308,7 +310,7 @@ mod tests {
     use super::*;
 
     fn messages(obj: Value) -> Vec<String> {
-        tenant_cluster(&obj, "tenant-foo")
+        tenant_cluster(&obj, "tenant-foo", false)
             .iter()
             .map(|e| e.message())
             .collect()
@@ -400,7 +402,8 @@ mod tests {
 
     #[test]
     fn clusters_outside_tenant_namespaces_are_refused() {
-        let errs = tenant_cluster(&tc(json!({})), "default");
+        let errs = tenant_cluster(&tc(json!({})), "default", false);
+        assert!(tenant_cluster(&tc(json!({})), "team-x", true).is_empty());
         assert_eq!(errs.len(), 1);
         assert!(errs.iter().next().unwrap().message().contains("tenant"));
     }
