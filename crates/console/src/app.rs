@@ -21,20 +21,31 @@ use serde_json::{Value, json};
 use crate::form::{self, Errors, FormData};
 use crate::pages::{self, Allowed, BASE};
 
+/// The platform's API group.
+const GROUP: &str = "platform.matryoshka.dev";
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
 /// The resource the console manages.
 pub fn tenant_clusters() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.matryoshka.dev", "v1alpha1", "TenantCluster"),
-        "tenantclusters",
-    )
+    resource(GROUP, "v1alpha1", "TenantCluster", "tenantclusters")
 }
 
 /// The platform's tenants.
 pub fn tenants() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.matryoshka.dev", "v1alpha1", "Tenant"),
-        "tenants",
-    )
+    resource(GROUP, "v1alpha1", "Tenant", "tenants")
+}
+
+/// UsageReports, asked as dry runs (computed by admission, never stored).
+pub fn usage_reports() -> ApiResource {
+    resource(GROUP, "v1alpha1", "UsageReport", "usagereports")
+}
+
+/// Cluster API Machines (the nodes' machines of a tenant cluster, in its tenant namespace).
+pub fn machines() -> ApiResource {
+    resource("cluster.x-k8s.io", "v1beta2", "Machine", "machines")
 }
 
 /// The kubeconfigs offered for download: the key of each in the cluster's kubeconfig Secret.
@@ -44,22 +55,6 @@ pub const KUBECONFIGS: [(&str, &str); 2] =
 /// The OIDC kubeconfig (kubelogin): Secret `kubernetes-<name>-oidc-kubeconfig`, key
 /// `kubeconfig`, written by the platform when the cluster's `spec.oidc.mode` is `System`.
 pub const OIDC_KUBECONFIG: &str = "oidc";
-
-/// UsageReports, asked as dry runs (computed by admission, never stored).
-pub fn usage_reports() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.matryoshka.dev", "v1alpha1", "UsageReport"),
-        "usagereports",
-    )
-}
-
-/// Cluster API Machines (the nodes' machines of a tenant cluster, in its tenant namespace).
-pub fn machines() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Machine"),
-        "machines",
-    )
-}
 
 /// The label naming a Machine's cluster (its release, `kubernetes-<name>`).
 const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
@@ -669,14 +664,7 @@ impl Console {
             .items;
         let values: Vec<Value> = items.iter().map(to_value).collect();
         let allowed = Allowed {
-            create: may(
-                client,
-                ns,
-                "create",
-                "tenantclusters",
-                "platform.matryoshka.dev",
-            )
-            .await,
+            create: may(client, ns, "create", "tenantclusters", GROUP).await,
             ..Default::default()
         };
         let live = format!("{BASE}/live/namespaces/{ns}/tenantclusters");
@@ -708,11 +696,10 @@ impl Console {
                 .collect(),
             Err(_) => Vec::new(),
         };
-        let group = "platform.matryoshka.dev";
         let allowed = Allowed {
             create: false,
-            update: may(client, ns, "update", "tenantclusters", group).await,
-            delete: may(client, ns, "delete", "tenantclusters", group).await,
+            update: may(client, ns, "update", "tenantclusters", GROUP).await,
+            delete: may(client, ns, "delete", "tenantclusters", GROUP).await,
             kubeconfig: may(client, ns, "get", "secrets", "").await,
         };
         let machines = cluster_machines(client, ns, name).await.unwrap_or_default();
@@ -1096,8 +1083,6 @@ async fn live(client: &kube::Client, ns: &str) -> Result<Response, Refused> {
         });
     Ok(live_response(changes.boxed()))
 }
-
-const GROUP: &str = "platform.matryoshka.dev";
 
 /// The console's OIDC redirect URI on the host the browser asked (`host[:port]`, checked).
 fn redirect_uri(host: Option<&str>) -> Option<String> {

@@ -206,12 +206,13 @@ pub fn cluster_rows(namespace: &str, clusters: &[Value]) -> Markup {
 /// The kubeconfigs a cluster offers: admin and super-admin once its Secret is written, and
 /// the OIDC one (kubelogin) when `spec.oidc.mode` is `System`.
 pub fn kubeconfig_kinds(cluster: &Value) -> Vec<&'static str> {
+    use crate::app::{KUBECONFIGS, OIDC_KUBECONFIG};
     let mut kinds = Vec::new();
     if cluster.pointer("/status/kubeconfigSecret").is_some() {
-        kinds.extend(["admin", "super-admin"]);
+        kinds.extend(KUBECONFIGS.iter().map(|(kind, _)| *kind));
     }
     if cluster.pointer("/spec/oidc/mode").and_then(Value::as_str) == Some("System") {
-        kinds.push("oidc");
+        kinds.push(OIDC_KUBECONFIG);
     }
     kinds
 }

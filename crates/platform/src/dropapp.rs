@@ -22,6 +22,7 @@ use runtime::informer::{Informer, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 use serde_json::{Value, json};
 
+use crate::conditions::{self, Cond};
 use crate::resource::TenantCluster;
 
 pub const GROUP: &str = "cluster.dropapp.ru";
@@ -162,7 +163,7 @@ impl DropAppController {
             if !ours {
                 self.status(
                     &dc,
-                    "False",
+                    false,
                     "NamespaceTaken",
                     &format!("namespace {name} exists and is not this cluster's"),
                     None,
@@ -189,13 +190,13 @@ impl DropAppController {
             if let kube::Error::Api(s) = &e
                 && matches!(s.code, 400 | 403 | 409 | 422)
             {
-                self.status(&dc, "False", "Invalid", &s.message, None)
-                    .await?;
+                self.status(&dc, false, "Invalid", &s.message, None).await?;
                 return Ok(Action::AwaitChange);
             }
             return Err(e.into());
         }
         let platform = self.platform.get(&ObjectKey::new(ROOT, &name, &name));
+        // The platform cluster's readiness (not Ready while it is being created).
         let (ready, reason, message) = platform
             .as_ref()
             .and_then(|p| p.status_field("/conditions"))
@@ -203,12 +204,16 @@ impl DropAppController {
             .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
             .map(|c| {
                 (
-                    c["status"].as_str().unwrap_or("Unknown").to_string(),
+                    c["status"] == "True",
                     c["reason"].as_str().unwrap_or("").to_string(),
                     c["message"].as_str().unwrap_or("").to_string(),
                 )
             })
-            .unwrap_or(("Unknown".into(), "Creating".into(), String::new()));
+            .unwrap_or((
+                false,
+                "Creating".into(),
+                "the cluster is being created".into(),
+            ));
         // vc-<name>, key config: the platform cluster's admin kubeconfig.
         let secret_name = format!("vc-{name}");
         let kubeconfig_secret = platform
@@ -235,7 +240,7 @@ impl DropAppController {
                 written = Some(secret_name);
             }
         }
-        self.status(&dc, &ready, &reason, &message, written.as_deref())
+        self.status(&dc, ready, &reason, &message, written.as_deref())
             .await?;
         Ok(Action::RequeueAfter(RESYNC))
     }
@@ -243,26 +248,21 @@ impl DropAppController {
     async fn status(
         &self,
         dc: &DropAppCluster,
-        ready: &str,
+        ready: bool,
         reason: &str,
         message: &str,
         secret: Option<&str>,
     ) -> Result<()> {
         let name = dc.metadata.name.clone().unwrap_or_default();
-        let old = dc
-            .status_field("/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-            .cloned();
-        let since = old
-            .as_ref()
-            .filter(|c| c["status"] == ready)
-            .and_then(|c| c["lastTransitionTime"].as_str().map(str::to_string))
-            .unwrap_or_else(
-                || apimachinery::time::format_time(k8s_openapi::jiff::Timestamp::now()),
-            );
+        let cond = Cond {
+            type_: "Ready",
+            ok: ready,
+            reason,
+            message,
+        };
+        let old = dc.status_field("/conditions");
         let mut status = json!({
-            "conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": message, "lastTransitionTime": since}],
+            "conditions": conditions::merge(old, &[cond], &conditions::now()),
             "namespace": name,
         });
         if let Some(s) = secret {
