@@ -124,6 +124,19 @@ fn the_seeds_kubectl_flow_creates_a_dropapp_tenant_cluster_and_its_vc_secret() {
         |r| r.stdout == "2/nfs-csi",
     );
 
+    // The values used are typed: a wrong one is refused with its path, and nothing is made.
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &HA.replace("team-y", "team-w")
+                .replacen("replicas: 2", "replicas: two", 2),
+        ),
+    )
+    .fails(1)
+    .err("spec.values.controlPlane");
+    k.run(&["get", "tenantclusters.cluster.dropapp.ru", "team-w"])
+        .fails(1);
+
     // A namespace that is someone else's is not taken over.
     k.run(&["create", "namespace", "team-z"]).ok();
     k.run_stdin(&["apply", "-f", "-"], Some(&TC.replace("team-x", "team-z")))

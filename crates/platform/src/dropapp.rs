@@ -43,6 +43,13 @@ runtime::json_resource!(
     Cluster
 );
 
+/// An object schema with `properties` checked and any other field kept (vcluster's values
+/// are many; the ones used are typed, so a wrong one is refused with its path).
+fn open_object(description: &str, properties: Value) -> Value {
+    json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+        "description": description, "properties": properties})
+}
+
 /// The CRD of DropApp's TenantCluster.
 pub fn crd() -> Value {
     json!({
@@ -68,8 +75,21 @@ pub fn crd() -> Value {
                         "kind": {"type": "string"},
                         "metadata": {"type": "object"},
                         "spec": {"type": "object", "properties": {
-                            "values": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                                "description": "vcluster values: controlPlane.statefulSet.highAvailability.replicas and controlPlane.statefulSet.persistence.volumeClaim.storageClass are used; the rest is recorded."},
+                            "values": open_object(
+                                "vcluster values: controlPlane.statefulSet.highAvailability.replicas and controlPlane.statefulSet.persistence.volumeClaim.storageClass are used; the rest is recorded.",
+                                json!({"controlPlane": open_object("The control plane.", json!({
+                                    "statefulSet": open_object("The control plane's replicas and storage.", json!({
+                                        "highAvailability": open_object("", json!({
+                                            "replicas": {"type": "integer", "minimum": 1, "description": "API server replicas."},
+                                        })),
+                                        "persistence": open_object("", json!({
+                                            "volumeClaim": open_object("", json!({
+                                                "storageClass": {"type": "string", "description": "The cluster's storage class (immutable)."},
+                                            })),
+                                        })),
+                                    })),
+                                }))}),
+                            ),
                         }},
                         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                     },
