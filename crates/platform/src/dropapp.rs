@@ -50,6 +50,29 @@ fn open_object(description: &str, properties: Value) -> Value {
         "description": description, "properties": properties})
 }
 
+/// `spec.values`: the vcluster keys the platform uses, typed (built in steps: one nested
+/// `json!` would exceed the macro recursion limit).
+fn values_schema() -> Value {
+    let ha = open_object(
+        "",
+        json!({"replicas": {"type": "integer", "minimum": 1, "description": "API server replicas."}}),
+    );
+    let volume_claim = open_object(
+        "",
+        json!({"storageClass": {"type": "string", "description": "The cluster's storage class (immutable)."}}),
+    );
+    let persistence = open_object("", json!({"volumeClaim": volume_claim}));
+    let sts = open_object(
+        "The control plane's replicas and storage.",
+        json!({"highAvailability": ha, "persistence": persistence}),
+    );
+    let control_plane = open_object("The control plane.", json!({"statefulSet": sts}));
+    open_object(
+        "vcluster values: controlPlane.statefulSet.highAvailability.replicas and controlPlane.statefulSet.persistence.volumeClaim.storageClass are used; the rest is recorded.",
+        json!({"controlPlane": control_plane}),
+    )
+}
+
 /// The CRD of DropApp's TenantCluster.
 pub fn crd() -> Value {
     json!({
@@ -75,21 +98,7 @@ pub fn crd() -> Value {
                         "kind": {"type": "string"},
                         "metadata": {"type": "object"},
                         "spec": {"type": "object", "properties": {
-                            "values": open_object(
-                                "vcluster values: controlPlane.statefulSet.highAvailability.replicas and controlPlane.statefulSet.persistence.volumeClaim.storageClass are used; the rest is recorded.",
-                                json!({"controlPlane": open_object("The control plane.", json!({
-                                    "statefulSet": open_object("The control plane's replicas and storage.", json!({
-                                        "highAvailability": open_object("", json!({
-                                            "replicas": {"type": "integer", "minimum": 1, "description": "API server replicas."},
-                                        })),
-                                        "persistence": open_object("", json!({
-                                            "volumeClaim": open_object("", json!({
-                                                "storageClass": {"type": "string", "description": "The cluster's storage class (immutable)."},
-                                            })),
-                                        })),
-                                    })),
-                                }))}),
-                            ),
+                            "values": values_schema(),
                         }},
                         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                     },
