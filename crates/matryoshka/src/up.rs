@@ -827,6 +827,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     // Taken from the real node only when it runs.
     let advertise = advertise.filter(|_| nodes_plan.real || advertise_asked(&args));
+    // Shared-node tenant clusters: their pods run on the root cluster's nodes. Their DNS
+    // servers listen where the real node's pods reach this process.
+    let syncer = tokio::spawn(syncer::run(
+        clients(),
+        syncer::Options {
+            dns_address: nodes_plan
+                .real
+                .then(|| args.node_ip.or(advertise))
+                .flatten(),
+            dns_upstream: args.cluster_dns_upstream.clone(),
+            leader_identity: Some(identity.clone()),
+            ..Default::default()
+        },
+        stopped.clone().wait(),
+    ));
     // Pods reach the API server at the advertise address: when the bind address does not
     // cover it, the server listens there too.
     let advertise_listener = match advertise {
@@ -973,6 +988,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if let Some(l) = load_balancer {
         let _ = tokio::time::timeout(Duration::from_secs(5), l).await;
     }
+    let _ = tokio::time::timeout(Duration::from_secs(5), syncer).await;
     // Process machines are this process's children: they stop with it (their Nodes stay,
     // and the next start runs them again).
     if let Some(p) = process {

@@ -74,24 +74,27 @@ impl Drop for NodeAddress {
 
 impl Platform {
     fn start() -> Platform {
+        Platform::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Platform {
         let one = ONE_NODE.lock().unwrap_or_else(|e| e.into_inner());
         let address = NodeAddress::create();
         let kubelet_port = free_port().to_string();
-        let server = Server::start_with(
-            Backend::Embedded,
-            &[
-                "--node",
-                "real",
-                "--node-ip",
-                &address.ip,
-                "--kubelet-port",
-                &kubelet_port,
-                "--remove-pods-on-exit",
-                // Names outside the cluster are refused, never forwarded off the machine.
-                "--cluster-dns-upstream",
-                "none",
-            ],
-        );
+        let mut args = vec![
+            "--node",
+            "real",
+            "--node-ip",
+            &address.ip,
+            "--kubelet-port",
+            &kubelet_port,
+            "--remove-pods-on-exit",
+            // Names outside the cluster are refused, never forwarded off the machine.
+            "--cluster-dns-upstream",
+            "none",
+        ];
+        args.extend_from_slice(extra);
+        let server = Server::start_with(Backend::Embedded, &args);
         let p = Platform {
             server: Some(server),
             address,
@@ -1126,5 +1129,227 @@ webhooks:
         .ok();
     k.run(&["delete", "pod", "hooks", "--wait=true", "--timeout=60s"])
         .ok();
+    platform.stop();
+}
+
+/// The kubeconfig of DropApp cluster `name`, read as the seed reads it (Secret `vc-<name>`,
+/// key `config`), written to `dir`.
+fn dropapp_kubeconfig(k: &Kubectl, dir: &Path, name: &str) -> Kubectl {
+    k.eventually(
+        &["get", "secret", "-n", name, &format!("vc-{name}")],
+        LONG,
+        |r| r.code == 0,
+    );
+    let r = k.run(&[
+        "get",
+        "secret",
+        "-n",
+        name,
+        &format!("vc-{name}"),
+        "-o",
+        "jsonpath={.data.config}",
+    ]);
+    let config = base64_decode(r.ok().stdout.trim());
+    let path = dir.join(format!("{name}-kubeconfig"));
+    std::fs::write(&path, config).expect("kubeconfig");
+    Kubectl::new("1.33", &path)
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let out = Command::new("base64")
+        .arg("-d")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().expect("stdin").write_all(s.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("base64 runs");
+    assert!(out.status.success(), "base64 -d");
+    out.stdout
+}
+
+/// The pods of a tenant cluster as `name phase ip node` lines.
+fn tenant_pods(k: &Kubectl, selector: &str) -> Vec<String> {
+    let r = k.run(&[
+        "get",
+        "pods",
+        "-l",
+        selector,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.podIP} {.spec.nodeName}{\"\\n\"}{end}",
+    ]);
+    r.stdout.lines().map(str::to_string).collect()
+}
+
+const SHARED_WEB: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["serve-http", "--port", "8080"]
+        env:
+        - name: GREETING
+          valueFrom: {configMapKeyRef: {name: greeting, key: text}}
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: greeting}
+data: {text: hello}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+"#;
+
+#[test]
+fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() {
+    let platform = Platform::start_with(&["--dropapp-api"]);
+    let k = platform.kubectl("1.33");
+    node_ready(&k);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The seed's flow: a TenantCluster with only a name, its kubeconfig from vc-<name>.
+    apply(
+        &k,
+        dir.path(),
+        "tc.yaml",
+        "apiVersion: cluster.dropapp.ru/v1alpha1\nkind: TenantCluster\nmetadata:\n  name: team-x\n",
+    );
+    let inner = dropapp_kubeconfig(&k, dir.path(), "team-x");
+    inner.eventually(&["get", "ns"], LONG, |r| {
+        r.code == 0 && r.stdout.contains("kube-system")
+    });
+    // The root node is mirrored into the tenant cluster, Ready.
+    node_ready(&inner);
+    apply(&inner, dir.path(), "web.yaml", SHARED_WEB);
+    inner
+        .run(&["rollout", "status", "deployment/web", "--timeout=120s"])
+        .ok();
+    let pods = tenant_pods(&inner, "app=web");
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    for line in &pods {
+        let f: Vec<&str> = line.split(' ').collect();
+        assert_eq!(f[1], "Running", "{line}");
+        assert!(
+            f[2].parse::<std::net::Ipv4Addr>().is_ok(),
+            "a real IP: {line}"
+        );
+        // On the root cluster: the same pod under its translated name, in the namespace
+        // named after the cluster, with the same IP.
+        let host = format!("{}-x-default-x-team-x", f[0]);
+        let r = k.run(&[
+            "get",
+            "pod",
+            "-n",
+            "team-x",
+            &host,
+            "-o",
+            "jsonpath={.status.phase} {.status.podIP} {.metadata.labels.vcluster\\.loft\\.sh/managed-by}",
+        ]);
+        assert_eq!(r.ok().stdout, format!("Running {} team-x", f[2]));
+    }
+    // The ConfigMap it uses is there under its translated name.
+    k.run(&[
+        "get",
+        "configmap",
+        "-n",
+        "team-x",
+        "greeting-x-default-x-team-x",
+    ])
+    .ok();
+    // The tenant Service has the host Service's cluster IP.
+    let tenant_ip = inner
+        .run(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"])
+        .stdout
+        .clone();
+    let host_ip = k
+        .run(&[
+            "get",
+            "svc",
+            "-n",
+            "team-x",
+            "web-x-default-x-team-x",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ])
+        .stdout
+        .clone();
+    inner.eventually(
+        &["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"],
+        LONG,
+        |r| r.stdout == host_ip,
+    );
+    assert!(!host_ip.is_empty(), "tenant {tenant_ip}, host {host_ip}");
+    // A tenant pod reaches the tenant Service by its tenant DNS name (run in the host pod:
+    // exec through the tenant API is not there yet).
+    let first = pods[0].split(' ').next().expect("name").to_string();
+    let host_pod = format!("{first}-x-default-x-team-x");
+    for name in ["web.default.svc.cluster.local:80", "web:80"] {
+        until_mtest(
+            &k,
+            "team-x",
+            &host_pod,
+            &[
+                "tcp",
+                name,
+                "--timeout",
+                "2",
+                "--send",
+                "GET / HTTP/1.0\r\n\r\n",
+            ],
+            |r| r.code == 0 && r.stdout.contains(" 200 ") && r.stdout.contains("mtest web-"),
+        );
+    }
+    // The host's Events about the pod appear in the tenant.
+    inner.eventually(
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={first}"),
+        ],
+        LONG,
+        |r| r.code == 0 && r.stdout.contains("Started"),
+    );
+    // A host pod deleted by hand: its tenant pod goes too and the Deployment replaces it.
+    k.run(&["delete", "pod", "-n", "team-x", &host_pod, "--wait=false"])
+        .ok();
+    inner.eventually(&["get", "pods", "-l", "app=web", "-o", "name"], LONG, |r| {
+        r.code == 0 && !r.stdout.contains(&first) && r.stdout.lines().count() == 2
+    });
+    inner
+        .run(&["rollout", "status", "deployment/web", "--timeout=120s"])
+        .ok();
+    // Deleting the tenant Deployment removes the host pods.
+    inner.run(&["delete", "deployment", "web"]).ok();
+    k.eventually(
+        &[
+            "get",
+            "pods",
+            "-n",
+            "team-x",
+            "-l",
+            "vcluster.loft.sh/managed-by=team-x,app=web",
+            "-o",
+            "name",
+        ],
+        LONG,
+        |r| r.code == 0 && r.stdout.trim().is_empty(),
+    );
     platform.stop();
 }

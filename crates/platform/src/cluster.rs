@@ -278,7 +278,43 @@ impl TenantClusterController {
         self.ensure_addons(&tenant, &lc_name, &tc.spec).await?;
         self.ensure_oidc(&root, &tenant, &key, &release_name, &tc, &url, &serving_ca)
             .await?;
-        // 3. The workers, as Cluster API objects.
+        // 3. The workers: shared nodes (the syncer runs the pods on the host's nodes), or
+        // machines as Cluster API objects.
+        if spec::shared_workers(&tc.spec) {
+            if self.cluster_api {
+                workers::delete(&root, &key.namespace, &release_name).await?;
+            }
+            return self
+                .status(
+                    &api,
+                    &tc,
+                    &[
+                        Cond {
+                            type_: "ControlPlaneReady",
+                            ok: true,
+                            reason: "Ready",
+                            message: "the control plane is serving",
+                        },
+                        Cond {
+                            type_: "NodesReady",
+                            ok: true,
+                            reason: "SharedNodes",
+                            message: "pods run on the host cluster's nodes, synchronised into this namespace",
+                        },
+                        Cond {
+                            type_: "Ready",
+                            ok: true,
+                            reason: "Ready",
+                            message: "the cluster is ready",
+                        },
+                    ],
+                    json!({"version": release, "endpoint": url, "host": host, "logicalCluster": lc_name,
+                        "kubeconfigSecret": naming::kubeconfig_secret(&key.name),
+                        "workers": {"mode": "shared", "hostNamespace": key.namespace}}),
+                )
+                .await
+                .map(|action| renewal_due(action, renew_at));
+        }
         if !self.cluster_api {
             return self
                 .status(

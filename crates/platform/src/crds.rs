@@ -130,6 +130,7 @@ fn tenant_cluster_spec() -> Value {
                 "konnectivity": object("The konnectivity proxy.", json!({"server": component("The konnectivity server.", "t1.micro")})),
             })),
             "workers": object("Where the worker machines come from.", json!({
+                "mode": {"type": "string", "enum": ["machines", "shared"], "default": "machines", "description": "machines: worker machines of the cluster's own (node groups, from the provider); shared: no machines, the cluster's pods run on the host cluster's nodes in this namespace, synchronised by the platform's syncer (vcluster's model)."},
                 "provider": {"type": "string", "enum": ["process", "virtual"], "description": "The machine provider: process (a real node agent with its own network namespace and containerd per machine) or virtual (nodes that run no containers). Default: process where the platform can run real machines, else virtual; changing it replaces every machine."},
             })),
             "nodeGroups": {"type": "object", "description": "Worker node groups by name (when empty, one group md0 of u1.medium with no minimum).", "additionalProperties": node_group()},

@@ -110,7 +110,8 @@ pub fn crd() -> Value {
 
 /// The platform TenantCluster's spec for DropApp `values`.
 pub fn platform_spec(values: &Value) -> Value {
-    let mut spec = json!({});
+    // vcluster's model: no worker machines, the pods run on the host's nodes.
+    let mut spec = json!({"workers": {"mode": "shared"}});
     let sts = values.pointer("/controlPlane/statefulSet");
     if let Some(n) = sts
         .and_then(|s| s.pointer("/highAvailability/replicas"))
@@ -324,8 +325,11 @@ mod tests {
         }});
         assert_eq!(
             platform_spec(&values),
-            json!({"controlPlane": {"replicas": 2}, "storageClass": "nfs-csi"})
+            json!({"workers": {"mode": "shared"}, "controlPlane": {"replicas": 2}, "storageClass": "nfs-csi"})
         );
-        assert_eq!(platform_spec(&Value::Null), json!({}));
+        assert_eq!(
+            platform_spec(&Value::Null),
+            json!({"workers": {"mode": "shared"}})
+        );
     }
 }

@@ -70,6 +70,12 @@ pub fn sizing_input(group: &Value) -> SizingInput {
     machines::infra::sizing_input(group)
 }
 
+/// Whether the cluster's pods run on the host's nodes (`spec.workers.mode: shared`) rather
+/// than on worker machines of its own.
+pub fn shared_workers(spec: &Value) -> bool {
+    spec.pointer("/workers/mode").and_then(Value::as_str) == Some("shared")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
