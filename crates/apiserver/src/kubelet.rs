@@ -31,7 +31,7 @@ use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use parking_lot::{Mutex, RwLock};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::Value;
 use streaming::upgrade::{BoxIo, Connect};
 use tokio::net::TcpStream;
@@ -317,50 +317,20 @@ pub fn client_config(
     pair: &pki::CertPair,
     options: &KubeletOptions,
 ) -> Result<rustls::ClientConfig, ApiError> {
-    use rustls::pki_types::pem::PemObject;
-    let bad = |e: String| ApiError::internal(format!("kubelet client TLS: {e}"));
-    let chain = CertificateDer::pem_slice_iter(pair.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(e.to_string()))?;
-    let key =
-        PrivateKeyDer::from_pem_slice(pair.key_pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))?;
-    let builder = match &options.serving_ca_pem {
-        Some(pem) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                roots
-                    .add(c.map_err(|e| bad(e.to_string()))?)
-                    .map_err(|e| bad(e.to_string()))?;
-            }
-            builder.with_root_certificates(roots)
-        }
-        None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyServerCert { provider })),
-    };
-    let mut config = builder
-        .with_client_auth_cert(chain, key)
-        .map_err(|e| bad(e.to_string()))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    streaming::proxy::client_tls(
+        &pair.cert_pem,
+        &pair.key_pem,
+        options.serving_ca_pem.as_deref(),
+    )
+    .map_err(|e| ApiError::internal(format!("kubelet client TLS: {e}")))
 }
 
 /// A TLS client configuration that verifies nothing of the server (upstream's proxy transport
 /// to pods and services), without a client certificate.
 pub fn insecure_tls() -> Result<Arc<rustls::ClientConfig>, ApiError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ApiError::internal(format!("proxy TLS: {e}")))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServerCert { provider }))
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    streaming::proxy::insecure_tls()
+        .map(Arc::new)
+        .map_err(|e| ApiError::internal(format!("proxy TLS: {e}")))
 }
 
 /// TCP then TLS to a kubelet, within the dial timeout.
@@ -394,59 +364,6 @@ impl Connect for KubeletConnect {
                 .await
                 .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "i/o timeout"))?
         })
-    }
-}
-
-/// Accepts any server certificate (signatures of the handshake are still checked).
-#[derive(Debug)]
-struct AnyServerCert {
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl rustls::client::danger::ServerCertVerifier for AnyServerCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
     }
 }
 

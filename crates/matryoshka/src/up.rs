@@ -832,10 +832,19 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let syncer = tokio::spawn(syncer::run(
         clients(),
         syncer::Options {
-            dns_address: nodes_plan
+            address: nodes_plan
                 .real
                 .then(|| args.node_ip.or(advertise))
                 .flatten(),
+            // What the kubelet proxy presents to the root cluster's kubelets: the identity
+            // the API server has at them.
+            kubelet_identity: ca
+                .issue_client("kube-apiserver-kubelet-client", &["system:masters"])
+                .ok()
+                .map(|c| syncer::kubelet::KubeletIdentity {
+                    cert_pem: c.cert_pem,
+                    key_pem: c.key_pem,
+                }),
             dns_upstream: args.cluster_dns_upstream.clone(),
             leader_identity: Some(identity.clone()),
             ..Default::default()

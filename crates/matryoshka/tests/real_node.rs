@@ -143,6 +143,11 @@ impl Platform {
 
 impl Drop for Platform {
     fn drop(&mut self) {
+        if std::thread::panicking() && std::env::var_os("SHOW_LOG").is_some() {
+            if let Some(s) = &self.server {
+                eprintln!("{}", s.log());
+            }
+        }
         self.terminate();
     }
 }
@@ -1295,15 +1300,15 @@ fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() 
         |r| r.stdout == host_ip,
     );
     assert!(!host_ip.is_empty(), "tenant {tenant_ip}, host {host_ip}");
-    // A tenant pod reaches the tenant Service by its tenant DNS name (run in the host pod:
-    // exec through the tenant API is not there yet).
+    // A tenant pod reaches the tenant Service by its tenant DNS name, through exec in the
+    // tenant cluster (the kubelet proxy takes it to the host pod).
     let first = pods[0].split(' ').next().expect("name").to_string();
     let host_pod = format!("{first}-x-default-x-team-x");
     for name in ["web.default.svc.cluster.local:80", "web:80"] {
         until_mtest(
-            &k,
-            "team-x",
-            &host_pod,
+            &inner,
+            "default",
+            &first,
             &[
                 "tcp",
                 name,
@@ -1315,6 +1320,25 @@ fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() 
             |r| r.code == 0 && r.stdout.contains(" 200 ") && r.stdout.contains("mtest web-"),
         );
     }
+    // The container sees the ConfigMap's value and its tenant name.
+    let r = inner.run(&[
+        "exec",
+        &first,
+        "--",
+        "sh",
+        "-c",
+        "echo $GREETING $(hostname)",
+    ]);
+    assert_eq!(r.ok().stdout.trim(), format!("hello {first}"));
+    // kubectl logs and port-forward through the tenant API.
+    inner.eventually(&["logs", &first], LONG, |r| r.code == 0);
+    let answer = port_forward_get(&inner, &first, 8080);
+    assert!(answer.contains(" 200 "), "{answer}");
+    // A tenant user without pods/exec may not exec.
+    inner
+        .run(&["exec", &first, "--as", "mallory", "--", "true"])
+        .fails(1)
+        .err("Forbidden");
     // The host's Events about the pod appear in the tenant.
     inner.eventually(
         &[

@@ -8,9 +8,11 @@
 //! - `remotecommand`: exec/attach protocols v1–v5 over SPDY and WebSocket, both ends.
 //! - `portforward`: port-forward over SPDY, legacy WebSocket and the WebSocket tunnel.
 //! - `translate`: what kube-apiserver does between a WebSocket client and a SPDY backend.
+//! - `proxy`: the upgrade-aware reverse proxy and the kubelet client's TLS configuration.
 
 pub mod io;
 pub mod portforward;
+pub mod proxy;
 pub mod remotecommand;
 pub mod spdy;
 pub mod translate;

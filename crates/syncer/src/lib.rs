@@ -28,9 +28,14 @@
 //! `kube-system/kube-dns` Service takes that Service's cluster IP, and the host pods'
 //! resolv.conf names it.
 //!
+//! **Kubelet API.** Each shared cluster also gets a [`kubelet`] proxy listener; its mirrored
+//! nodes name it as their kubelet, so `kubectl logs/exec/attach/port-forward` in the tenant
+//! cluster reach the host pod (authorised in the tenant cluster, as a kubelet authorises).
+//!
 //! Isolation comes from the host: each shared cluster's pods run in its own host namespace,
 //! under that namespace's ResourceQuotas, LimitRanges and NetworkPolicies.
 
+pub mod kubelet;
 pub mod names;
 pub mod translate;
 
@@ -74,9 +79,12 @@ const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// How the syncer runs.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Where the tenant clusters' DNS servers listen (each on a port of its own): an address
-    /// of this machine the host's pods reach. None: host pods keep the host's DNS.
-    pub dns_address: Option<IpAddr>,
+    /// Where each shared cluster's DNS server and kubelet proxy listen (on ports of their
+    /// own): an address of this machine the host's pods and the API server reach. None: host
+    /// pods keep the host's DNS and the tenant's kubelet API is not served.
+    pub address: Option<IpAddr>,
+    /// The client certificate the kubelet proxy presents to host kubelets.
+    pub kubelet_identity: Option<kubelet::KubeletIdentity>,
     /// Where the tenant DNS servers send names outside their cluster.
     pub dns_upstream: dns::Upstream,
     /// Run under leader election with this identity (one active syncer per set of replicas).
@@ -88,7 +96,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            dns_address: None,
+            address: None,
+            kubelet_identity: None,
             dns_upstream: dns::Upstream::Disabled,
             leader_identity: None,
             workers: 4,
@@ -134,8 +143,8 @@ enum Item {
     Service(ObjectKey),
     /// The mirrored nodes of a logical cluster.
     Nodes(String),
-    /// The DNS of a logical cluster.
-    Dns(String),
+    /// The DNS server and kubelet proxy of a logical cluster.
+    Serve(String),
 }
 
 /// A tenant cluster's DNS server and the address its pods use.
@@ -159,6 +168,10 @@ struct Syncer {
     host_leases: Store<Lease>,
     dns: tokio::sync::Mutex<HashMap<String, TenantDns>>,
     dns_ips: RwLock<HashMap<String, IpAddr>>,
+    proxies: tokio::sync::Mutex<HashMap<String, kubelet::ProxyServer>>,
+    proxy_ports: RwLock<HashMap<String, u16>>,
+    /// How the kubelet proxy reaches host kubelets.
+    kubelet_tls: Option<Arc<rustls::ClientConfig>>,
     /// The renew time last mirrored per (logical cluster, node).
     leases: Mutex<HashMap<(String, String), String>>,
     queue: Arc<Queue<Item>>,
@@ -280,6 +293,13 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         .default_backoff(),
     );
     let queue = Queue::new();
+    let kubelet_tls = match &options.kubelet_identity {
+        Some(id) => Some(Arc::new(
+            streaming::proxy::client_tls(&id.cert_pem, &id.key_pem, None)
+                .map_err(runtime::error::Error::Config)?,
+        )),
+        None => None,
+    };
     let s = Arc::new(Syncer {
         clients: clients.clone(),
         options,
@@ -294,6 +314,9 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         host_leases: host_leases.store(),
         dns: tokio::sync::Mutex::new(HashMap::new()),
         dns_ips: RwLock::new(HashMap::new()),
+        proxies: tokio::sync::Mutex::new(HashMap::new()),
+        proxy_ports: RwLock::new(HashMap::new()),
+        kubelet_tls,
         leases: Mutex::new(HashMap::new()),
         queue: queue.clone(),
     });
@@ -373,6 +396,7 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     for (_, d) in s.dns.lock().await.drain() {
         d.server.shutdown().await;
     }
+    s.proxies.lock().await.clear();
     Ok(())
 }
 
@@ -424,7 +448,7 @@ impl Syncer {
         *self.clusters.write() = fresh;
         for lc in added {
             self.queue.add(Item::Nodes(lc.clone()));
-            self.queue.add(Item::Dns(lc.clone()));
+            self.queue.add(Item::Serve(lc.clone()));
             for (k, _) in self.tenant_pods.list_cluster(&lc) {
                 self.queue.add(Item::Pod(k));
             }
@@ -434,7 +458,7 @@ impl Syncer {
         }
         for lc in removed {
             // Its DNS server stops; its host objects go with the TenantCluster (owned).
-            self.queue.add(Item::Dns(lc));
+            self.queue.add(Item::Serve(lc));
         }
     }
 
@@ -444,12 +468,12 @@ impl Syncer {
         }
     }
 
-    async fn reconcile(&self, item: Item) -> Result<Action> {
+    async fn reconcile(self: &Arc<Self>, item: Item) -> Result<Action> {
         match item {
             Item::Pod(key) => self.pod(key).await,
             Item::Service(key) => self.service(key).await,
             Item::Nodes(lc) => self.nodes(&lc).await,
-            Item::Dns(lc) => self.dns(&lc).await,
+            Item::Serve(lc) => self.serve(&lc).await,
         }
     }
 
@@ -520,11 +544,11 @@ impl Syncer {
             if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
                 return Ok(Action::AwaitChange);
             }
-            let dns = if self.options.dns_address.is_some() {
+            let dns = if self.options.address.is_some() {
                 match self.dns_ips.read().get(key.cluster.as_str()).copied() {
                     Some(ip) => Some(ip),
                     None => {
-                        self.queue.add(Item::Dns(key.cluster.to_string()));
+                        self.queue.add(Item::Serve(key.cluster.to_string()));
                         return Ok(Action::RequeueAfter(Duration::from_millis(200)));
                     }
                 }
@@ -817,6 +841,15 @@ impl Syncer {
                 // vcluster's clearImageStatus: the host's image list is the host's.
                 s.remove("images");
             }
+            // The node's kubelet, to the tenant cluster, is this cluster's proxy.
+            let proxy_port = self.proxy_ports.read().get(lc).copied();
+            if let (Some(port), Some(address)) = (proxy_port, self.options.address) {
+                status["daemonEndpoints"] = json!({"kubeletEndpoint": {"Port": port}});
+                status["addresses"] = json!([
+                    {"type": "InternalIP", "address": address.to_string()},
+                    {"type": "Hostname", "address": name},
+                ]);
+            }
             let existing = self.tenant_nodes.get(&ObjectKey::new(lc, "", &name));
             match existing {
                 None => {
@@ -917,11 +950,178 @@ impl Syncer {
         Ok(())
     }
 
+    // ---- per-cluster servers ----
+
+    /// A shared cluster's DNS server and kubelet proxy (started, or stopped when it is gone).
+    async fn serve(self: &Arc<Self>, lc: &str) -> Result<Action> {
+        let action = self.dns(lc).await?;
+        self.kubelet_proxy(lc).await?;
+        Ok(action)
+    }
+
+    /// Starts (or stops) a shared cluster's kubelet proxy; its nodes then name it.
+    async fn kubelet_proxy(self: &Arc<Self>, lc: &str) -> Result<()> {
+        let (Some(address), Some(_)) = (self.options.address, self.kubelet_tls.as_ref()) else {
+            return Ok(());
+        };
+        let mut proxies = self.proxies.lock().await;
+        if !self.is_shared(lc) {
+            proxies.remove(lc);
+            self.proxy_ports.write().remove(lc);
+            return Ok(());
+        }
+        if proxies.contains_key(lc) {
+            return Ok(());
+        }
+        // The tenant cluster's own CA (what the process machines' kubelets trust): the API
+        // server's kubelet client certificate for this cluster is issued by it. Only its
+        // certificate is read.
+        let secrets: Api<Secret> =
+            Api::namespaced(self.clients.cluster(ROOT)?, "matryoshka-system");
+        let Some(ca) = secrets
+            .get_opt(&format!("{lc}-pki"))
+            .await?
+            .and_then(|s| s.data)
+            .and_then(|d| d.get("ca.crt").map(|b| String::from_utf8_lossy(&b.0).into_owned()))
+        else {
+            return Err(runtime::error::Error::Retry(format!(
+                "the credentials of {lc} are not there yet"
+            )));
+        };
+        let handler: Arc<dyn kubelet::Handler> = self.clone();
+        let server = kubelet::start(address, lc, &ca, handler)
+            .await
+            .map_err(runtime::error::Error::Retry)?;
+        tracing::info!(cluster = lc, addr = %server.addr, "the kubelet proxy of a shared cluster listens");
+        self.proxy_ports
+            .write()
+            .insert(lc.to_string(), server.addr.port());
+        proxies.insert(lc.to_string(), server);
+        self.queue.add(Item::Nodes(lc.to_string()));
+        Ok(())
+    }
+
+    /// Forwards a kubelet API request of a shared cluster to the host pod's kubelet.
+    async fn kubelet_request(
+        self: Arc<Self>,
+        lc: String,
+        caller: kubelet::Caller,
+        req: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<streaming::proxy::Body> {
+        use http::StatusCode;
+        let Some(r) = kubelet::parse_path(req.uri().path()) else {
+            return kubelet::text(StatusCode::NOT_FOUND, "404 page not found");
+        };
+        let (Some(shared), Some(tls)) = (self.shared(&lc), self.kubelet_tls.clone()) else {
+            return kubelet::text(StatusCode::SERVICE_UNAVAILABLE, "the cluster is not served");
+        };
+        let Some(pod) = self
+            .tenant_pods
+            .get(&ObjectKey::new(&lc, &r.namespace, &r.pod))
+        else {
+            return kubelet::text(
+                StatusCode::NOT_FOUND,
+                &format!("pod {}/{} not found", r.namespace, r.pod),
+            );
+        };
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        // Authorised as a kubelet authorises: nodes/proxy of the pod's node.
+        let verb = kubelet::verb(req.method());
+        match self.authorized(&lc, &caller, verb, &node).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return kubelet::text(
+                    StatusCode::FORBIDDEN,
+                    &format!(
+                        "Forbidden (user={}, verb={verb}, resource=nodes, subresource=proxy)",
+                        caller.user
+                    ),
+                );
+            }
+            Err(e) => {
+                return kubelet::text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!(
+                        "Authorization error (user={}, verb={verb}, resource=nodes, subresource=proxy): {e}",
+                        caller.user
+                    ),
+                );
+            }
+        }
+        let target = shared.target();
+        let host_name = target.name(&r.namespace, &r.pod);
+        let host_uid = self
+            .host_pods
+            .store()
+            .get(&ObjectKey::new(ROOT, &shared.namespace, &host_name))
+            .and_then(|p| p.metadata.uid.clone());
+        let Some(host_node) = self.host_nodes.get(&ObjectKey::new(ROOT, "", &node)) else {
+            return kubelet::text(
+                StatusCode::NOT_FOUND,
+                &format!("node {node} is not a host node"),
+            );
+        };
+        let Some((address, port)) = kubelet_location(&host_node) else {
+            return kubelet::text(
+                StatusCode::BAD_GATEWAY,
+                &format!("node {node} has no address"),
+            );
+        };
+        let path = r.host_path(&shared.namespace, &host_name, host_uid.as_deref());
+        let Some(uri) = kubelet::kubelet_uri(&address, port, &path, req.uri().query()) else {
+            return kubelet::text(StatusCode::BAD_REQUEST, "bad path");
+        };
+        let connector = streaming::upgrade::TcpConnect { tls: Some(tls) };
+        match streaming::proxy::forward(req, &uri, &connector, None).await {
+            Ok(r) => r,
+            Err(e) => kubelet::text(
+                StatusCode::BAD_GATEWAY,
+                &format!("error dialing backend: {e}"),
+            ),
+        }
+    }
+
+    /// Whether `caller` may `verb` `nodes/proxy` of `node` in cluster `lc`.
+    async fn authorized(
+        &self,
+        lc: &str,
+        caller: &kubelet::Caller,
+        verb: &str,
+        node: &str,
+    ) -> Result<bool> {
+        use k8s_openapi::api::authorization::v1::{
+            ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.clients.cluster(lc)?);
+        let review = SubjectAccessReview {
+            metadata: ObjectMeta::default(),
+            spec: SubjectAccessReviewSpec {
+                user: Some(caller.user.clone()),
+                groups: Some(caller.groups.clone()),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(verb.into()),
+                    resource: Some("nodes".into()),
+                    subresource: Some("proxy".into()),
+                    name: Some(node.into()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            status: None,
+        };
+        let answer = api.create(&PostParams::default(), &review).await?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+
     // ---- DNS ----
 
     /// Starts (or stops) a shared cluster's DNS server and keeps its Services.
     async fn dns(&self, lc: &str) -> Result<Action> {
-        let Some(address) = self.options.dns_address else {
+        let Some(address) = self.options.address else {
             return Ok(Action::AwaitChange);
         };
         let Some(shared) = self.shared(lc) else {
@@ -1196,4 +1396,37 @@ mod tests {
         assert!(shared_of(&tc(json!({}), json!({"logicalCluster": "x"}))).is_none());
         assert!(shared_of(&tc(json!({"workers": {"mode": "shared"}}), json!({}))).is_none());
     }
+}
+
+impl kubelet::Handler for Syncer {
+    fn handle(
+        self: Arc<Self>,
+        cluster: String,
+        caller: kubelet::Caller,
+        req: http::Request<hyper::body::Incoming>,
+    ) -> futures::future::BoxFuture<'static, http::Response<streaming::proxy::Body>> {
+        Box::pin(self.kubelet_request(cluster, caller, req))
+    }
+}
+
+/// Where a host node's kubelet listens: its first InternalIP (else any address) and its
+/// reported port (else 10250).
+fn kubelet_location(node: &Node) -> Option<(String, u16)> {
+    let status = node.status.as_ref()?;
+    let addresses = status.addresses.as_ref()?;
+    let address = addresses
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .or_else(|| addresses.first())?
+        .address
+        .clone();
+    let port = status
+        .daemon_endpoints
+        .as_ref()
+        .and_then(|d| d.kubelet_endpoint.as_ref())
+        .map(|e| e.port)
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p != 0)
+        .unwrap_or(10250);
+    Some((address, port))
 }
