@@ -143,10 +143,12 @@ impl Platform {
 
 impl Drop for Platform {
     fn drop(&mut self) {
-        if std::thread::panicking() && std::env::var_os("SHOW_LOG").is_some() {
-            if let Some(s) = &self.server {
-                eprintln!("{}", s.log());
-            }
+        // SHOW_LOG=1 prints the platform's log when a test fails (for debugging).
+        if std::thread::panicking()
+            && std::env::var_os("SHOW_LOG").is_some()
+            && let Some(s) = &self.server
+        {
+            eprintln!("{}", s.log());
         }
         self.terminate();
     }
@@ -1339,6 +1341,108 @@ fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() 
         .run(&["exec", &first, "--as", "mallory", "--", "true"])
         .fails(1)
         .err("Forbidden");
+    // A second shared cluster sees none of the first's objects and cannot reach its pods
+    // (the host NetworkPolicy of each cluster's pods), though both run on one node.
+    apply(
+        &k,
+        dir.path(),
+        "tc-y.yaml",
+        "apiVersion: cluster.dropapp.ru/v1alpha1\nkind: TenantCluster\nmetadata:\n  name: team-y\n",
+    );
+    k.run(&["get", "networkpolicy", "-n", "team-x", "vc-work-team-x"])
+        .ok();
+    let other = dropapp_kubeconfig(&k, dir.path(), "team-y");
+    other.eventually(&["get", "ns"], LONG, |r| r.code == 0);
+    apply(
+        &other,
+        dir.path(),
+        "client.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: client}\nspec:\n  containers:\n  - name: main\n    image: docker.io/matryoshka/mtest:1\n    args: [\"sleep\", \"infinity\"]\n",
+    );
+    wait_ready(&other, "client");
+    other.run(&["get", "svc", "web"]).fails(1).err("NotFound");
+    assert!(!other.run(&["get", "pods", "-A"]).stdout.contains("web-"));
+    let web_ip = format!("{host_ip}:80");
+    for _ in 0..3 {
+        let r = mtest(
+            &other,
+            "default",
+            "client",
+            &[
+                "tcp",
+                &web_ip,
+                "--timeout",
+                "2",
+                "--send",
+                "GET / HTTP/1.0\r\n\r\n",
+            ],
+        );
+        assert!(
+            !r.stdout.contains(" 200 "),
+            "team-y reached team-x's pods: {}",
+            r.stdout
+        );
+    }
+    until_mtest(
+        &inner,
+        "default",
+        &first,
+        &[
+            "tcp",
+            &web_ip,
+            "--timeout",
+            "2",
+            "--send",
+            "GET / HTTP/1.0\r\n\r\n",
+        ],
+        |r| r.code == 0 && r.stdout.contains(" 200 "),
+    );
+    // A ResourceQuota on the host namespace bounds the tenant: beyond it, a tenant pod stays
+    // Pending and says why.
+    k.run(&["create", "quota", "pods", "-n", "team-x", "--hard=pods=3"])
+        .ok();
+    apply(
+        &inner,
+        dir.path(),
+        "extra.yaml",
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: extra}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: extra}}
+  template:
+    metadata: {labels: {app: extra}}
+    spec:
+      containers:
+      - name: main
+        image: docker.io/matryoshka/mtest:1
+        args: ["sleep", "infinity"]
+"#,
+    );
+    inner.eventually(
+        &["get", "events", "--field-selector", "reason=SyncError"],
+        LONG,
+        |r| r.code == 0 && r.stdout.contains("exceeded quota"),
+    );
+    let host_extra = k.run(&[
+        "get",
+        "pods",
+        "-n",
+        "team-x",
+        "-l",
+        "app=extra",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        host_extra.stdout.lines().count(),
+        1,
+        "{}",
+        host_extra.stdout
+    );
+    inner.run(&["delete", "deployment", "extra"]).ok();
     // The host's Events about the pod appear in the tenant.
     inner.eventually(
         &[
