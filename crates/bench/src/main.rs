@@ -1,7 +1,7 @@
 //! `bench`: Matryoshka's benchmarks. Each prints its figures next to a peer measured in the
 //! same run (a real etcd, the raw store) and the ratio between them.
 //!
-//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S] [--tenant-clusters]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|console [--clusters N]|backup [--objects N]> [--quick]`.
+//! Usage: `cargo run --release -p bench -- <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S] [--tenant-clusters]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|console [--clusters N]|syncer [--clusters N]|backup [--objects N]> [--quick]`.
 
 mod admission_bench;
 mod api_bench;
@@ -22,6 +22,7 @@ mod proxy_bench;
 mod report;
 mod setup;
 mod storage_bench;
+mod syncer_bench;
 mod tenant_services_bench;
 mod workloads_bench;
 
@@ -56,6 +57,14 @@ fn main() -> anyhow::Result<()> {
         Some("dns") => rt.block_on(dns_bench::run(quick)),
         Some("proxy") => rt.block_on(proxy_bench::run(quick)),
         Some("oidc") => rt.block_on(oidc_bench::run(quick)),
+        Some("syncer") => {
+            let clusters = args
+                .iter()
+                .position(|a| a == "--clusters")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|v| v.parse().ok());
+            rt.block_on(syncer_bench::run(quick, clusters))
+        }
         Some("console") => {
             let clusters = args
                 .iter()
@@ -182,7 +191,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S] [--tenant-clusters]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|console [--clusters N]|backup [--objects N]> [--quick]"
+                "usage: bench <storage|api|admission|isolation|crds|dns|kubelet [--pods N] [--density M]|proxy|clusters [--count N] [--parallel P]|churn [--cycles N] [--count N] [--server-only] [--pause S] [--tenant-clusters]|workloads [--nodes N] [--pods P] [--clusters C]|platform [--count N] [--parallel P]|machines [--pods N] [--roll N] [--provider process]|tenant-services [--count N]|ingress [--connections N]|oidc|console [--clusters N]|syncer [--clusters N]|backup [--objects N]> [--quick]"
             );
             std::process::exit(2);
         }

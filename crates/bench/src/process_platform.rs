@@ -59,7 +59,12 @@ impl ProcessPlatform {
             .arg("up")
             .arg("--data-dir")
             .arg(dir.path())
-            .args(["--secure-port", &port.to_string(), "--node", "none"])
+            .args(["--secure-port", &port.to_string()])
+            .args(if extra.contains(&"--node") {
+                &[][..]
+            } else {
+                &["--node", "none"][..]
+            })
             .arg("--cluster-api-crds")
             .arg(&crds)
             .args(extra)
@@ -90,6 +95,11 @@ impl ProcessPlatform {
             root,
             port,
         })
+    }
+
+    /// The platform's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The ends of the server's log and of every machine's agent log, for a failure.

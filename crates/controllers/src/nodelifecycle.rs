@@ -38,6 +38,11 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(40);
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
+/// Marks a Node mirrored from a host cluster's node (a shared-node tenant cluster's): no
+/// kubelet of this cluster heartbeats it, its status is the host node's as the syncer copies
+/// it, so silence does not make it Unknown (vcluster runs no node lifecycle controller for
+/// shared nodes); its Ready condition still taints it and evicts its pods.
+pub const MIRRORED_ANNOTATION: &str = "node.matryoshka.dev/mirrored-from-host";
 const UNKNOWN_MESSAGE: &str = "Kubelet stopped posting node status.";
 
 /// The node lifecycle controller.
@@ -190,7 +195,12 @@ impl NodeLifecycleController {
         let nodes: Api<Node> = Api::all(client.clone());
         let mut next_check = Duration::from_secs((grace - silent).max(1) as u64);
         let mut node = (*node).clone();
-        if silent > grace && ready(&node).is_none_or(|c| c.status != "Unknown") {
+        let mirrored = node
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(MIRRORED_ANNOTATION));
+        if !mirrored && silent > grace && ready(&node).is_none_or(|c| c.status != "Unknown") {
             mark_unknown(&mut node, now);
             node = nodes
                 .replace_status(&key.name, &PostParams::default(), &node)

@@ -97,6 +97,10 @@ pub struct UpArgs {
     /// `--virtual-nodes N` without `--node` keeps the old behaviour: N virtual nodes only.
     #[arg(long, value_enum)]
     pub node: Option<NodeMode>,
+    /// Do not run the syncer of shared-node tenant clusters (`spec.workers.mode: shared`):
+    /// their pods are not run (for measuring the syncer's own cost).
+    #[arg(long)]
+    pub no_syncer: bool,
     /// Virtual nodes (no containers) to run in the root cluster, named `virtual-node-<i>`.
     #[arg(long, default_value_t = 0)]
     pub virtual_nodes: usize,
@@ -829,28 +833,36 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let advertise = advertise.filter(|_| nodes_plan.real || advertise_asked(&args));
     // Shared-node tenant clusters: their pods run on the root cluster's nodes. Their DNS
     // servers listen where the real node's pods reach this process.
-    let syncer = tokio::spawn(syncer::run(
-        clients(),
-        syncer::Options {
-            address: nodes_plan
-                .real
-                .then(|| args.node_ip.or(advertise))
-                .flatten(),
-            // What the kubelet proxy presents to the root cluster's kubelets: the identity
-            // the API server has at them.
-            kubelet_identity: ca
-                .issue_client("kube-apiserver-kubelet-client", &["system:masters"])
-                .ok()
-                .map(|c| syncer::kubelet::KubeletIdentity {
-                    cert_pem: c.cert_pem,
-                    key_pem: c.key_pem,
-                }),
-            dns_upstream: args.cluster_dns_upstream.clone(),
-            leader_identity: Some(identity.clone()),
-            ..Default::default()
-        },
-        stopped.clone().wait(),
-    ));
+    let syncer_run = (!args.no_syncer).then(|| {
+        syncer::run(
+            clients(),
+            syncer::Options {
+                address: nodes_plan
+                    .real
+                    .then(|| args.node_ip.or(advertise))
+                    .flatten(),
+                // What the kubelet proxy presents to the root cluster's kubelets: the identity
+                // the API server has at them.
+                kubelet_identity: ca
+                    .issue_client("kube-apiserver-kubelet-client", &["system:masters"])
+                    .ok()
+                    .map(|c| syncer::kubelet::KubeletIdentity {
+                        cert_pem: c.cert_pem,
+                        key_pem: c.key_pem,
+                    }),
+                dns_upstream: args.cluster_dns_upstream.clone(),
+                leader_identity: Some(identity.clone()),
+                ..Default::default()
+            },
+            stopped.clone().wait(),
+        )
+    });
+    let syncer = tokio::spawn(async move {
+        match syncer_run {
+            Some(run) => run.await,
+            None => Ok(()),
+        }
+    });
     // Pods reach the API server at the advertise address: when the bind address does not
     // cover it, the server listens there too.
     let advertise_listener = match advertise {

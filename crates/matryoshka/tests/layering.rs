@@ -76,6 +76,7 @@ fn api_clients_depend_on_nothing_of_the_server() {
         "platform",
         "machines",
         "lb",
+        "syncer",
         "ingress",
         "nodenet",
         "dns",

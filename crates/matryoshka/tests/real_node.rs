@@ -1270,7 +1270,7 @@ fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() 
         ]);
         assert_eq!(r.ok().stdout, format!("Running {} team-x", f[2]));
     }
-    // The ConfigMap it uses is there under its translated name.
+    // The ConfigMap it uses is there under its translated name, and follows the tenant's.
     k.run(&[
         "get",
         "configmap",
@@ -1279,6 +1279,28 @@ fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() 
         "greeting-x-default-x-team-x",
     ])
     .ok();
+    inner
+        .run(&[
+            "patch",
+            "configmap",
+            "greeting",
+            "-p",
+            r#"{"data":{"text":"hi"}}"#,
+        ])
+        .ok();
+    k.eventually(
+        &[
+            "get",
+            "configmap",
+            "-n",
+            "team-x",
+            "greeting-x-default-x-team-x",
+            "-o",
+            "jsonpath={.data.text}",
+        ],
+        LONG,
+        |r| r.stdout == "hi",
+    );
     // The tenant Service has the host Service's cluster IP.
     let tenant_ip = inner
         .run(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"])
@@ -1332,6 +1354,30 @@ fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() 
         "echo $GREETING $(hostname)",
     ]);
     assert_eq!(r.ok().stdout.trim(), format!("hello {first}"));
+    // Its service-account token is the tenant cluster's (minted there, bound to the tenant
+    // pod), and the namespace file names the tenant namespace.
+    let r = inner.run(&[
+        "exec",
+        &first,
+        "--",
+        "cat",
+        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+    ]);
+    let out = r.ok().stdout.clone();
+    assert!(out.ends_with("default"), "{out}");
+    let payload = out
+        .split('.')
+        .nth(1)
+        .expect("a JWT")
+        .replace('-', "+")
+        .replace('_', "/");
+    let padded = format!("{payload}{}", "=".repeat((4 - payload.len() % 4) % 4));
+    let claims = String::from_utf8(base64_decode(&padded)).expect("utf-8 claims");
+    assert!(
+        claims.contains("system:serviceaccount:default:default") && claims.contains(&first),
+        "{claims}"
+    );
     // kubectl logs and port-forward through the tenant API.
     inner.eventually(&["logs", &first], LONG, |r| r.code == 0);
     let answer = port_forward_get(&inner, &first, 8080);

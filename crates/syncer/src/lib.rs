@@ -14,7 +14,7 @@
 //! - **back to the tenant**: the host pod's status (phase, conditions, IPs, container
 //!   statuses); the host Service's cluster IP (a tenant Service with another IP is re-created
 //!   with the host's, as vcluster does, so one IP means the same Service everywhere); the
-//!   host's nodes, mirrored with their status and Lease; the host's Events about synced pods;
+//!   host's nodes, mirrored with their status; the host's Events about synced pods;
 //! - **deletion both ways**: a deleted tenant pod deletes its host pod (with the tenant's
 //!   grace period) and is finalised once the host pod is gone; a host pod that vanishes (by
 //!   hand, eviction) takes its tenant pod with it, so the tenant's controllers replace it;
@@ -47,15 +47,15 @@ pub mod translate;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use runtime::client::{ClusterClients, ROOT};
 use runtime::error::Result;
 use runtime::informer::{Informer, ObjectKey, Store};
@@ -70,8 +70,8 @@ pub const COMPONENT: &str = "syncer";
 /// The platform's TenantCluster.
 const PLATFORM_GROUP: &str = "platform.matryoshka.dev";
 const PLATFORM_VERSION: &str = "v1alpha1";
-/// The namespace of node Leases.
-const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// How often the host copies of ConfigMaps and Secrets are compared with the tenant's.
+pub const REFERENCES_RESYNC: Duration = Duration::from_secs(10);
 
 /// How the syncer runs.
 #[derive(Debug, Clone)]
@@ -142,6 +142,8 @@ enum Item {
     Nodes(String),
     /// The DNS server and kubelet proxy of a logical cluster.
     Serve(String),
+    /// The host copies of a logical cluster's ConfigMaps and Secrets, brought up to date.
+    References(String),
 }
 
 /// A tenant cluster's DNS server and the address its pods use.
@@ -162,15 +164,14 @@ struct Syncer {
     host_pods: Arc<Informer<Pod>>,
     host_services: Store<Service>,
     host_nodes: Store<Node>,
-    host_leases: Store<Lease>,
+    host_config_maps: Store<ConfigMap>,
+    host_secrets: Store<Secret>,
     dns: tokio::sync::Mutex<HashMap<String, TenantDns>>,
     dns_ips: RwLock<HashMap<String, IpAddr>>,
     proxies: tokio::sync::Mutex<HashMap<String, kubelet::ProxyServer>>,
     proxy_ports: RwLock<HashMap<String, u16>>,
     /// How the kubelet proxy reaches host kubelets.
     kubelet_tls: Option<Arc<rustls::ClientConfig>>,
-    /// The renew time last mirrored per (logical cluster, node).
-    leases: Mutex<HashMap<(String, String), String>>,
     queue: Arc<Queue<Item>>,
     recorder: runtime::events::Recorder,
 }
@@ -203,6 +204,37 @@ fn shared_of(tc: &DynamicObject) -> Option<Shared> {
             .and_then(Value::as_str)?
             .to_string(),
     })
+}
+
+/// A 404 as something to retry.
+fn not_yet(r: Result<Action>) -> Result<Action> {
+    match r {
+        Err(e) if e.is_not_found() => {
+            Err(runtime::error::Error::Retry(format!("not served yet: {e}")))
+        }
+        other => other,
+    }
+}
+
+/// An informer over `api` whose objects are kept without their `managedFields` (the syncer
+/// never reads them; they are often the larger part of an object).
+fn informer<K>(name: &str, api: Api<K>, config: watcher::Config) -> Arc<Informer<K>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + Default
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    Informer::from_stream(
+        name,
+        runtime::lenient::watcher(api, config, None)
+            .default_backoff()
+            .modify(|o: &mut K| o.meta_mut().managed_fields = None),
+    )
 }
 
 fn managed_selector() -> watcher::Config {
@@ -251,45 +283,31 @@ pub async fn run(
 async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Result<()> {
     let clients = clients.with_user_agent(COMPONENT);
     let root = clients.cluster(ROOT)?;
+    let all = clients.all_clusters()?;
     let tcs = Informer::<DynamicObject>::from_stream(
         "tenantclusters",
         watcher::watcher(
             Api::<DynamicObject>::all_with(root.clone(), &tenant_cluster_resource()),
             watcher::Config::default(),
         )
-        .default_backoff(),
+        .default_backoff()
+        .modify(|o| o.metadata.managed_fields = None),
     );
-    let tenant_pods = Informer::<Pod>::new(&clients, watcher::Config::default())?;
-    let tenant_services = Informer::<Service>::new(&clients, watcher::Config::default())?;
-    let tenant_nodes = Informer::<Node>::new(&clients, watcher::Config::default())?;
-    let host = |name: &str| -> Result<kube::Client> {
-        let _ = name;
-        clients.cluster(ROOT)
-    };
-    let host_pods = Informer::<Pod>::from_stream(
-        "host-pods",
-        runtime::lenient::watcher(Api::<Pod>::all(host("pods")?), managed_selector(), None)
-            .default_backoff(),
+    let any = watcher::Config::default;
+    let tenant_pods = informer::<Pod>("tenant-pods", Api::all(all.clone()), any());
+    let tenant_services = informer::<Service>("tenant-services", Api::all(all.clone()), any());
+    let tenant_nodes = informer::<Node>("tenant-nodes", Api::all(all), any());
+    let host_pods = informer::<Pod>("host-pods", Api::all(root.clone()), managed_selector());
+    let host_services =
+        informer::<Service>("host-services", Api::all(root.clone()), managed_selector());
+    let host_nodes = informer::<Node>("host-nodes", Api::all(root.clone()), any());
+    let host_config_maps = informer::<ConfigMap>(
+        "host-configmaps",
+        Api::all(root.clone()),
+        managed_selector(),
     );
-    let host_services = Informer::<Service>::from_stream(
-        "host-services",
-        runtime::lenient::watcher(
-            Api::<Service>::all(host("services")?),
-            managed_selector(),
-            None,
-        )
-        .default_backoff(),
-    );
-    let host_nodes = Informer::<Node>::root(&clients)?;
-    let host_leases = Informer::<Lease>::from_stream(
-        "host-leases",
-        runtime::lenient::watcher(
-            Api::<Lease>::namespaced(root.clone(), LEASE_NAMESPACE),
-            watcher::Config::default(),
-            None,
-        )
-        .default_backoff(),
-    );
+    let host_secrets =
+        informer::<Secret>("host-secrets", Api::all(root.clone()), managed_selector());
     let queue = Queue::new();
     let kubelet_tls = match &options.kubelet_identity {
         Some(id) => Some(Arc::new(
@@ -309,13 +327,13 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         host_pods: host_pods.clone(),
         host_services: host_services.store(),
         host_nodes: host_nodes.store(),
-        host_leases: host_leases.store(),
+        host_config_maps: host_config_maps.store(),
+        host_secrets: host_secrets.store(),
         dns: tokio::sync::Mutex::new(HashMap::new()),
         dns_ips: RwLock::new(HashMap::new()),
         proxies: tokio::sync::Mutex::new(HashMap::new()),
         proxy_ports: RwLock::new(HashMap::new()),
         kubelet_tls,
-        leases: Mutex::new(HashMap::new()),
         queue: queue.clone(),
         recorder: runtime::events::Recorder::start(clients.clone(), COMPONENT),
     });
@@ -355,8 +373,6 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     });
     let h = s.clone();
     host_nodes.on_change(move |_| h.all_nodes());
-    let h = s.clone();
-    host_leases.on_change(move |_| h.all_nodes());
 
     let mut tasks = Vec::new();
     for run in [
@@ -367,7 +383,8 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tokio::spawn(host_pods.clone().run(term.clone().wait())),
         tokio::spawn(host_services.clone().run(term.clone().wait())),
         tokio::spawn(host_nodes.clone().run(term.clone().wait())),
-        tokio::spawn(host_leases.clone().run(term.clone().wait())),
+        tokio::spawn(host_config_maps.clone().run(term.clone().wait())),
+        tokio::spawn(host_secrets.clone().run(term.clone().wait())),
     ] {
         tasks.push(run);
     }
@@ -448,6 +465,7 @@ impl Syncer {
         for lc in added {
             self.queue.add(Item::Nodes(lc.clone()));
             self.queue.add(Item::Serve(lc.clone()));
+            self.queue.add(Item::References(lc.clone()));
             for (k, _) in self.tenant_pods.list_cluster(&lc) {
                 self.queue.add(Item::Pod(k));
             }
@@ -471,8 +489,11 @@ impl Syncer {
         match item {
             Item::Pod(key) => self.pod(key).await,
             Item::Service(key) => self.service(key).await,
-            Item::Nodes(lc) => self.nodes(&lc).await,
-            Item::Serve(lc) => self.serve(&lc).await,
+            // A cluster's own work finding it not served yet (404 while it is provisioned)
+            // is retried with backoff, not taken for a deleted object.
+            Item::Nodes(lc) => not_yet(self.nodes(&lc).await),
+            Item::References(lc) => not_yet(self.refresh_references(&lc).await),
+            Item::Serve(lc) => not_yet(self.serve(&lc).await),
         }
     }
 }

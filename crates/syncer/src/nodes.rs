@@ -1,21 +1,47 @@
-//! The host's nodes and their Leases, mirrored into each shared cluster.
+//! The host's nodes, mirrored into each shared cluster: the same name, labels, taints and
+//! status (the tenant's scheduler binds pods to them; the host pod then runs on that node).
+//!
+//! A mirrored node carries [`MIRRORED_ANNOTATION`]: no kubelet of the tenant heartbeats it,
+//! so the tenant's node lifecycle controller does not turn its silence into `Unknown`, and its
+//! status is written only when something other than heartbeat times changed. Mirroring costs
+//! writes per change of a host node, not per heartbeat, whatever the number of clusters.
 
 use std::collections::HashSet;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use runtime::client::ROOT;
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::ObjectKey;
 use runtime::queue::Action;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::{LEASE_NAMESPACE, Syncer, names, translate};
+use crate::{Syncer, names, translate};
+
+/// The annotation of a mirrored node (the tenant's node lifecycle controller reads it).
+pub const MIRRORED_ANNOTATION: &str = "node.matryoshka.dev/mirrored-from-host";
+
+/// Taints the tenant's node lifecycle controller owns (kept when the host's are copied).
+const CONTROLLER_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
+
+/// A node status without its conditions' heartbeat times (what is compared).
+fn without_heartbeats(status: &Value) -> Value {
+    let mut s = status.clone();
+    if let Some(Value::Array(conds)) = s.get_mut("conditions") {
+        for c in conds.iter_mut() {
+            if let Some(o) = c.as_object_mut() {
+                o.remove("lastHeartbeatTime");
+            }
+        }
+    }
+    s
+}
 
 impl Syncer {
-    /// Mirrors the host's nodes (and their Leases) into a shared cluster.
+    /// Mirrors the host's nodes into a shared cluster.
     pub(crate) async fn nodes(&self, lc: &str) -> Result<Action> {
         let Some(shared) = self.shared(lc) else {
             return Ok(Action::AwaitChange);
@@ -29,8 +55,22 @@ impl Syncer {
             let mut labels = hn.metadata.labels.clone().unwrap_or_default();
             labels.insert(names::MANAGED_BY.into(), shared.name.clone());
             let host_spec = hn.spec.clone().unwrap_or_default();
+            let existing = self.tenant_nodes.get(&ObjectKey::new(lc, "", &name));
+            let mut taints: Vec<Taint> = host_spec.taints.clone().unwrap_or_default();
+            if let Some(t) = &existing {
+                let theirs = t
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.clone())
+                    .unwrap_or_default();
+                taints.extend(
+                    theirs
+                        .into_iter()
+                        .filter(|t| CONTROLLER_TAINTS.contains(&t.key.as_str())),
+                );
+            }
             let spec = json!({
-                "taints": host_spec.taints,
+                "taints": if taints.is_empty() { None } else { Some(taints) },
                 "unschedulable": host_spec.unschedulable,
                 "providerID": host_spec.provider_id,
             });
@@ -49,11 +89,11 @@ impl Syncer {
                     {"type": "Hostname", "address": name},
                 ]);
             }
-            let existing = self.tenant_nodes.get(&ObjectKey::new(lc, "", &name));
+            let metadata = json!({"labels": labels, "annotations": {MIRRORED_ANNOTATION: "true"}});
             match existing {
                 None => {
                     let node: Node = serde_json::from_value(json!({
-                        "metadata": {"name": name, "labels": labels},
+                        "metadata": {"name": name, "labels": labels, "annotations": metadata["annotations"]},
                         "spec": spec,
                     }))?;
                     match api.create(&PostParams::default(), &node).await {
@@ -70,87 +110,53 @@ impl Syncer {
                 }
                 Some(t) => {
                     let t_spec = t.spec.clone().unwrap_or_default();
+                    let marked = t.annotations().contains_key(MIRRORED_ANNOTATION);
                     if t.metadata.labels.as_ref() != Some(&labels)
+                        || !marked
                         || json!({"taints": t_spec.taints, "unschedulable": t_spec.unschedulable, "providerID": t_spec.provider_id})
                             != spec
                     {
                         api.patch(
                             &name,
                             &PatchParams::default(),
-                            &Patch::Merge(&json!({"metadata": {"labels": labels}, "spec": spec})),
+                            &Patch::Merge(&json!({"metadata": metadata, "spec": spec})),
                         )
                         .await?;
                     }
                     let current = serde_json::to_value(t.status.clone().unwrap_or_default())
                         .unwrap_or_default();
-                    if let Some(patch) = translate::status_patch(&current, &status) {
+                    if without_heartbeats(&current) != without_heartbeats(&status)
+                        && let Some(patch) = translate::status_patch(&current, &status)
+                    {
                         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                             .await?;
                     }
                 }
             }
-            self.mirror_lease(lc, &tenant, &name).await?;
         }
         for (key, t) in self.tenant_nodes.list_cluster(lc) {
             let ours = t.labels().get(names::MANAGED_BY) == Some(&shared.name);
             if ours && !present.contains(&key.name) {
                 ignore_not_found(api.delete(&key.name, &DeleteParams::default()).await)?;
-                self.leases
-                    .lock()
-                    .remove(&(lc.to_string(), key.name.clone()));
             }
         }
         Ok(Action::AwaitChange)
     }
+}
 
-    /// Copies a host node's Lease renewal into the tenant cluster.
-    pub(crate) async fn mirror_lease(
-        &self,
-        lc: &str,
-        tenant: &kube::Client,
-        node: &str,
-    ) -> Result<()> {
-        let Some(hl) = self
-            .host_leases
-            .get(&ObjectKey::new(ROOT, LEASE_NAMESPACE, node))
-        else {
-            return Ok(());
-        };
-        let spec = hl.spec.clone().unwrap_or_default();
-        let renew = spec
-            .renew_time
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .unwrap_or_default();
-        let key = (lc.to_string(), node.to_string());
-        if self.leases.lock().get(&key) == Some(&renew) {
-            return Ok(());
-        }
-        let api: Api<Lease> = Api::namespaced(tenant.clone(), LEASE_NAMESPACE);
-        let body = json!({"spec": {
-            "holderIdentity": spec.holder_identity,
-            "leaseDurationSeconds": spec.lease_duration_seconds,
-            "renewTime": spec.renew_time,
-        }});
-        match api
-            .patch(node, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                let lease: Lease = serde_json::from_value(json!({
-                    "metadata": {"name": node, "namespace": LEASE_NAMESPACE},
-                    "spec": body["spec"],
-                }))?;
-                match api.create(&PostParams::default(), &lease).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-        self.leases.lock().insert(key, renew);
-        Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeat_times_alone_are_no_change() {
+        let a =
+            json!({"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "1"}]});
+        let b =
+            json!({"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2"}]});
+        let c =
+            json!({"conditions": [{"type": "Ready", "status": "False", "lastHeartbeatTime": "2"}]});
+        assert_eq!(without_heartbeats(&a), without_heartbeats(&b));
+        assert_ne!(without_heartbeats(&a), without_heartbeats(&c));
     }
 }

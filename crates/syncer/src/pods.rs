@@ -172,6 +172,79 @@ impl Syncer {
         Ok(())
     }
 
+    /// Brings the host copies of a shared cluster's ConfigMaps and Secrets up to date with
+    /// the tenant's (a deleted one goes), every [`crate::REFERENCES_RESYNC`]: only the copies
+    /// are watched, not every tenant's ConfigMaps and Secrets.
+    pub(crate) async fn refresh_references(&self, lc: &str) -> Result<Action> {
+        let Some(shared) = self.shared(lc) else {
+            return Ok(Action::AwaitChange);
+        };
+        let target = shared.target();
+        let tenant = self.clients.cluster(lc)?;
+        let root = self.clients.cluster(ROOT)?;
+        let ours = |meta: &ObjectMeta| {
+            meta.labels.as_ref().and_then(|l| l.get(names::MANAGED_BY)) == Some(&shared.name)
+        };
+        let h_cms: Api<ConfigMap> = Api::namespaced(root.clone(), &shared.namespace);
+        for copy in self
+            .host_config_maps
+            .list_namespace(ROOT, &shared.namespace)
+        {
+            let Some((_, ns, name)) = names::tenant_of(
+                copy.metadata.labels.as_ref(),
+                copy.metadata.annotations.as_ref(),
+            )
+            .filter(|_| ours(&copy.metadata)) else {
+                continue;
+            };
+            let t: Api<ConfigMap> = Api::namespaced(tenant.clone(), &ns);
+            match t.get_opt(&name).await? {
+                Some(cm) => {
+                    let want = translate::host_config_map(&cm, &target);
+                    upsert(&h_cms, want, |a, b| {
+                        a.data == b.data && a.binary_data == b.binary_data
+                    })
+                    .await?;
+                }
+                None => {
+                    ignore_not_found(
+                        h_cms
+                            .delete(&copy.name_any(), &DeleteParams::default())
+                            .await,
+                    )?;
+                }
+            }
+        }
+        let h_secrets: Api<Secret> = Api::namespaced(root, &shared.namespace);
+        for copy in self.host_secrets.list_namespace(ROOT, &shared.namespace) {
+            let Some((_, ns, name)) = names::tenant_of(
+                copy.metadata.labels.as_ref(),
+                copy.metadata.annotations.as_ref(),
+            )
+            .filter(|_| ours(&copy.metadata)) else {
+                continue;
+            };
+            let t: Api<Secret> = Api::namespaced(tenant.clone(), &ns);
+            match t.get_opt(&name).await? {
+                Some(secret) => {
+                    let want = translate::host_secret(&secret, &target);
+                    upsert(&h_secrets, want, |a, b| {
+                        a.data == b.data && a.type_ == b.type_
+                    })
+                    .await?;
+                }
+                None => {
+                    ignore_not_found(
+                        h_secrets
+                            .delete(&copy.name_any(), &DeleteParams::default())
+                            .await,
+                    )?;
+                }
+            }
+        }
+        Ok(Action::RequeueAfter(crate::REFERENCES_RESYNC))
+    }
+
     /// Deletes the host copies of ConfigMaps and Secrets no tenant pod of the namespace uses.
     pub(crate) async fn collect_references(&self, shared: &Shared, namespace: &str) -> Result<()> {
         let mut used = translate::References::default();
