@@ -1472,21 +1472,32 @@ spec:
         LONG,
         |r| r.code == 0 && r.stdout.contains("exceeded quota"),
     );
-    let host_extra = k.run(&[
-        "get",
-        "pods",
-        "-n",
-        "team-x",
-        "-l",
-        "app=extra",
-        "-o",
-        "name",
-    ]);
-    assert_eq!(
-        host_extra.stdout.lines().count(),
-        1,
-        "{}",
-        host_extra.stdout
+    // Exactly one of the two fits under the quota.
+    k.eventually(
+        &[
+            "get",
+            "pods",
+            "-n",
+            "team-x",
+            "-l",
+            "app=extra",
+            "-o",
+            "name",
+        ],
+        LONG,
+        |r| r.code == 0 && r.stdout.lines().count() == 1,
+    );
+    inner.eventually(
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=extra",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ],
+        LONG,
+        |r| r.stdout == "Running Pending" || r.stdout == "Pending Running",
     );
     inner.run(&["delete", "deployment", "extra"]).ok();
     // The host's Events about the pod appear in the tenant.
