@@ -146,12 +146,6 @@ enum Item {
     References(String),
 }
 
-/// A tenant cluster's DNS server and the address its pods use.
-struct TenantDns {
-    server: dns::ClusterDns,
-    cluster_ip: Option<IpAddr>,
-}
-
 struct Syncer {
     clients: ClusterClients,
     options: Options,
@@ -166,7 +160,8 @@ struct Syncer {
     host_nodes: Store<Node>,
     host_config_maps: Store<ConfigMap>,
     host_secrets: Store<Secret>,
-    dns: tokio::sync::Mutex<HashMap<String, TenantDns>>,
+    /// Each shared cluster's DNS server; `dns_ips` holds the cluster IP its pods use.
+    dns: tokio::sync::Mutex<HashMap<String, dns::ClusterDns>>,
     dns_ips: RwLock<HashMap<String, IpAddr>>,
     proxies: tokio::sync::Mutex<HashMap<String, kubelet::ProxyServer>>,
     proxy_ports: RwLock<HashMap<String, u16>>,
@@ -410,7 +405,7 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         let _ = t.await;
     }
     for (_, d) in s.dns.lock().await.drain() {
-        d.server.shutdown().await;
+        d.shutdown().await;
     }
     s.proxies.lock().await.clear();
     Ok(())

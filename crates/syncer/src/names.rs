@@ -79,16 +79,6 @@ pub fn host_labels(
     out
 }
 
-/// A Service's selector on the host: the tenant's (translated as labels are) narrowed to the
-/// tenant cluster and namespace, so it never selects another cluster's pods.
-pub fn host_selector(
-    tenant: &BTreeMap<String, String>,
-    namespace: &str,
-    cluster: &str,
-) -> BTreeMap<String, String> {
-    host_labels(Some(tenant), namespace, cluster)
-}
-
 /// Ownership annotations of a host object made from tenant object `kind` `namespace/name`.
 pub fn host_annotations(
     tenant: Option<&BTreeMap<String, String>>,

@@ -15,7 +15,7 @@ use runtime::informer::ObjectKey;
 use runtime::queue::Action;
 use serde_json::json;
 
-use crate::{COMPONENT, Item, Syncer, TenantDns, kubelet, names};
+use crate::{COMPONENT, Item, Syncer, kubelet, names};
 
 impl Syncer {
     /// A shared cluster's DNS server and kubelet proxy (started, or stopped when it is gone).
@@ -234,12 +234,13 @@ impl Syncer {
         };
         let Some(shared) = self.shared(lc) else {
             if let Some(d) = self.dns.lock().await.remove(lc) {
-                d.server.shutdown().await;
+                d.shutdown().await;
             }
             self.dns_ips.write().remove(lc);
             return Ok(Action::AwaitChange);
         };
         let tenant = self.clients.cluster(lc)?;
+        // The lock is held only to start the server, not across the API calls below.
         let mut servers = self.dns.lock().await;
         if !servers.contains_key(lc) {
             let config = dns::Config {
@@ -250,16 +251,13 @@ impl Syncer {
             let server = dns::ClusterDns::start(tenant.clone(), config)
                 .await
                 .map_err(|e| runtime::error::Error::Retry(format!("the DNS of {lc}: {e}")))?;
-            servers.insert(
-                lc.to_string(),
-                TenantDns {
-                    server,
-                    cluster_ip: None,
-                },
-            );
+            servers.insert(lc.to_string(), server);
         }
-        let entry = servers.get_mut(lc).expect("just inserted");
-        let port = entry.server.addrs().first().map_or(53, SocketAddr::port);
+        let port = servers
+            .get(lc)
+            .and_then(|d| d.addrs().first())
+            .map_or(53, SocketAddr::port);
+        drop(servers);
         let target = shared.target();
         let host_name = target.name("kube-system", "kube-dns");
         let root = self.clients.cluster(ROOT)?;
@@ -328,10 +326,7 @@ impl Syncer {
                 }
             }
         }
-        let first = entry.cluster_ip.is_none();
-        entry.cluster_ip = Some(ip);
-        drop(servers);
-        self.dns_ips.write().insert(lc.to_string(), ip);
+        let first = self.dns_ips.write().insert(lc.to_string(), ip).is_none();
         if first {
             for (k, _) in self.tenant_pods.list_cluster(lc) {
                 self.queue.add(Item::Pod(k));

@@ -346,7 +346,9 @@ pub fn host_service(tenant: &Service, target: &Target<'_>) -> Service {
     spec.selector = spec
         .selector
         .filter(|s| !s.is_empty())
-        .map(|s| names::host_selector(&s, &namespace, target.cluster));
+        // Narrowed to the tenant cluster and namespace (the markers every host pod carries),
+        // so it never selects another cluster's pods.
+        .map(|s| names::host_labels(Some(&s), &namespace, target.cluster));
     for p in spec.ports.iter_mut().flatten() {
         p.node_port = None;
     }
