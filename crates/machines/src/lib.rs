@@ -140,6 +140,8 @@ pub struct Ctx {
     /// Machines a MachineSet, and MachineSets a MachineDeployment, just wrote.
     pub(crate) expected_machines: expectations::Expectations,
     pub(crate) expected_sets: expectations::Expectations,
+    /// Machines created and not yet in the infrastructure informer (charged to quotas).
+    pub(crate) unseen_machines: quota::Unseen,
 }
 
 /// The controller reference of an object, if any.
@@ -304,6 +306,7 @@ pub async fn run(
         virtual_nodes: provider::VirtualProvider::new(clients.clone(), options.nodes.clone()),
         expected_machines: Default::default(),
         expected_sets: Default::default(),
+        unseen_machines: Default::default(),
     });
     wire(
         &ctx,

@@ -333,6 +333,8 @@ impl Ctx {
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
+        self.unseen_machines
+            .created(namespace, &name, crate::quota::charge(&infra.spec));
         self.recorder.record(
             runtime::client::ROOT,
             runtime::events::reference(&**ms),

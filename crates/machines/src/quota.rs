@@ -6,23 +6,72 @@
 //! MachineSet reports it (a `FailedCreate` Event in upstream's wording, a condition) and the
 //! autoscaler does not scale a group past it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use apimachinery::quantity::Quantity;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::Api;
 use kube::api::ListParams;
+use parking_lot::Mutex;
 use runtime::client::ROOT;
 use runtime::error::Result;
 use serde_json::Value;
 
 use crate::Ctx;
 
+/// How long a created machine is charged before the informer is believed instead.
+const UNSEEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a charge is: resource → amount.
+pub type Charge = BTreeMap<&'static str, i64>;
+
+/// Machines created and not yet shown by the infrastructure informer, with what each
+/// charges: a MachineSet pass that runs before the informer has its last creation must
+/// still count it, or it finds room for one machine more than the quota allows (the
+/// quota's side of upstream's controller expectations).
+#[derive(Default)]
+pub struct Unseen(Mutex<HashMap<String, Created>>);
+
+/// A namespace's machines not seen yet: name → (when created, what it charges).
+type Created = HashMap<String, (Instant, Charge)>;
+
+impl Unseen {
+    /// The machine `name` of `namespace` was created, charging `charge`.
+    pub fn created(&self, namespace: &str, name: &str, charge: Charge) {
+        self.0
+            .lock()
+            .entry(namespace.to_string())
+            .or_default()
+            .insert(name.to_string(), (Instant::now(), charge));
+    }
+
+    /// What the machines of `namespace` not yet `seen` by the informer charge together;
+    /// those it shows, and those waited for too long, are forgotten.
+    pub fn charge(&self, namespace: &str, seen: impl Fn(&str) -> bool) -> Charge {
+        let mut all = self.0.lock();
+        let mut total = Charge::new();
+        let Some(machines) = all.get_mut(namespace) else {
+            return total;
+        };
+        machines.retain(|name, (at, _)| at.elapsed() < UNSEEN_TIMEOUT && !seen(name));
+        for (_, c) in machines.values() {
+            for (k, v) in c {
+                *total.entry(k).or_default() += v;
+            }
+        }
+        if machines.is_empty() {
+            all.remove(namespace);
+        }
+        total
+    }
+}
+
 /// The CPU allocation ratio: requests are a tenth of the vCPUs.
 const CPU_RATIO: i64 = 10;
 
 /// What one machine charges, in milli-units (CPU) or units (memory, counts).
-pub fn charge(spec: &Value) -> BTreeMap<&'static str, i64> {
+pub fn charge(spec: &Value) -> Charge {
     let sizing = node::sizing::resolve(
         &crate::infra::sizing_input(spec),
         &apimachinery::field::Path::new("spec"),
@@ -83,8 +132,14 @@ impl Ctx {
         }
         let one = charge(spec);
         // What the namespace's machines already charge (pods are in the quotas' status).
-        let mut machines: BTreeMap<&'static str, i64> = BTreeMap::new();
-        for m in self.infra.list_namespace(ROOT, namespace) {
+        let listed = self.infra.list_namespace(ROOT, namespace);
+        // Machines just created count before the informer shows them.
+        let mut machines = self.unseen_machines.charge(namespace, |name| {
+            listed
+                .iter()
+                .any(|m| m.metadata.name.as_deref() == Some(name))
+        });
+        for m in &listed {
             if m.metadata.deletion_timestamp.is_none() {
                 for (k, v) in charge(&m.spec) {
                     *machines.entry(k).or_default() += v;
@@ -150,5 +205,24 @@ mod tests {
         assert_eq!(c["count/machines.cluster.x-k8s.io"], 1);
         assert_eq!(show("limits.cpu", 2000), "limits.cpu=2");
         assert_eq!(show("requests.memory", 8 << 30), "requests.memory=8Gi");
+    }
+
+    #[test]
+    fn a_machine_the_informer_has_not_shown_yet_is_still_charged() {
+        let unseen = Unseen::default();
+        let one = charge(&json!({"instanceType": "u1.medium"}));
+        unseen.created("tenant-q", "m1", one.clone());
+        unseen.created("tenant-q", "m2", one.clone());
+        // A second pass before the informer caught up counts both.
+        assert_eq!(unseen.charge("tenant-q", |_| false)["limits.cpu"], 2000);
+        // Once the informer shows m1, m1 is counted there and no longer here.
+        assert_eq!(unseen.charge("tenant-q", |n| n == "m1")["limits.cpu"], 1000);
+        assert_eq!(unseen.charge("tenant-q", |_| false)["limits.cpu"], 1000);
+        assert!(unseen.charge("tenant-q", |_| true).is_empty());
+        assert!(unseen.charge("other", |_| false).is_empty());
+        assert!(
+            unseen.0.lock().is_empty(),
+            "nothing is kept for what was seen"
+        );
     }
 }

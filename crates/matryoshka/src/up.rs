@@ -841,6 +841,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                     .real
                     .then(|| args.node_ip.or(advertise))
                     .flatten(),
+                // Without a real node the kubelet proxies still serve (on loopback, where
+                // this process's API server reaches them): pods on another host.
+                kubelet_proxy_address: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
                 // What the kubelet proxy presents to the root cluster's kubelets: the identity
                 // the API server has at them.
                 kubelet_identity: ca

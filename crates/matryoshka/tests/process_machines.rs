@@ -132,6 +132,17 @@ fn running_machines(r: &Run) -> Vec<String> {
         .collect()
 }
 
+/// Kills a process machine's node agent (SIGKILL), as a machine dies.
+fn kill_agent(p: &Platform, machine: &str) {
+    let pid = std::fs::read_to_string(p.machines_dir().join(machine).join("agent.pid"))
+        .expect("the agent's pid file");
+    let killed = Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+}
+
 fn ready_nodes(r: &Run) -> usize {
     r.rows().iter().filter(|n| n[1] == "Ready").count()
 }
@@ -193,22 +204,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
         ],
         |r| r.stdout == "True",
     );
-    let conf = k
-        .run(&[
-            "get",
-            "secret",
-            "-n",
-            "tenant-root",
-            "kubernetes-demo-admin-kubeconfig",
-            "-o",
-            "go-template={{ index .data \"admin.conf\" | base64decode }}",
-        ])
-        .ok()
-        .stdout
-        .clone();
-    let path = p.server().dir.join("demo.conf");
-    std::fs::write(&path, conf).expect("write kubeconfig");
-    let t = Kubectl::new("1.33", &path);
+    let t = support::tenant_cluster_kubectl(&k, &p.server().dir, "tenant-root", "demo");
 
     phase("the cluster is ready");
     // One machine: a real node, joined with its own bootstrap token and TLS bootstrap.
@@ -312,13 +308,7 @@ fn process_machines_join_from_a_token_scale_heal_roll_and_leave_nothing_behind()
     // Killing a machine's agent: its node goes Unknown, the health check replaces it, and
     // the pods come back on the new machine.
     let victim = other.clone();
-    let pid = std::fs::read_to_string(p.machines_dir().join(&victim).join("agent.pid"))
-        .expect("the agent's pid file");
-    let killed = Command::new("kill")
-        .args(["-KILL", pid.trim()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    kill_agent(&p, &victim);
     p.until(
         &k,
         &["get", "machines", "-n", "tenant-root", "-o", MACHINES],
@@ -559,8 +549,9 @@ spec:
 
 /// A StatefulSet's claim gets the TenantCluster's `storageClass` (the platform's volumes): an
 /// infra claim in the tenant's namespace of the root cluster; what the pod writes is there
-/// after the pod moves to another node; growing the claim grows the volume; the class cannot
-/// be changed; deleting the claim deletes the infra claim and the data.
+/// after the pod moves to another node and after the machine it then runs on is replaced by
+/// the health check; growing the claim grows the volume; the class cannot be changed;
+/// deleting the claim deletes the infra claim and the data.
 fn volumes_follow_their_pod_to_another_node(p: &Platform, k: &Kubectl, t: &Kubectl) {
     t.run(&["get", "storageclass", "replicated", "-o", "jsonpath={.provisioner} {.allowVolumeExpansion} {.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class}"])
         .ok()
@@ -659,6 +650,29 @@ fn volumes_follow_their_pod_to_another_node(p: &Platform, k: &Kubectl, t: &Kubec
     );
     t.run(&["uncordon", &first_node]).ok();
     assert_ne!(first_node, second_node);
+    // The machine under the pod dies: the health check replaces it and the pod starts on
+    // another node with what it wrote (the volume lives on the platform, not the machine).
+    kill_agent(p, &second_node);
+    p.until(
+        k,
+        &["get", "machines", "-n", "tenant-root", "-o", MACHINES],
+        |r| running_machines(r).len() == 3 && !r.stdout.contains(&second_node),
+    );
+    let third = p.until(t, &pod, |r| where_(r).is_some_and(|n| n != second_node));
+    let third_node = where_(&third).expect("running");
+    let log = p.until(t, &["exec", "db-0", "--", "cat", "/data/log"], |r| {
+        r.code == 0 && r.stdout.lines().count() == 3
+    });
+    assert_eq!(
+        log.stdout.lines().collect::<Vec<_>>(),
+        ["db-0", "db-0", "db-0"],
+        "{}",
+        log.stdout
+    );
+    assert!(
+        !p.machines_dir().join(&second_node).exists(),
+        "the dead machine {second_node} is gone; the pod runs on {third_node}"
+    );
     // Growing the claim grows the volume.
     t.run(&[
         "patch",

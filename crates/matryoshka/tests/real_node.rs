@@ -1536,5 +1536,102 @@ spec:
         LONG,
         |r| r.code == 0 && r.stdout.trim().is_empty(),
     );
+
+    // A shared cluster whose host is named by a kubeconfig Secret (here the root cluster's
+    // own admin kubeconfig, as another cluster's would be, in a namespace of its choosing):
+    // its pods run there, unowned, and logs and exec reach them through that host's API
+    // server with the kubeconfig's credentials.
+    let admin = platform.server().kubeconfig();
+    k.run(&[
+        "create",
+        "secret",
+        "generic",
+        "root-host",
+        "-n",
+        "tenant-root",
+        &format!("--from-file=value={}", admin.display()),
+    ])
+    .ok();
+    apply(
+        &k,
+        dir.path(),
+        "far.yaml",
+        "apiVersion: platform.matryoshka.dev/v1alpha1\nkind: TenantCluster\nmetadata:\n  name: far\n  namespace: tenant-root\nspec:\n  workers:\n    mode: shared\n    hostCluster: {kubeconfigSecretRef: {name: root-host}, namespace: far-guests}\n",
+    );
+    k.eventually(
+        &[
+            "get",
+            "tenantcluster",
+            "far",
+            "-n",
+            "tenant-root",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ],
+        LONG,
+        |r| r.stdout == "True",
+    );
+    let far = support::tenant_cluster_kubectl(&k, dir.path(), "tenant-root", "far");
+    node_ready(&far);
+    far.run(&[
+        "run",
+        "web",
+        "--image=docker.io/matryoshka/mtest:1",
+        "--",
+        "serve-http",
+        "--port",
+        "8080",
+    ])
+    .ok();
+    far.eventually(
+        &["get", "pod", "web", "-o", "jsonpath={.status.phase}"],
+        LONG,
+        |r| r.stdout == "Running",
+    );
+    k.run(&[
+        "get",
+        "pod",
+        "-n",
+        "far-guests",
+        "web-x-default-x-far",
+        "-o",
+        "jsonpath={.status.phase} owners={.metadata.ownerReferences}",
+    ])
+    .ok()
+    .out("Running owners=");
+    far.eventually(&["logs", "web"], LONG, |r| {
+        r.code == 0 && r.stdout.contains("serving HTTP on port 8080")
+    });
+    let exec = far.run(&[
+        "exec",
+        "web",
+        "--",
+        "/mtest",
+        "exit",
+        "7",
+        "--message",
+        "through-the-far-host",
+    ]);
+    assert_eq!(exec.code, 7, "{}\n{}", exec.stdout, exec.stderr);
+    assert!(
+        exec.stdout.contains("through-the-far-host"),
+        "{}",
+        exec.stdout
+    );
+    // Deleting it deletes its pods on the host (the syncer's finalizer, not an owner).
+    k.run(&[
+        "delete",
+        "tenantcluster",
+        "far",
+        "-n",
+        "tenant-root",
+        "--timeout=60s",
+    ])
+    .ok();
+    k.eventually(
+        &["get", "pods", "-n", "far-guests", "-o", "name"],
+        LONG,
+        |r| r.code == 0 && r.stdout.trim().is_empty(),
+    );
     platform.stop();
 }

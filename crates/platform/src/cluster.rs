@@ -310,7 +310,7 @@ impl TenantClusterController {
                     ],
                     json!({"version": release, "endpoint": url, "host": host, "logicalCluster": lc_name,
                         "kubeconfigSecret": naming::kubeconfig_secret(&key.name),
-                        "workers": {"mode": "shared", "hostNamespace": key.namespace}}),
+                        "workers": spec::shared_workers_status(&tc.spec, &key.namespace)}),
                 )
                 .await
                 .map(|action| renewal_due(action, renew_at));

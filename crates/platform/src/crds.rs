@@ -131,6 +131,16 @@ fn tenant_cluster_spec() -> Value {
             })),
             "workers": object("Where the worker machines come from.", json!({
                 "mode": {"type": "string", "enum": ["machines", "shared"], "default": "machines", "description": "machines: worker machines of the cluster's own (node groups, from the provider); shared: no machines, the cluster's pods run on the host cluster's nodes in this namespace, synchronised by the platform's syncer (vcluster's model)."},
+                "hostCluster": {"type": "object", "description": "mode shared: the cluster the pods run on. Default: the platform's root cluster, in this namespace; or any Kubernetes cluster given by a kubeconfig Secret (the syncer is only its API client). Immutable.",
+                    "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "hostCluster is immutable"},
+                        {"rule": "!has(self.__namespace__) || has(self.kubeconfigSecretRef)", "message": "namespace is taken only with kubeconfigSecretRef: on the root cluster the pods run in the TenantCluster's namespace"}],
+                    "properties": {
+                        "kubeconfigSecretRef": {"type": "object", "required": ["name"], "description": "A Secret of this namespace holding the host's kubeconfig.", "properties": {
+                            "name": {"type": "string", "minLength": 1, "description": "The Secret's name."},
+                            "key": {"type": "string", "default": "value", "description": "The key holding the kubeconfig."},
+                        }},
+                        "namespace": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "description": "The namespace on the host the pods run in (default: this namespace's name; made when missing)."},
+                    }},
                 "provider": {"type": "string", "enum": ["process", "virtual"], "description": "The machine provider: process (a real node agent with its own network namespace and containerd per machine) or virtual (nodes that run no containers). Default: process where the platform can run real machines, else virtual; changing it replaces every machine."},
             })),
             "nodeGroups": {"type": "object", "description": "Worker node groups by name (when empty, one group md0 of u1.medium with no minimum).", "additionalProperties": node_group()},
@@ -174,6 +184,11 @@ fn tenant_cluster_status() -> Value {
             "desiredNodes": {"type": "integer", "description": "Nodes the node groups ask for."},
             "readyNodes": {"type": "integer", "description": "Nodes that are Ready."},
             "nodes": {"type": "string", "description": "Ready nodes out of desired (2/2)."},
+            "workers": {"type": "object", "description": "Shared workers: where the cluster's pods run.", "properties": {
+                "mode": string("shared."),
+                "hostNamespace": string("The namespace on the host the pods run in."),
+                "hostCluster": string("root (the platform's root cluster) or secret/<name> (the cluster of that kubeconfig Secret)."),
+            }},
             "observedGeneration": {"type": "integer", "format": "int64", "description": "The generation last reconciled."},
         },
     })

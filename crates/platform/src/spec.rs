@@ -76,6 +76,22 @@ pub fn shared_workers(spec: &Value) -> bool {
     spec.pointer("/workers/mode").and_then(Value::as_str) == Some("shared")
 }
 
+/// `status.workers` of a shared cluster: its mode, the host namespace its pods run in and
+/// which cluster is the host (the root cluster, or the kubeconfig Secret naming another).
+pub fn shared_workers_status(spec: &Value, namespace: &str) -> Value {
+    let host = spec.pointer("/workers/hostCluster");
+    let secret = host
+        .and_then(|h| h.pointer("/kubeconfigSecretRef/name"))
+        .and_then(Value::as_str);
+    let host_namespace = host
+        .and_then(|h| h.get("namespace"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty() && secret.is_some())
+        .unwrap_or(namespace);
+    let cluster = secret.map_or_else(|| "root".to_string(), |s| format!("secret/{s}"));
+    serde_json::json!({"mode": "shared", "hostNamespace": host_namespace, "hostCluster": cluster})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

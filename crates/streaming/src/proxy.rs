@@ -190,32 +190,52 @@ pub fn client_tls(
     key_pem: &str,
     serving_ca_pem: Option<&str>,
 ) -> Result<rustls::ClientConfig, String> {
+    let roots = serving_ca_pem.map(roots_of_pem).transpose()?;
+    tls_config(Some((cert_pem, key_pem)), roots)
+}
+
+/// The certificates of a PEM bundle as trust roots.
+pub fn roots_of_pem(pem: &str) -> Result<rustls::RootCertStore, String> {
     use rustls::pki_types::pem::PemObject;
-    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| e.to_string())?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(roots)
+}
+
+/// An HTTP/1.1 client TLS configuration presenting `identity` (a PEM certificate chain and
+/// its key) when given, verifying the server against `roots` when given, else not at all.
+pub fn tls_config(
+    identity: Option<(&str, &str)>,
+    roots: Option<rustls::RootCertStore>,
+) -> Result<rustls::ClientConfig, String> {
+    use rustls::pki_types::pem::PemObject;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
-    let builder = match serving_ca_pem {
-        Some(pem) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                roots
-                    .add(c.map_err(|e| e.to_string())?)
-                    .map_err(|e| e.to_string())?;
-            }
-            builder.with_root_certificates(roots)
-        }
+    let builder = match roots {
+        Some(roots) => builder.with_root_certificates(roots),
         None => builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyServerCert { provider })),
     };
-    let mut config = builder
-        .with_client_auth_cert(chain, key)
-        .map_err(|e| e.to_string())?;
+    let mut config = match identity {
+        Some((cert_pem, key_pem)) => {
+            let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            let key =
+                PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| e.to_string())?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| e.to_string())?
+        }
+        None => builder.with_no_client_auth(),
+    };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -223,15 +243,7 @@ pub fn client_tls(
 /// A TLS client configuration that verifies nothing of the server, without a client
 /// certificate.
 pub fn insecure_tls() -> Result<rustls::ClientConfig, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServerCert { provider }))
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    tls_config(None, None)
 }
 
 /// Accepts any server certificate (signatures of the handshake are still checked).

@@ -1,6 +1,6 @@
 //! The host's Events about synced objects, copied into their tenant clusters.
 
-use std::sync::Arc;
+use std::sync::Weak;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
@@ -12,57 +12,51 @@ use kube::runtime::watcher;
 use runtime::client::ROOT;
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::ObjectKey;
-use runtime::shared::Shutdown;
 use serde_json::json;
 
+use crate::host::{Host, HostRef};
 use crate::{Syncer, names};
 
-impl Syncer {
-    /// Copies the host's Events about synced pods and Services into their tenant clusters.
-    pub(crate) async fn host_events(self: Arc<Self>, term: Shutdown) {
-        let Ok(root) = self.clients.cluster(ROOT) else {
+/// Copies a host's Events about synced pods and Services into their tenant clusters, until
+/// the syncer or the host is gone.
+pub(crate) async fn host_events(syncer: Weak<Syncer>, host_ref: HostRef, host: Weak<Host>) {
+    let Some(api) = host.upgrade().map(|h| h.watched::<Event>()) else {
+        return;
+    };
+    let stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects();
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        let Ok(ev) = ev else { continue };
+        let (Some(s), Some(h)) = (syncer.upgrade(), host.upgrade()) else {
             return;
         };
-        let api: Api<Event> = Api::all(root);
-        let stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .applied_objects();
-        futures::pin_mut!(stream);
-        let stopping = term.wait();
-        tokio::pin!(stopping);
-        loop {
-            let ev = tokio::select! {
-                ev = stream.next() => ev,
-                () = &mut stopping => return,
-            };
-            let Some(ev) = ev else { return };
-            let Ok(ev) = ev else { continue };
-            if let Err(e) = self.copy_event(&ev).await {
-                tracing::debug!(error = %e, "copying a host event");
-            }
+        if let Err(e) = s.copy_event(&host_ref, &h, &ev).await {
+            tracing::debug!(error = %e, "copying a host event");
         }
     }
+}
 
-    pub(crate) async fn copy_event(&self, ev: &Event) -> Result<()> {
+impl Syncer {
+    pub(crate) async fn copy_event(
+        &self,
+        host_ref: &HostRef,
+        host: &Host,
+        ev: &Event,
+    ) -> Result<()> {
         let obj = &ev.involved_object;
         let (Some(ns), Some(name)) = (obj.namespace.as_deref(), obj.name.as_deref()) else {
             return Ok(());
         };
         let host_key = ObjectKey::new(ROOT, ns, name);
         let meta = match obj.kind.as_deref() {
-            Some("Pod") => self
-                .host_pods
-                .store()
-                .get(&host_key)
-                .map(|p| p.metadata.clone()),
-            Some("Service") => self
-                .host_services
-                .get(&host_key)
-                .map(|s| s.metadata.clone()),
+            Some("Pod") => host.pods.store().get(&host_key).map(|p| p.metadata.clone()),
+            Some("Service") => host.services.get(&host_key).map(|s| s.metadata.clone()),
             _ => None,
         };
         let Some(meta) = meta else { return Ok(()) };
-        let Some(key) = self.tenant_key(&meta) else {
+        let Some(key) = self.tenant_key(host_ref, &meta) else {
             return Ok(());
         };
         let suffix = ev

@@ -103,6 +103,44 @@ impl PodRequest {
     }
 }
 
+impl PodRequest {
+    /// The same request as the host's API server takes it for the host pod (how the proxy
+    /// reaches a host whose kubelets are not its to dial): `pods/{pod}/log`, `exec`,
+    /// `attach` or `portforward`, the container as a parameter, and the kubelet's stream
+    /// parameters in the API's words (`input` → `stdin`, `output` → `stdout`, `error` →
+    /// `stderr`); the others (`command`, `tty`, `follow`, `tailLines`, `ports`…) are the same.
+    pub fn api_path(&self, namespace: &str, pod: &str, query: Option<&str>) -> String {
+        let sub = match self.kind.as_str() {
+            "containerLogs" => "log",
+            "exec" => "exec",
+            "attach" => "attach",
+            _ => "portforward",
+        };
+        let mut params: Vec<String> = Vec::new();
+        if let Some(c) = self.rest.first() {
+            params.push(format!("container={c}"));
+        }
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let k = match k {
+                "input" => "stdin",
+                "output" => "stdout",
+                "error" => "stderr",
+                // Named by the path, not taken twice.
+                "container" => continue,
+                other => other,
+            };
+            params.push(format!("{k}={v}"));
+        }
+        let mut out = format!("/api/v1/namespaces/{namespace}/pods/{pod}/{sub}");
+        if !params.is_empty() {
+            out.push('?');
+            out.push_str(&params.join("&"));
+        }
+        out
+    }
+}
+
 /// The kubelet's authorization verb of an HTTP method.
 pub fn verb(method: &http::Method) -> &'static str {
     match *method {
@@ -284,6 +322,34 @@ mod tests {
         );
         let r = parse_path("/portForward/default/web-1").expect("port-forward");
         assert_eq!(r.host_path("demo", "h", None), "/portForward/demo/h");
+    }
+
+    #[test]
+    fn a_kubelet_request_becomes_the_host_api_servers_subresource_in_its_words() {
+        let r = parse_path("/exec/default/web-1/main").expect("exec");
+        assert_eq!(
+            r.api_path(
+                "guests",
+                "web-1-x-default-x-demo",
+                Some("command=cat&command=%2Fetc%2Fhostname&input=1&output=1&error=1&tty=0")
+            ),
+            "/api/v1/namespaces/guests/pods/web-1-x-default-x-demo/exec?container=main&command=cat&command=%2Fetc%2Fhostname&stdin=1&stdout=1&stderr=1&tty=0"
+        );
+        let r = parse_path("/containerLogs/default/web-1/main").expect("logs");
+        assert_eq!(
+            r.api_path("guests", "h", Some("follow=true&tailLines=10")),
+            "/api/v1/namespaces/guests/pods/h/log?container=main&follow=true&tailLines=10"
+        );
+        let r = parse_path("/portForward/default/web-1").expect("port-forward");
+        assert_eq!(
+            r.api_path("guests", "h", Some("ports=8080")),
+            "/api/v1/namespaces/guests/pods/h/portforward?ports=8080"
+        );
+        let r = parse_path("/attach/default/web-1/uid/main").expect("attach");
+        assert_eq!(
+            r.api_path("guests", "h", Some("container=evil&output=1")),
+            "/api/v1/namespaces/guests/pods/h/attach?container=main&stdout=1"
+        );
         let r = parse_path("/containerLogs/default/web-1/main").expect("logs");
         assert_eq!(r.rest, vec!["main".to_string()]);
         assert!(parse_path("/stats/summary").is_none());

@@ -34,8 +34,15 @@
 //!
 //! Isolation comes from the host: each shared cluster's pods run in its own host namespace,
 //! under that namespace's ResourceQuotas, LimitRanges and NetworkPolicies.
+//!
+//! **The host** is the root cluster by default; a TenantCluster's
+//! `spec.workers.hostCluster.kubeconfigSecretRef` names another cluster instead ([`host`]).
+//! There the host objects cannot be owned by the TenantCluster (another cluster's garbage
+//! collector would collect them at once), so the syncer holds a finalizer on the
+//! TenantCluster and deletes them itself when it goes.
 
 mod events;
+mod host;
 pub mod kubelet;
 pub mod names;
 mod nodes;
@@ -49,7 +56,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -63,6 +70,7 @@ use runtime::queue::{Action, Queue, run_workers};
 use runtime::shared::Shutdown;
 use serde_json::Value;
 
+use crate::host::{Host, HostRef};
 use crate::translate::Target;
 
 /// The component's name (leader-election Lease, field manager, user agent).
@@ -72,14 +80,21 @@ const PLATFORM_GROUP: &str = "platform.matryoshka.dev";
 const PLATFORM_VERSION: &str = "v1alpha1";
 /// How often the host copies of ConfigMaps and Secrets are compared with the tenant's.
 pub const REFERENCES_RESYNC: Duration = Duration::from_secs(10);
+/// The finalizer on a TenantCluster whose host is another cluster: its host objects are
+/// deleted by the syncer before it goes.
+pub const HOST_FINALIZER: &str = "syncer.matryoshka.dev/host-objects";
 
 /// How the syncer runs.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Where each shared cluster's DNS server and kubelet proxy listen (on ports of their
     /// own): an address of this machine the host's pods and the API server reach. None: host
-    /// pods keep the host's DNS and the tenant's kubelet API is not served.
+    /// pods keep the host's DNS.
     pub address: Option<IpAddr>,
+    /// Where the kubelet proxies listen when not on `address` (only the API servers dial
+    /// them, so loopback does; DNS servers need an address pods reach). None with no
+    /// `address`: the tenant's kubelet API is not served.
+    pub kubelet_proxy_address: Option<IpAddr>,
     /// The client certificate the kubelet proxy presents to host kubelets.
     pub kubelet_identity: Option<kubelet::KubeletIdentity>,
     /// Where the tenant DNS servers send names outside their cluster.
@@ -94,6 +109,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             address: None,
+            kubelet_proxy_address: None,
             kubelet_identity: None,
             dns_upstream: dns::Upstream::Disabled,
             leader_identity: None,
@@ -107,11 +123,15 @@ impl Default for Options {
 struct Shared {
     /// The TenantCluster's name (the `-x-<cluster>` suffix of host names).
     name: String,
-    /// Its namespace in the root cluster, where its pods run.
+    /// The namespace on the host where its pods run.
     namespace: String,
+    /// The TenantCluster's namespace in the root cluster.
+    tc_namespace: String,
     uid: String,
     /// The logical cluster serving it.
     logical: String,
+    /// Where its pods run.
+    host: HostRef,
 }
 
 impl Shared {
@@ -119,7 +139,9 @@ impl Shared {
         Target {
             cluster: &self.name,
             host_namespace: &self.namespace,
-            owner: Some(OwnerReference {
+            // Only the root cluster holds the TenantCluster: another host's garbage collector
+            // would take an owner it cannot find for a deleted one.
+            owner: self.host.is_root().then(|| OwnerReference {
                 api_version: format!("{PLATFORM_GROUP}/{PLATFORM_VERSION}"),
                 kind: "TenantCluster".into(),
                 name: self.name.clone(),
@@ -144,22 +166,26 @@ enum Item {
     Serve(String),
     /// The host copies of a logical cluster's ConfigMaps and Secrets, brought up to date.
     References(String),
+    /// A deleted TenantCluster (namespace, name) whose objects on another host are deleted
+    /// before its finalizer is removed.
+    Release(String, String),
 }
 
 struct Syncer {
     clients: ClusterClients,
     options: Options,
     clusters: RwLock<HashMap<String, Arc<Shared>>>,
-    /// (host namespace, cluster name) → logical cluster.
-    by_host: RwLock<HashMap<(String, String), String>>,
+    /// (host, host namespace, cluster name) → logical cluster.
+    by_host: RwLock<HashMap<(HostRef, String, String), String>>,
     tenant_pods: Store<Pod>,
     tenant_services: Store<Service>,
     tenant_nodes: Store<Node>,
-    host_pods: Arc<Informer<Pod>>,
-    host_services: Store<Service>,
-    host_nodes: Store<Node>,
-    host_config_maps: Store<ConfigMap>,
-    host_secrets: Store<Secret>,
+    /// The root cluster as a host.
+    root_host: RwLock<Option<Arc<Host>>>,
+    /// The other hosts in use, connected by [`Syncer::connect_host`].
+    hosts: RwLock<HashMap<HostRef, Arc<Host>>>,
+    /// The leadership term the hosts' informers run in.
+    term: Shutdown,
     /// Each shared cluster's DNS server; `dns_ips` holds the cluster IP its pods use.
     dns: tokio::sync::Mutex<HashMap<String, dns::ClusterDns>>,
     dns_ips: RwLock<HashMap<String, IpAddr>>,
@@ -178,20 +204,27 @@ fn tenant_cluster_resource() -> ApiResource {
     )
 }
 
+/// Whether a TenantCluster's workers are shared.
+fn is_shared_mode(tc: &DynamicObject) -> bool {
+    tc.data
+        .pointer("/spec/workers/mode")
+        .and_then(Value::as_str)
+        == Some("shared")
+}
+
 /// The shared cluster a TenantCluster is, if it is one (and is not being deleted).
 fn shared_of(tc: &DynamicObject) -> Option<Shared> {
-    if tc.metadata.deletion_timestamp.is_some()
-        || tc
-            .data
-            .pointer("/spec/workers/mode")
-            .and_then(Value::as_str)
-            != Some("shared")
-    {
+    if tc.metadata.deletion_timestamp.is_some() || !is_shared_mode(tc) {
         return None;
     }
+    let tc_namespace = tc.metadata.namespace.clone()?;
+    let (host, namespace) =
+        HostRef::of_spec(tc.data.get("spec").unwrap_or(&Value::Null), &tc_namespace);
     Some(Shared {
         name: tc.metadata.name.clone()?,
-        namespace: tc.metadata.namespace.clone()?,
+        namespace,
+        tc_namespace,
+        host,
         uid: tc.metadata.uid.clone()?,
         logical: tc
             .data
@@ -292,17 +325,6 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     let tenant_pods = informer::<Pod>("tenant-pods", Api::all(all.clone()), any());
     let tenant_services = informer::<Service>("tenant-services", Api::all(all.clone()), any());
     let tenant_nodes = informer::<Node>("tenant-nodes", Api::all(all), any());
-    let host_pods = informer::<Pod>("host-pods", Api::all(root.clone()), managed_selector());
-    let host_services =
-        informer::<Service>("host-services", Api::all(root.clone()), managed_selector());
-    let host_nodes = informer::<Node>("host-nodes", Api::all(root.clone()), any());
-    let host_config_maps = informer::<ConfigMap>(
-        "host-configmaps",
-        Api::all(root.clone()),
-        managed_selector(),
-    );
-    let host_secrets =
-        informer::<Secret>("host-secrets", Api::all(root.clone()), managed_selector());
     let queue = Queue::new();
     let kubelet_tls = match &options.kubelet_identity {
         Some(id) => Some(Arc::new(
@@ -319,11 +341,9 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tenant_pods: tenant_pods.store(),
         tenant_services: tenant_services.store(),
         tenant_nodes: tenant_nodes.store(),
-        host_pods: host_pods.clone(),
-        host_services: host_services.store(),
-        host_nodes: host_nodes.store(),
-        host_config_maps: host_config_maps.store(),
-        host_secrets: host_secrets.store(),
+        root_host: RwLock::new(None),
+        hosts: RwLock::new(HashMap::new()),
+        term: term.clone(),
         dns: tokio::sync::Mutex::new(HashMap::new()),
         dns_ips: RwLock::new(HashMap::new()),
         proxies: tokio::sync::Mutex::new(HashMap::new()),
@@ -332,6 +352,16 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         queue: queue.clone(),
         recorder: runtime::events::Recorder::start(clients.clone(), COMPONENT),
     });
+    let root_host = Host::start(
+        Arc::downgrade(&s),
+        HostRef::Root,
+        root.clone(),
+        None,
+        None,
+        None,
+        term.clone(),
+    );
+    *s.root_host.write() = Some(root_host.clone());
     // Handlers only enqueue.
     let store = tcs.store();
     let h = s.clone();
@@ -354,20 +384,6 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
             h.queue.add(Item::Nodes(c.key().cluster.to_string()));
         }
     });
-    let h = s.clone();
-    host_pods.on_change(move |c| {
-        if let Some(key) = h.tenant_key(&c.object().metadata) {
-            h.queue.add(Item::Pod(key));
-        }
-    });
-    let h = s.clone();
-    host_services.on_change(move |c| {
-        if let Some(key) = h.tenant_key(&c.object().metadata) {
-            h.queue.add(Item::Service(key));
-        }
-    });
-    let h = s.clone();
-    host_nodes.on_change(move |_| h.all_nodes());
 
     let mut tasks = Vec::new();
     for run in [
@@ -375,16 +391,10 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tokio::spawn(tenant_pods.clone().run(term.clone().wait())),
         tokio::spawn(tenant_services.clone().run(term.clone().wait())),
         tokio::spawn(tenant_nodes.clone().run(term.clone().wait())),
-        tokio::spawn(host_pods.clone().run(term.clone().wait())),
-        tokio::spawn(host_services.clone().run(term.clone().wait())),
-        tokio::spawn(host_nodes.clone().run(term.clone().wait())),
-        tokio::spawn(host_config_maps.clone().run(term.clone().wait())),
-        tokio::spawn(host_secrets.clone().run(term.clone().wait())),
     ] {
         tasks.push(run);
     }
-    let events = tokio::spawn(s.clone().host_events(term.clone()));
-    host_pods.wait_synced().await;
+    root_host.pods.wait_synced().await;
     tenant_pods.wait_synced().await;
     let workers = s.options.workers;
     let w = s.clone();
@@ -399,8 +409,10 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     ));
     term.wait().await;
     queue.shut_down();
-    events.abort();
     let _ = work.await;
+    // The hosts' informers stop with them (and with the term).
+    s.hosts.write().clear();
+    s.root_host.write().take();
     for t in tasks {
         let _ = t.await;
     }
@@ -412,6 +424,11 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
 }
 
 impl Syncer {
+    /// Where the kubelet proxies listen.
+    fn proxy_address(&self) -> Option<IpAddr> {
+        self.options.address.or(self.options.kubelet_proxy_address)
+    }
+
     fn is_shared(&self, logical: &str) -> bool {
         self.clusters.read().contains_key(logical)
     }
@@ -420,23 +437,112 @@ impl Syncer {
         self.clusters.read().get(logical).cloned()
     }
 
-    /// The tenant object a host object stands for.
-    fn tenant_key(&self, meta: &ObjectMeta) -> Option<ObjectKey> {
+    /// The tenant object a host object (of host `host`) stands for.
+    fn tenant_key(&self, host: &HostRef, meta: &ObjectMeta) -> Option<ObjectKey> {
         let (cluster, namespace, name) =
             names::tenant_of(meta.labels.as_ref(), meta.annotations.as_ref())?;
         let host_ns = meta.namespace.clone()?;
-        let logical = self.by_host.read().get(&(host_ns, cluster)).cloned()?;
+        let logical = self
+            .by_host
+            .read()
+            .get(&(host.clone(), host_ns, cluster))
+            .cloned()?;
         Some(ObjectKey::new(&logical, &namespace, &name))
+    }
+
+    /// The connected host of a shared cluster; when it is not connected yet, its cluster's
+    /// `Serve` connects it and the caller is retried.
+    fn host(&self, shared: &Shared) -> Result<Arc<Host>> {
+        let found = if shared.host.is_root() {
+            self.root_host.read().clone()
+        } else {
+            self.hosts.read().get(&shared.host).cloned()
+        };
+        found.ok_or_else(|| {
+            self.queue.add(Item::Serve(shared.logical.clone()));
+            runtime::error::Error::Retry(format!("{} is not connected yet", shared.host))
+        })
+    }
+
+    /// Connects (or re-connects, when its kubeconfig Secret changed) a shared cluster's host.
+    async fn connect_host(self: &Arc<Self>, shared: &Shared) -> Result<Arc<Host>> {
+        if shared.host.is_root() {
+            return self.host(shared);
+        }
+        let root = self.clients.cluster(ROOT)?;
+        let current = self.hosts.read().get(&shared.host).cloned();
+        // The Secret's resourceVersion tells whether the kubeconfig changed.
+        let secrets: Api<Secret> = Api::namespaced(root.clone(), &shared.tc_namespace);
+        let HostRef::Kubeconfig { secret, .. } = &shared.host else {
+            unreachable!("a root host returned above");
+        };
+        let version = secrets
+            .get_metadata_opt(secret)
+            .await?
+            .and_then(|m| m.metadata.resource_version);
+        if let Some(h) = current.filter(|h| h.version == version) {
+            return Ok(h);
+        }
+        let c = host::connect(&root, &shared.host).await?;
+        let h = Host::start(
+            Arc::downgrade(self),
+            shared.host.clone(),
+            c.client,
+            Some(c.api),
+            Some(shared.namespace.clone()),
+            c.version,
+            self.term.clone(),
+        );
+        self.hosts.write().insert(shared.host.clone(), h.clone());
+        tracing::info!(cluster = %shared.logical, host = %shared.host, "connected a shared cluster's host");
+        // Everything of the clusters on it is looked at again with the new informers.
+        let on_it: Vec<String> = self
+            .clusters
+            .read()
+            .values()
+            .filter(|c| c.host == shared.host)
+            .map(|c| c.logical.clone())
+            .collect();
+        for lc in on_it {
+            self.resync(&lc);
+        }
+        Ok(h)
+    }
+
+    /// Queues everything of one shared cluster.
+    fn resync(&self, lc: &str) {
+        self.queue.add(Item::Nodes(lc.to_string()));
+        self.queue.add(Item::References(lc.to_string()));
+        for (k, _) in self.tenant_pods.list_cluster(lc) {
+            self.queue.add(Item::Pod(k));
+        }
+        for (k, _) in self.tenant_services.list_cluster(lc) {
+            self.queue.add(Item::Service(k));
+        }
     }
 
     /// Rebuilds the set of shared clusters; a new one gets its nodes, DNS and objects synced.
     fn clusters_changed(&self, tcs: &Store<DynamicObject>) {
-        let fresh: HashMap<String, Arc<Shared>> = tcs
-            .entries()
-            .into_iter()
-            .filter_map(|(_, tc)| shared_of(&tc))
+        let entries = tcs.entries();
+        let fresh: HashMap<String, Arc<Shared>> = entries
+            .iter()
+            .filter_map(|(_, tc)| shared_of(tc))
             .map(|s| (s.logical.clone(), Arc::new(s)))
             .collect();
+        // Deleted clusters whose objects on another host are still to be deleted.
+        for (_, tc) in &entries {
+            let held = tc
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == HOST_FINALIZER));
+            if held
+                && (tc.metadata.deletion_timestamp.is_some() || !is_shared_mode(tc))
+                && let (Some(ns), Some(name)) = (&tc.metadata.namespace, &tc.metadata.name)
+            {
+                self.queue.add(Item::Release(ns.clone(), name.clone()));
+            }
+        }
         let added: Vec<String> = {
             let old = self.clusters.read();
             fresh
@@ -454,19 +560,21 @@ impl Syncer {
             .collect();
         *self.by_host.write() = fresh
             .values()
-            .map(|s| ((s.namespace.clone(), s.name.clone()), s.logical.clone()))
+            .map(|s| {
+                (
+                    (s.host.clone(), s.namespace.clone(), s.name.clone()),
+                    s.logical.clone(),
+                )
+            })
             .collect();
+        // A host no shared cluster uses any more is disconnected.
+        self.hosts
+            .write()
+            .retain(|r, _| fresh.values().any(|s| &s.host == r));
         *self.clusters.write() = fresh;
         for lc in added {
-            self.queue.add(Item::Nodes(lc.clone()));
             self.queue.add(Item::Serve(lc.clone()));
-            self.queue.add(Item::References(lc.clone()));
-            for (k, _) in self.tenant_pods.list_cluster(&lc) {
-                self.queue.add(Item::Pod(k));
-            }
-            for (k, _) in self.tenant_services.list_cluster(&lc) {
-                self.queue.add(Item::Service(k));
-            }
+            self.resync(&lc);
         }
         for lc in removed {
             // Its DNS server stops; its host objects go with the TenantCluster (owned).
@@ -474,9 +582,12 @@ impl Syncer {
         }
     }
 
-    fn all_nodes(&self) {
-        for lc in self.clusters.read().keys() {
-            self.queue.add(Item::Nodes(lc.clone()));
+    /// Queues the nodes of every shared cluster on `host`.
+    fn nodes_of_host(&self, host: &HostRef) {
+        for (lc, s) in self.clusters.read().iter() {
+            if &s.host == host {
+                self.queue.add(Item::Nodes(lc.clone()));
+            }
         }
     }
 
@@ -489,6 +600,7 @@ impl Syncer {
             Item::Nodes(lc) => not_yet(self.nodes(&lc).await),
             Item::References(lc) => not_yet(self.refresh_references(&lc).await),
             Item::Serve(lc) => not_yet(self.serve(&lc).await),
+            Item::Release(ns, name) => self.release(&ns, &name).await,
         }
     }
 }
@@ -515,6 +627,24 @@ mod tests {
         .expect("shared");
         assert_eq!(shared.logical, "tenant-foo-demo");
         assert_eq!(shared.namespace, "tenant-foo");
+        assert_eq!(shared.host, HostRef::Root);
+        assert!(
+            shared.target().owner.is_some(),
+            "the root's objects are owned"
+        );
+        let far = shared_of(&tc(
+            json!({"workers": {"mode": "shared", "hostCluster": {"kubeconfigSecretRef": {"name": "k"}, "namespace": "guests"}}}),
+            json!({"logicalCluster": "tenant-foo-demo"}),
+        ))
+        .expect("shared");
+        assert_eq!(
+            (far.namespace.as_str(), far.tc_namespace.as_str()),
+            ("guests", "tenant-foo")
+        );
+        assert!(
+            far.target().owner.is_none(),
+            "another host's objects are not owned"
+        );
         assert!(shared_of(&tc(json!({}), json!({"logicalCluster": "x"}))).is_none());
         assert!(shared_of(&tc(json!({"workers": {"mode": "shared"}}), json!({}))).is_none());
     }

@@ -46,10 +46,11 @@ impl Syncer {
         let Some(shared) = self.shared(lc) else {
             return Ok(Action::AwaitChange);
         };
+        let host = self.host(&shared)?;
         let tenant = self.clients.cluster(lc)?;
         let api: Api<Node> = Api::all(tenant.clone());
         let mut present = HashSet::new();
-        for (_, hn) in self.host_nodes.entries() {
+        for (_, hn) in host.nodes.entries() {
             let name = hn.name_any();
             present.insert(name.clone());
             let mut labels = hn.metadata.labels.clone().unwrap_or_default();
@@ -82,7 +83,7 @@ impl Syncer {
             }
             // The node's kubelet, to the tenant cluster, is this cluster's proxy.
             let proxy_port = self.proxy_ports.read().get(lc).copied();
-            if let (Some(port), Some(address)) = (proxy_port, self.options.address) {
+            if let (Some(port), Some(address)) = (proxy_port, self.proxy_address()) {
                 status["daemonEndpoints"] = json!({"kubeletEndpoint": {"Port": port}});
                 status["addresses"] = json!([
                     {"type": "InternalIP", "address": address.to_string()},

@@ -25,11 +25,12 @@ impl Syncer {
         };
         let target = shared.target();
         let host_name = target.name(&key.namespace, &key.name);
-        let host = self
-            .host_pods
+        let on = self.host(&shared)?;
+        let host = on
+            .pods
             .store()
             .get(&ObjectKey::new(ROOT, &shared.namespace, &host_name));
-        let root = self.clients.cluster(ROOT)?;
+        let root = on.client.clone();
         let host_api: Api<Pod> = Api::namespaced(root.clone(), &shared.namespace);
         let tenant_client = self.clients.cluster(&key.cluster)?;
         let tenant_api: Api<Pod> = Api::namespaced(tenant_client.clone(), &key.namespace);
@@ -71,7 +72,7 @@ impl Syncer {
             return Ok(Action::AwaitChange);
         };
         let Some(h) = host else {
-            if !self.host_pods.has_synced() {
+            if !on.pods.has_synced() {
                 return Ok(Action::RequeueAfter(Duration::from_millis(100)));
             }
             let status = tenant.status.clone().unwrap_or_default();
@@ -181,15 +182,13 @@ impl Syncer {
         };
         let target = shared.target();
         let tenant = self.clients.cluster(lc)?;
-        let root = self.clients.cluster(ROOT)?;
+        let on = self.host(&shared)?;
+        let root = on.client.clone();
         let ours = |meta: &ObjectMeta| {
             meta.labels.as_ref().and_then(|l| l.get(names::MANAGED_BY)) == Some(&shared.name)
         };
         let h_cms: Api<ConfigMap> = Api::namespaced(root.clone(), &shared.namespace);
-        for copy in self
-            .host_config_maps
-            .list_namespace(ROOT, &shared.namespace)
-        {
+        for copy in on.config_maps.list_namespace(ROOT, &shared.namespace) {
             let Some((_, ns, name)) = names::tenant_of(
                 copy.metadata.labels.as_ref(),
                 copy.metadata.annotations.as_ref(),
@@ -216,7 +215,7 @@ impl Syncer {
             }
         }
         let h_secrets: Api<Secret> = Api::namespaced(root, &shared.namespace);
-        for copy in self.host_secrets.list_namespace(ROOT, &shared.namespace) {
+        for copy in on.secrets.list_namespace(ROOT, &shared.namespace) {
             let Some((_, ns, name)) = names::tenant_of(
                 copy.metadata.labels.as_ref(),
                 copy.metadata.annotations.as_ref(),
@@ -253,7 +252,7 @@ impl Syncer {
             used.config_maps.extend(r.config_maps);
             used.secrets.extend(r.secrets);
         }
-        let root = self.clients.cluster(ROOT)?;
+        let root = self.host(shared)?.client.clone();
         let selector = format!(
             "{}={},{}={}",
             names::MANAGED_BY,

@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -20,6 +20,31 @@ use crate::{COMPONENT, Item, Syncer, kubelet, names};
 impl Syncer {
     /// A shared cluster's DNS server and kubelet proxy (started, or stopped when it is gone).
     pub(crate) async fn serve(self: &Arc<Self>, lc: &str) -> Result<Action> {
+        if let Some(shared) = self.shared(lc)
+            && !shared.host.is_root()
+        {
+            self.hold(&shared).await?;
+            let connected = match self.connect_host(&shared).await {
+                Ok(host) => ensure_namespace(&host.client, &shared.namespace).await,
+                Err(e) => Err(e),
+            };
+            // The TenantCluster says why its host is not there (a missing Secret, a refused
+            // kubeconfig, a host that does not answer).
+            if let Err(e) = connected {
+                self.recorder.record(
+                    ROOT,
+                    crate::host::tc_reference(
+                        &shared.tc_namespace,
+                        &shared.name,
+                        Some(shared.uid.clone()),
+                    ),
+                    runtime::events::WARNING,
+                    "HostNotConnected",
+                    e.to_string(),
+                );
+                return Err(e);
+            }
+        }
         self.network_policy(lc).await?;
         let action = self.dns(lc).await?;
         self.kubelet_proxy(lc).await?;
@@ -50,7 +75,7 @@ impl Syncer {
                 "ingress": [{"from": [{"podSelector": mine}]}]},
         });
         let api: Api<DynamicObject> = Api::namespaced_with(
-            self.clients.cluster(ROOT)?,
+            self.host(&shared)?.client.clone(),
             &shared.namespace,
             &ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("networking.k8s.io", "v1", "NetworkPolicy"),
@@ -68,7 +93,7 @@ impl Syncer {
 
     /// Starts (or stops) a shared cluster's kubelet proxy; its nodes then name it.
     pub(crate) async fn kubelet_proxy(self: &Arc<Self>, lc: &str) -> Result<()> {
-        let (Some(address), Some(_)) = (self.options.address, self.kubelet_tls.as_ref()) else {
+        let Some(address) = self.proxy_address() else {
             return Ok(());
         };
         let mut proxies = self.proxies.lock().await;
@@ -122,7 +147,7 @@ impl Syncer {
         let Some(r) = kubelet::parse_path(req.uri().path()) else {
             return kubelet::text(StatusCode::NOT_FOUND, "404 page not found");
         };
-        let (Some(shared), Some(tls)) = (self.shared(&lc), self.kubelet_tls.clone()) else {
+        let Some(shared) = self.shared(&lc) else {
             return kubelet::text(StatusCode::SERVICE_UNAVAILABLE, "the cluster is not served");
         };
         let Some(pod) = self
@@ -164,12 +189,52 @@ impl Syncer {
         }
         let target = shared.target();
         let host_name = target.name(&r.namespace, &r.pod);
-        let host_uid = self
-            .host_pods
+        let Ok(host) = self.host(&shared) else {
+            return kubelet::text(StatusCode::SERVICE_UNAVAILABLE, "the host is not connected");
+        };
+        // Another host: through its API server, with the kubeconfig's credentials (and none
+        // of the caller's: the caller was authorised in the tenant, not on the host).
+        if let Some(api) = &host.api {
+            let path = r.api_path(&shared.namespace, &host_name, req.uri().query());
+            let Ok(uri) = format!("{}{path}", api.base).parse::<http::Uri>() else {
+                return kubelet::text(StatusCode::BAD_REQUEST, "bad path");
+            };
+            let mut req = req;
+            let headers = req.headers_mut();
+            let callers: Vec<http::HeaderName> = headers
+                .keys()
+                .filter(|k| {
+                    *k == http::header::AUTHORIZATION
+                        || k.as_str().to_ascii_lowercase().starts_with("impersonate-")
+                })
+                .cloned()
+                .collect();
+            for k in callers {
+                headers.remove(k);
+            }
+            if let Some(a) = &api.authorization {
+                headers.insert(http::header::AUTHORIZATION, a.clone());
+            }
+            let connector = streaming::upgrade::TcpConnect {
+                tls: Some(api.tls.clone()),
+            };
+            return match streaming::proxy::forward(req, &uri, &connector, None).await {
+                Ok(r) => r,
+                Err(e) => kubelet::text(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("error dialing the host's API server: {e}"),
+                ),
+            };
+        }
+        let Some(tls) = self.kubelet_tls.clone() else {
+            return kubelet::text(StatusCode::SERVICE_UNAVAILABLE, "no kubelet identity");
+        };
+        let host_uid = host
+            .pods
             .store()
             .get(&ObjectKey::new(ROOT, &shared.namespace, &host_name))
             .and_then(|p| p.metadata.uid.clone());
-        let Some(host_node) = self.host_nodes.get(&ObjectKey::new(ROOT, "", &node)) else {
+        let Some(host_node) = host.nodes.get(&ObjectKey::new(ROOT, "", &node)) else {
             return kubelet::text(
                 StatusCode::NOT_FOUND,
                 &format!("node {node} is not a host node"),
@@ -260,7 +325,7 @@ impl Syncer {
         drop(servers);
         let target = shared.target();
         let host_name = target.name("kube-system", "kube-dns");
-        let root = self.clients.cluster(ROOT)?;
+        let root = self.host(&shared)?.client.clone();
         let pp = PatchParams::apply(COMPONENT).force();
         let mut meta = json!({
             "name": host_name,
@@ -344,6 +409,24 @@ impl kubelet::Handler for Syncer {
         req: http::Request<hyper::body::Incoming>,
     ) -> futures::future::BoxFuture<'static, http::Response<streaming::proxy::Body>> {
         Box::pin(self.kubelet_request(cluster, caller, req))
+    }
+}
+
+/// Makes a host namespace that is not there (a host given by a kubeconfig may not have it;
+/// credentials that may not make namespaces are for a namespace that exists).
+async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    match api.get_metadata_opt(name).await {
+        Ok(Some(_)) => return Ok(()),
+        Ok(None) => {}
+        Err(kube::Error::Api(e)) if e.code == 403 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 403 => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -24,10 +24,10 @@ impl Syncer {
         }
         let target = shared.target();
         let host_name = target.name(&key.namespace, &key.name);
-        let root = self.clients.cluster(ROOT)?;
-        let host_api: Api<Service> = Api::namespaced(root, &shared.namespace);
-        let host = self
-            .host_services
+        let on = self.host(&shared)?;
+        let host_api: Api<Service> = Api::namespaced(on.client.clone(), &shared.namespace);
+        let host = on
+            .services
             .get(&ObjectKey::new(ROOT, &shared.namespace, &host_name));
         let Some(tenant) = self.tenant_services.get(&key) else {
             if host.is_some() {

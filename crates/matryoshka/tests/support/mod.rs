@@ -559,6 +559,28 @@ pub fn logical_cluster(root: &Kubectl, dir: &Path, name: &str) -> PathBuf {
     path
 }
 
+/// Writes the admin kubeconfig of TenantCluster `namespace/name` (its Secret
+/// `kubernetes-<name>-admin-kubeconfig`, key `admin.conf`) into `dir` and answers a kubectl
+/// 1.33 using it.
+pub fn tenant_cluster_kubectl(root: &Kubectl, dir: &Path, namespace: &str, name: &str) -> Kubectl {
+    let conf = root
+        .run(&[
+            "get",
+            "secret",
+            "-n",
+            namespace,
+            &format!("kubernetes-{name}-admin-kubeconfig"),
+            "-o",
+            "go-template={{ index .data \"admin.conf\" | base64decode }}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let path = dir.join(format!("{name}.conf"));
+    std::fs::write(&path, conf).expect("write kubeconfig");
+    Kubectl::new("1.33", &path)
+}
+
 /// Runs `matryoshka ARGS --kubeconfig <the root cluster's admin.conf>` (a tool subcommand).
 pub fn matryoshka(server: &Server, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_matryoshka"))

@@ -1,0 +1,264 @@
+//! A shared-node tenant cluster whose host is another Kubernetes cluster, named by a
+//! kubeconfig Secret (`spec.workers.hostCluster`): the syncer is only that cluster's API
+//! client. Here the host is a logical cluster of the same platform with two virtual nodes of
+//! its own (pods "run" at once), reached over HTTPS with its own admin kubeconfig, as any
+//! other cluster would be.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Agent, Backend, Kubectl, Server, logical_cluster};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn guest(name: &str, host_cluster: &str) -> String {
+    format!(
+        "apiVersion: platform.matryoshka.dev/v1alpha1
+kind: TenantCluster
+metadata:
+  name: {name}
+  namespace: tenant-root
+spec:
+  workers:
+    mode: shared
+    hostCluster: {host_cluster}
+"
+    )
+}
+
+#[test]
+fn a_shared_cluster_runs_its_pods_on_another_cluster_named_by_a_kubeconfig_secret() {
+    let server = Server::start(Backend::Embedded);
+    let k = server.kubectl("1.33");
+    // The host: a cluster of its own with two nodes.
+    let far_conf = logical_cluster(&k, &server.dir, "farhost");
+    let _nodes = Agent::start(
+        &far_conf,
+        &["--count", "2", "--name-prefix", "far-"],
+        &server.dir.join("far-nodes.log"),
+    );
+    let far = Kubectl::new("1.33", &far_conf);
+    far.eventually(&["get", "nodes"], WAIT, |r| {
+        r.rows().iter().filter(|n| n[1] == "Ready").count() == 2
+    });
+    k.run(&[
+        "create",
+        "secret",
+        "generic",
+        "far-host",
+        "-n",
+        "tenant-root",
+        &format!("--from-file=config={}", far_conf.display()),
+    ])
+    .ok();
+
+    // What cannot be taken is refused before anything is made.
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&guest("sneaky", "{namespace: tenant-other}")),
+    )
+    .fails(1)
+    .err("namespace is taken only with kubeconfigSecretRef");
+
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&guest(
+            "guest",
+            "{kubeconfigSecretRef: {name: far-host, key: config}, namespace: guests}",
+        )),
+    )
+    .ok();
+    k.eventually(
+        &[
+            "get",
+            "tenantcluster",
+            "guest",
+            "-n",
+            "tenant-root",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.workers.hostNamespace} {.status.workers.hostCluster}",
+        ],
+        WAIT,
+        |r| r.stdout == "True guests secret/far-host",
+    );
+    // The hostCluster field cannot change under a running cluster.
+    k.run(&[
+        "patch",
+        "tenantcluster",
+        "guest",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"workers":{"hostCluster":{"namespace":"elsewhere"}}}}"#,
+    ])
+    .fails(1)
+    .err("hostCluster is immutable");
+    let t = support::tenant_cluster_kubectl(&k, &server.dir, "tenant-root", "guest");
+
+    // The host's nodes are the tenant's nodes.
+    t.eventually(&["get", "nodes", "-o", "name"], WAIT, |r| {
+        r.stdout
+            .lines()
+            .filter(|l| l.starts_with("node/far-"))
+            .count()
+            == 2
+    });
+    // A Deployment and a Service: the pods run on the far host, in its namespace guests
+    // (made by the syncer), under translated names, and are Running in the tenant.
+    t.run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=busybox:1.35",
+        "--replicas=2",
+    ])
+    .ok();
+    t.run(&["expose", "deployment", "web", "--port=80"]).ok();
+    t.eventually(
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={range .items[*]}{.status.phase} {.spec.nodeName}{\"\\n\"}{end}",
+        ],
+        WAIT,
+        |r| {
+            let lines: Vec<&str> = r.stdout.lines().collect();
+            lines.len() == 2 && lines.iter().all(|l| l.starts_with("Running far-"))
+        },
+    );
+    let host_pods = far
+        .run(&[
+            "get",
+            "pods",
+            "-n",
+            "guests",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences} {.metadata.labels.vcluster\\.loft\\.sh/managed-by}{\"\\n\"}{end}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let web: Vec<&str> = host_pods
+        .lines()
+        .filter(|l| l.starts_with("web-"))
+        .collect();
+    assert_eq!(web.len(), 2, "{host_pods}");
+    for l in &web {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert!(f[0].ends_with("-x-default-x-guest"), "{l}");
+        // Another cluster's garbage collector would take an owner it cannot find.
+        assert_eq!(f[1], "", "no owner on another host: {l}");
+        assert_eq!(f[2], "guest", "{l}");
+    }
+    // The tenant Service has the far host's cluster IP.
+    let host_ip = far
+        .eventually(
+            &[
+                "get",
+                "service",
+                "-n",
+                "guests",
+                "web-x-default-x-guest",
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ],
+            WAIT,
+            |r| r.code == 0 && !r.stdout.is_empty(),
+        )
+        .stdout
+        .clone();
+    t.eventually(
+        &["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"],
+        WAIT,
+        |r| r.stdout == host_ip,
+    );
+    // A host pod deleted by hand there is replaced through the tenant's Deployment.
+    let victim = web[0].split(' ').next().expect("name").to_string();
+    far.run(&["delete", "pod", "-n", "guests", &victim, "--wait=true"])
+        .ok();
+    t.eventually(
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        WAIT,
+        |r| r.stdout == "2",
+    );
+    far.eventually(&["get", "pods", "-n", "guests", "-o", "name"], WAIT, |r| {
+        r.stdout.lines().filter(|l| l.contains("web-")).count() == 2 && !r.stdout.contains(&victim)
+    });
+
+    // A kubeconfig that would run a command on the platform is refused, and the
+    // TenantCluster says so.
+    let evil = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/touch\n      args: [/tmp/matryoshka-pwned]\n";
+    let evil_file = server.dir.join("evil.conf");
+    std::fs::write(&evil_file, evil).expect("write");
+    k.run(&[
+        "create",
+        "secret",
+        "generic",
+        "evil-host",
+        "-n",
+        "tenant-root",
+        &format!("--from-file=value={}", evil_file.display()),
+    ])
+    .ok();
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&guest("evil", "{kubeconfigSecretRef: {name: evil-host}}")),
+    )
+    .ok();
+    k.eventually(
+        &[
+            "get",
+            "events",
+            "-n",
+            "tenant-root",
+            "--field-selector",
+            "involvedObject.name=evil,reason=HostNotConnected",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+        WAIT,
+        |r| r.stdout.contains("exec is not taken"),
+    );
+    assert!(
+        !std::path::Path::new("/tmp/matryoshka-pwned").exists(),
+        "the kubeconfig's command never runs"
+    );
+    k.run(&[
+        "delete",
+        "tenantcluster",
+        "evil",
+        "-n",
+        "tenant-root",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
+
+    // Deleting the TenantCluster deletes what the syncer made on the far host.
+    k.run(&[
+        "delete",
+        "tenantcluster",
+        "guest",
+        "-n",
+        "tenant-root",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
+    for kind in ["pods", "services", "networkpolicies"] {
+        far.eventually(&["get", kind, "-n", "guests", "-o", "name"], WAIT, |r| {
+            r.code == 0 && r.stdout.trim().is_empty()
+        });
+    }
+}
