@@ -24,6 +24,9 @@ use runtime::shared::Informers;
 
 /// The provisioner of the built-in `local` storage class.
 pub const PROVISIONER: &str = "matryoshka.dev/local";
+/// The annotation of a StorageClass a shared cluster's syncer mirrored from its host: the host
+/// provisions its claims, not this controller.
+pub const FROM_HOST_ANNOTATION: &str = "syncer.matryoshka.dev/from-host";
 /// Where the scheduler records the node chosen for a `WaitForFirstConsumer` claim.
 pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 
@@ -284,7 +287,12 @@ impl VolumeBindingController {
         else {
             return Ok(Action::AwaitChange);
         };
-        if class.provisioner != PROVISIONER {
+        let from_host = class
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(FROM_HOST_ANNOTATION));
+        if class.provisioner != PROVISIONER || from_host {
             return Ok(Action::AwaitChange);
         }
         let node = self.selected_node(key, claim);

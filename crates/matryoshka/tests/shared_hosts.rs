@@ -12,6 +12,23 @@ use support::{Agent, Backend, Kubectl, Server, logical_cluster};
 
 const WAIT: Duration = Duration::from_secs(60);
 
+const CLAIM_AND_POD: &str = "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db}
+spec:
+  containers:
+  - {name: main, image: busybox:1.35, volumeMounts: [{name: data, mountPath: /data}]}
+  volumes:
+  - {name: data, persistentVolumeClaim: {claimName: data}}
+";
+
 fn guest(name: &str, host_cluster: &str) -> String {
     format!(
         "apiVersion: platform.matryoshka.dev/v1alpha1
@@ -177,6 +194,73 @@ fn a_shared_cluster_runs_its_pods_on_another_cluster_named_by_a_kubeconfig_secre
         WAIT,
         |r| r.stdout == host_ip,
     );
+    // The far host's StorageClasses are the tenant's: a claim is made there, provisioned
+    // by the far host for the node its pod runs on, and the tenant claim is bound to a
+    // stand-in of the host's volume.
+    t.eventually(
+        &[
+            "get",
+            "storageclass",
+            "local",
+            "-o",
+            "jsonpath={.metadata.annotations.syncer\\.matryoshka\\.dev/from-host} {.provisioner}",
+        ],
+        WAIT,
+        |r| r.stdout == "true matryoshka.dev/local",
+    );
+    t.run_stdin(&["apply", "-f", "-"], Some(CLAIM_AND_POD)).ok();
+    let host_claim = far
+        .eventually(
+            &[
+                "get",
+                "pvc",
+                "-n",
+                "guests",
+                "data-x-default-x-guest",
+                "-o",
+                "jsonpath={.status.phase} {.spec.volumeName} {.spec.storageClassName}",
+            ],
+            WAIT,
+            |r| r.stdout.starts_with("Bound "),
+        )
+        .stdout
+        .clone();
+    let fields: Vec<&str> = host_claim.split(' ').collect();
+    assert_eq!(fields[2], "local", "{host_claim}");
+    let volume = fields[1].to_string();
+    t.eventually(
+        &[
+            "get",
+            "pvc",
+            "data",
+            "-o",
+            "jsonpath={.status.phase} {.spec.volumeName} {.spec.storageClassName}",
+        ],
+        WAIT,
+        |r| r.stdout == format!("Bound {volume} local"),
+    );
+    t.run(&[
+        "get",
+        "pv",
+        &volume,
+        "-o",
+        "jsonpath={.spec.csi.driver} {.spec.claimRef.name}",
+    ])
+    .ok()
+    .out("syncer.matryoshka.dev data");
+    t.eventually(
+        &["get", "pod", "db", "-o", "jsonpath={.status.phase}"],
+        WAIT,
+        |r| r.stdout == "Running",
+    );
+    // Deleting the tenant claim (once no pod uses it) deletes the host's.
+    t.run(&["delete", "pod", "db", "--wait=true"]).ok();
+    t.run(&["delete", "pvc", "data", "--wait=true", "--timeout=60s"])
+        .ok();
+    far.eventually(&["get", "pvc", "-n", "guests", "-o", "name"], WAIT, |r| {
+        r.code == 0 && r.stdout.trim().is_empty()
+    });
+
     // A host pod deleted by hand there is replaced through the tenant's Deployment.
     let victim = web[0].split(' ').next().expect("name").to_string();
     far.run(&["delete", "pod", "-n", "guests", &victim, "--wait=true"])

@@ -273,8 +273,11 @@ impl TenantClusterController {
         };
         let renew_at =
             kubeconfig::ensure(&root, &tenant, &target, self.client_cert_validity).await?;
-        self.ensure_storage_class(&tenant, &lc_name, spec::storage_class(&tc.spec))
-            .await?;
+        // A shared cluster's classes are its host's (the syncer mirrors them).
+        if !spec::shared_workers(&tc.spec) {
+            self.ensure_storage_class(&tenant, &lc_name, spec::storage_class(&tc.spec))
+                .await?;
+        }
         self.ensure_addons(&tenant, &lc_name, &tc.spec).await?;
         self.ensure_oidc(&root, &tenant, &key, &release_name, &tc, &url, &serving_ca)
             .await?;

@@ -118,7 +118,7 @@ fn tenant_cluster_spec() -> Value {
         "default": {},
         "properties": {
             "version": string_default("The Kubernetes minor version (v1.31 … v1.35); the patch release is pinned by the platform.", "v1.35"),
-            "storageClass": {"type": "string", "default": "replicated", "description": "The default StorageClass inside the tenant cluster (immutable).",
+            "storageClass": {"type": "string", "default": "replicated", "description": "The default StorageClass inside the tenant cluster (immutable; workers mode machines: the platform's volumes; mode shared: the host's StorageClasses are the cluster's).",
                 "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "storageClass is immutable"}]},
             "host": string_default("The API server's external hostname (default kubernetes-<name>.<tenant host>).", ""),
             "maxNodeProvisionTime": string_default("How long a node may take to join before it is replaced.", "30m"),

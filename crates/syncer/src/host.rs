@@ -10,7 +10,9 @@
 
 use std::sync::{Arc, Weak};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use kube::ResourceExt;
 use kube::api::{
@@ -124,6 +126,9 @@ pub(crate) struct Host {
     pub(crate) nodes: Store<Node>,
     pub(crate) config_maps: Store<ConfigMap>,
     pub(crate) secrets: Store<Secret>,
+    pub(crate) claims: Store<PersistentVolumeClaim>,
+    pub(crate) storage_classes: Store<StorageClass>,
+    pub(crate) ingress_classes: Store<IngressClass>,
     /// The resourceVersion of the Secret it was made from (None: the root).
     pub(crate) version: Option<String>,
     /// The namespace its Events are watched in (None: every namespace).
@@ -164,6 +169,21 @@ impl Host {
         let config_maps =
             informer::<ConfigMap>("host-configmaps", api_in(&client, ns), managed_selector());
         let secrets = informer::<Secret>("host-secrets", api_in(&client, ns), managed_selector());
+        let claims = informer::<PersistentVolumeClaim>(
+            "host-claims",
+            api_in(&client, ns),
+            managed_selector(),
+        );
+        let storage_classes = informer::<StorageClass>(
+            "host-storageclasses",
+            Api::all(client.clone()),
+            watcher::Config::default(),
+        );
+        let ingress_classes = informer::<IngressClass>(
+            "host-ingressclasses",
+            Api::all(client.clone()),
+            watcher::Config::default(),
+        );
         let nodes = informer::<Node>(
             "host-nodes",
             Api::all(client.clone()),
@@ -178,6 +198,9 @@ impl Host {
             nodes: nodes.store(),
             config_maps: config_maps.store(),
             secrets: secrets.store(),
+            claims: claims.store(),
+            storage_classes: storage_classes.store(),
+            ingress_classes: ingress_classes.store(),
             version,
             namespace,
             stop,
@@ -200,9 +223,29 @@ impl Host {
             }
         });
         let (s, r) = (syncer.clone(), host_ref.clone());
+        claims.on_change(move |c| {
+            if let Some(s) = s.upgrade()
+                && let Some(key) = s.tenant_key(&r, &c.object().metadata)
+            {
+                s.queue.add(Item::Claim(key));
+            }
+        });
+        let (s, r) = (syncer.clone(), host_ref.clone());
         nodes.on_change(move |_| {
             if let Some(s) = s.upgrade() {
-                s.nodes_of_host(&r);
+                s.on_host(&r, Item::Nodes);
+            }
+        });
+        let (s, r) = (syncer.clone(), host_ref.clone());
+        storage_classes.on_change(move |_| {
+            if let Some(s) = s.upgrade() {
+                s.on_host(&r, Item::Classes);
+            }
+        });
+        let (s, r) = (syncer.clone(), host_ref.clone());
+        ingress_classes.on_change(move |_| {
+            if let Some(s) = s.upgrade() {
+                s.on_host(&r, Item::Classes);
             }
         });
         let until = {
@@ -221,6 +264,9 @@ impl Host {
         tokio::spawn(services.run(until()));
         tokio::spawn(config_maps.run(until()));
         tokio::spawn(secrets.run(until()));
+        tokio::spawn(claims.run(until()));
+        tokio::spawn(storage_classes.run(until()));
+        tokio::spawn(ingress_classes.run(until()));
         tokio::spawn(nodes.run(until()));
         let (s, weak_host) = (syncer, Arc::downgrade(&h));
         let events = until();

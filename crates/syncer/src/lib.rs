@@ -41,6 +41,8 @@
 //! collector would collect them at once), so the syncer holds a finalizer on the
 //! TenantCluster and deletes them itself when it goes.
 
+mod claims;
+mod classes;
 mod events;
 mod host;
 pub mod kubelet;
@@ -56,7 +58,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -160,6 +162,10 @@ enum Item {
     Pod(ObjectKey),
     /// A tenant Service.
     Service(ObjectKey),
+    /// A tenant PersistentVolumeClaim.
+    Claim(ObjectKey),
+    /// The host's StorageClasses and IngressClasses in a logical cluster.
+    Classes(String),
     /// The mirrored nodes of a logical cluster.
     Nodes(String),
     /// The DNS server and kubelet proxy of a logical cluster.
@@ -180,6 +186,7 @@ struct Syncer {
     tenant_pods: Store<Pod>,
     tenant_services: Store<Service>,
     tenant_nodes: Store<Node>,
+    tenant_claims: Store<PersistentVolumeClaim>,
     /// The root cluster as a host.
     root_host: RwLock<Option<Arc<Host>>>,
     /// The other hosts in use, connected by [`Syncer::connect_host`].
@@ -324,7 +331,8 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     let any = watcher::Config::default;
     let tenant_pods = informer::<Pod>("tenant-pods", Api::all(all.clone()), any());
     let tenant_services = informer::<Service>("tenant-services", Api::all(all.clone()), any());
-    let tenant_nodes = informer::<Node>("tenant-nodes", Api::all(all), any());
+    let tenant_nodes = informer::<Node>("tenant-nodes", Api::all(all.clone()), any());
+    let tenant_claims = informer::<PersistentVolumeClaim>("tenant-claims", Api::all(all), any());
     let queue = Queue::new();
     let kubelet_tls = match &options.kubelet_identity {
         Some(id) => Some(Arc::new(
@@ -341,6 +349,7 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tenant_pods: tenant_pods.store(),
         tenant_services: tenant_services.store(),
         tenant_nodes: tenant_nodes.store(),
+        tenant_claims: tenant_claims.store(),
         root_host: RwLock::new(None),
         hosts: RwLock::new(HashMap::new()),
         term: term.clone(),
@@ -379,6 +388,12 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         }
     });
     let h = s.clone();
+    tenant_claims.on_change(move |c| {
+        if h.is_shared(&c.key().cluster) {
+            h.queue.add(Item::Claim(c.key().clone()));
+        }
+    });
+    let h = s.clone();
     tenant_nodes.on_change(move |c| {
         if h.is_shared(&c.key().cluster) {
             h.queue.add(Item::Nodes(c.key().cluster.to_string()));
@@ -391,6 +406,7 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tokio::spawn(tenant_pods.clone().run(term.clone().wait())),
         tokio::spawn(tenant_services.clone().run(term.clone().wait())),
         tokio::spawn(tenant_nodes.clone().run(term.clone().wait())),
+        tokio::spawn(tenant_claims.clone().run(term.clone().wait())),
     ] {
         tasks.push(run);
     }
@@ -512,6 +528,10 @@ impl Syncer {
     /// Queues everything of one shared cluster.
     fn resync(&self, lc: &str) {
         self.queue.add(Item::Nodes(lc.to_string()));
+        self.queue.add(Item::Classes(lc.to_string()));
+        for (k, _) in self.tenant_claims.list_cluster(lc) {
+            self.queue.add(Item::Claim(k));
+        }
         self.queue.add(Item::References(lc.to_string()));
         for (k, _) in self.tenant_pods.list_cluster(lc) {
             self.queue.add(Item::Pod(k));
@@ -582,11 +602,11 @@ impl Syncer {
         }
     }
 
-    /// Queues the nodes of every shared cluster on `host`.
-    fn nodes_of_host(&self, host: &HostRef) {
+    /// Queues one item (its nodes, its classes) of every shared cluster on `host`.
+    fn on_host(&self, host: &HostRef, item: fn(String) -> Item) {
         for (lc, s) in self.clusters.read().iter() {
             if &s.host == host {
-                self.queue.add(Item::Nodes(lc.clone()));
+                self.queue.add(item(lc.clone()));
             }
         }
     }
@@ -595,6 +615,8 @@ impl Syncer {
         match item {
             Item::Pod(key) => self.pod(key).await,
             Item::Service(key) => self.service(key).await,
+            Item::Claim(key) => self.claim(key).await,
+            Item::Classes(lc) => not_yet(self.classes(&lc).await),
             // A cluster's own work finding it not served yet (404 while it is provisioned)
             // is retried with backoff, not taken for a deleted object.
             Item::Nodes(lc) => not_yet(self.nodes(&lc).await),
