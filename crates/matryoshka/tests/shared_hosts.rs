@@ -12,6 +12,32 @@ use support::{Agent, Backend, Kubectl, Server, logical_cluster};
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// A Service without a selector and its hand-made endpoints (documentation addresses, never
+/// dialled).
+const EXTERNAL: &str = "apiVersion: v1
+kind: Service
+metadata: {name: ext}
+spec:
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: ext}
+subsets:
+- addresses: [{ip: 192.0.2.10}]
+  ports: [{port: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: ext-1
+  labels: {kubernetes.io/service-name: ext}
+addressType: IPv4
+endpoints:
+- addresses: [192.0.2.11]
+ports: [{port: 8080}]
+";
+
 const CLAIM_AND_POD: &str = "apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data}
@@ -194,6 +220,33 @@ fn a_shared_cluster_runs_its_pods_on_another_cluster_named_by_a_kubeconfig_secre
         WAIT,
         |r| r.stdout == host_ip,
     );
+    // A Service without a selector: the endpoints the tenant writes by hand (an Endpoints
+    // object, an EndpointSlice) become the host Service's EndpointSlices — the Endpoints
+    // outliving the Service's re-creation with the host's IP (the endpoints controller
+    // deletes a deleted Service's Endpoints; the syncer puts them back).
+    t.run_stdin(&["apply", "-f", "-"], Some(EXTERNAL)).ok();
+    let slices = |want: &str| {
+        far.eventually(
+            &[
+                "get",
+                "endpointslices",
+                "-n",
+                "guests",
+                "-l",
+                "kubernetes.io/service-name=ext-x-default-x-guest",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name}={.endpoints[*].addresses[*]}:{.ports[*].port};{end}",
+            ],
+            WAIT,
+            |r| r.stdout == want,
+        )
+    };
+    slices("ext-1-x-default-x-guest=192.0.2.11:8080;ext-x-default-x-guest-0=192.0.2.10:8080;");
+    t.run(&["delete", "endpointslice", "ext-1"]).ok();
+    slices("ext-x-default-x-guest-0=192.0.2.10:8080;");
+    t.run(&["delete", "service", "ext"]).ok();
+    slices("");
+
     // The far host's StorageClasses are the tenant's: a claim is made there, provisioned
     // by the far host for the node its pod runs on, and the tenant claim is bound to a
     // stand-in of the host's volume.

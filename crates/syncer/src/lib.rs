@@ -43,6 +43,7 @@
 
 mod claims;
 mod classes;
+mod endpoints;
 mod events;
 mod host;
 pub mod kubelet;
@@ -58,12 +59,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
 use parking_lot::RwLock;
 use runtime::client::{ClusterClients, ROOT};
 use runtime::error::Result;
@@ -187,6 +189,11 @@ struct Syncer {
     tenant_services: Store<Service>,
     tenant_nodes: Store<Node>,
     tenant_claims: Store<PersistentVolumeClaim>,
+    /// The tenants' hand-made Endpoints and EndpointSlices (of Services without selectors).
+    tenant_endpoints: Store<Endpoints>,
+    tenant_slices: Store<EndpointSlice>,
+    /// Hand-made Endpoints of Services re-created with their host's IP, to put back.
+    restore: parking_lot::Mutex<HashMap<ObjectKey, (std::time::Instant, Endpoints)>>,
     /// The root cluster as a host.
     root_host: RwLock<Option<Arc<Host>>>,
     /// The other hosts in use, connected by [`Syncer::connect_host`].
@@ -332,7 +339,18 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     let tenant_pods = informer::<Pod>("tenant-pods", Api::all(all.clone()), any());
     let tenant_services = informer::<Service>("tenant-services", Api::all(all.clone()), any());
     let tenant_nodes = informer::<Node>("tenant-nodes", Api::all(all.clone()), any());
-    let tenant_claims = informer::<PersistentVolumeClaim>("tenant-claims", Api::all(all), any());
+    let tenant_claims =
+        informer::<PersistentVolumeClaim>("tenant-claims", Api::all(all.clone()), any());
+    let tenant_endpoints = informer::<Endpoints>(
+        "tenant-endpoints",
+        Api::all(all.clone()),
+        any().labels(endpoints::TENANT_ENDPOINTS),
+    );
+    let tenant_slices = informer::<EndpointSlice>(
+        "tenant-endpointslices",
+        Api::all(all),
+        any().labels(endpoints::TENANT_SLICES),
+    );
     let queue = Queue::new();
     let kubelet_tls = match &options.kubelet_identity {
         Some(id) => Some(Arc::new(
@@ -350,6 +368,9 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tenant_services: tenant_services.store(),
         tenant_nodes: tenant_nodes.store(),
         tenant_claims: tenant_claims.store(),
+        tenant_endpoints: tenant_endpoints.store(),
+        tenant_slices: tenant_slices.store(),
+        restore: Default::default(),
         root_host: RwLock::new(None),
         hosts: RwLock::new(HashMap::new()),
         term: term.clone(),
@@ -388,6 +409,22 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         }
     });
     let h = s.clone();
+    tenant_endpoints.on_change(move |c| {
+        if h.is_shared(&c.key().cluster) {
+            h.queue.add(Item::Service(c.key().clone()));
+        }
+    });
+    let h = s.clone();
+    tenant_slices.on_change(move |c| {
+        let k = c.key();
+        if h.is_shared(&k.cluster)
+            && let Some(svc) = c.object().labels().get(endpoints::SERVICE_NAME_LABEL)
+        {
+            h.queue
+                .add(Item::Service(ObjectKey::new(&k.cluster, &k.namespace, svc)));
+        }
+    });
+    let h = s.clone();
     tenant_claims.on_change(move |c| {
         if h.is_shared(&c.key().cluster) {
             h.queue.add(Item::Claim(c.key().clone()));
@@ -407,6 +444,8 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tokio::spawn(tenant_services.clone().run(term.clone().wait())),
         tokio::spawn(tenant_nodes.clone().run(term.clone().wait())),
         tokio::spawn(tenant_claims.clone().run(term.clone().wait())),
+        tokio::spawn(tenant_endpoints.clone().run(term.clone().wait())),
+        tokio::spawn(tenant_slices.clone().run(term.clone().wait())),
     ] {
         tasks.push(run);
     }

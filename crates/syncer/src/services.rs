@@ -1,6 +1,6 @@
 //! Services: the host Service of a tenant Service, and the host's cluster IP back.
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams, Preconditions};
@@ -10,6 +10,9 @@ use runtime::informer::ObjectKey;
 use runtime::queue::Action;
 
 use crate::{Syncer, translate};
+
+/// How long after re-creating a Service its hand-made Endpoints are put back.
+const RESTORE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Syncer {
     pub(crate) async fn service(&self, key: ObjectKey) -> Result<Action> {
@@ -32,6 +35,8 @@ impl Syncer {
         let Some(tenant) = self.tenant_services.get(&key) else {
             if host.is_some() {
                 ignore_not_found(host_api.delete(&host_name, &DeleteParams::default()).await)?;
+                self.service_endpoints(&key, None, &on.client, &host_name, &target)
+                    .await?;
             }
             return Ok(Action::AwaitChange);
         };
@@ -78,8 +83,33 @@ impl Syncer {
             && tenant_ip.as_deref() != Some(ip.as_str())
         {
             self.recreate_with_ip(&key, &tenant, &ip).await?;
+            return Ok(Action::AwaitChange);
         }
+        self.restore_endpoints(&key).await?;
+        self.service_endpoints(&key, Some(&tenant), &on.client, &host_name, &target)
+            .await?;
         Ok(Action::AwaitChange)
+    }
+
+    /// Puts back, once, the hand-made Endpoints of a Service this syncer re-created when
+    /// they are gone within [`RESTORE_WINDOW`] of it (the endpoints controller's doing).
+    async fn restore_endpoints(&self, key: &ObjectKey) -> Result<()> {
+        let keep = {
+            let mut r = self.restore.lock();
+            r.retain(|_, (at, _)| at.elapsed() < RESTORE_WINDOW);
+            if self.tenant_endpoints.get(key).is_some() {
+                return Ok(());
+            }
+            r.remove(key).map(|(_, ep)| ep)
+        };
+        let Some(ep) = keep else { return Ok(()) };
+        let api: Api<Endpoints> =
+            Api::namespaced(self.clients.cluster(&key.cluster)?, &key.namespace);
+        match api.create(&PostParams::default(), &ep).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Re-creates a tenant Service with cluster IP `ip` (vcluster's rule: one IP per Service
@@ -92,6 +122,25 @@ impl Syncer {
     ) -> Result<()> {
         let api: Api<Service> =
             Api::namespaced(self.clients.cluster(&key.cluster)?, &key.namespace);
+        // The tenant's endpoints controller deletes the Endpoints of a deleted Service, even
+        // hand-made ones: they are put back after the Service is made again.
+        let endpoints: Api<Endpoints> =
+            Api::namespaced(self.clients.cluster(&key.cluster)?, &key.namespace);
+        if let Some(ep) = endpoints.get_opt(&key.name).await? {
+            let keep = Endpoints {
+                metadata: ObjectMeta {
+                    name: ep.metadata.name.clone(),
+                    namespace: ep.metadata.namespace.clone(),
+                    labels: ep.metadata.labels.clone(),
+                    annotations: ep.metadata.annotations.clone(),
+                    ..ObjectMeta::default()
+                },
+                subsets: ep.subsets.clone(),
+            };
+            self.restore
+                .lock()
+                .insert(key.clone(), (std::time::Instant::now(), keep));
+        }
         let mut fresh = Service {
             metadata: ObjectMeta {
                 name: tenant.metadata.name.clone(),
