@@ -137,7 +137,7 @@ fn tenant_cluster_spec() -> Value {
                     "properties": {
                         "kubeconfigSecretRef": {"type": "object", "required": ["name"], "description": "A Secret of this namespace holding the host's kubeconfig.", "properties": {
                             "name": {"type": "string", "minLength": 1, "description": "The Secret's name."},
-                            "key": {"type": "string", "default": "value", "description": "The key holding the kubeconfig."},
+                            "key": {"type": "string", "description": "The key holding the kubeconfig (default value, as Cluster API's kubeconfig Secrets)."},
                         }},
                         "namespace": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "description": "The namespace on the host the pods run in (default: this namespace's name; made when missing)."},
                     }},

@@ -84,6 +84,8 @@ const PLATFORM_GROUP: &str = "platform.matryoshka.dev";
 const PLATFORM_VERSION: &str = "v1alpha1";
 /// How often the host copies of ConfigMaps and Secrets are compared with the tenant's.
 pub const REFERENCES_RESYNC: Duration = Duration::from_secs(10);
+/// How often the kubeconfig Secret of another host is compared with what is connected.
+pub const HOST_RECHECK: Duration = Duration::from_secs(30);
 /// The finalizer on a TenantCluster whose host is another cluster: its host objects are
 /// deleted by the syncer before it goes.
 pub const HOST_FINALIZER: &str = "syncer.matryoshka.dev/host-objects";

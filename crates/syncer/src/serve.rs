@@ -20,6 +20,7 @@ use crate::{COMPONENT, Item, Syncer, kubelet, names};
 impl Syncer {
     /// A shared cluster's DNS server and kubelet proxy (started, or stopped when it is gone).
     pub(crate) async fn serve(self: &Arc<Self>, lc: &str) -> Result<Action> {
+        let remote = self.shared(lc).is_some_and(|s| !s.host.is_root());
         if let Some(shared) = self.shared(lc)
             && !shared.host.is_root()
         {
@@ -48,7 +49,12 @@ impl Syncer {
         self.network_policy(lc).await?;
         let action = self.dns(lc).await?;
         self.kubelet_proxy(lc).await?;
-        Ok(action)
+        // Another host's kubeconfig Secret is looked at again now and then: a changed one
+        // (a renewed credential) connects the host again.
+        Ok(match action {
+            Action::AwaitChange if remote => Action::RequeueAfter(crate::HOST_RECHECK),
+            other => other,
+        })
     }
 
     /// The host NetworkPolicy that admits traffic to a shared cluster's pods only from its own
