@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use runtime::client::ROOT;
 use runtime::error::{Error, Result, ignore_not_found};
 use runtime::informer::{Informer, Store};
@@ -163,7 +163,12 @@ impl Host {
             }
         }
         let ns = namespace.as_deref();
-        let pods = informer::<Pod>("host-pods", api_in(&client, ns), managed_selector());
+        let pods = Informer::from_stream(
+            "host-pods",
+            runtime::lenient::watcher(api_in::<Pod>(&client, ns), managed_selector(), None)
+                .default_backoff()
+                .modify(slim_host_pod),
+        );
         let services =
             informer::<Service>("host-services", api_in(&client, ns), managed_selector());
         let config_maps =
@@ -297,6 +302,24 @@ pub(crate) struct Connected {
     pub(crate) client: kube::Client,
     pub(crate) api: HostApi,
     pub(crate) version: Option<String>,
+}
+
+/// A host pod as the syncer's store keeps it: what it reads (names, labels, the ownership
+/// annotations, the node, the status), not the spec it wrote nor the tokens handed in.
+pub(crate) fn slim_host_pod(p: &mut Pod) {
+    p.metadata.managed_fields = None;
+    if let Some(a) = p.metadata.annotations.as_mut() {
+        a.retain(|k, _| {
+            !k.starts_with("vcluster.loft.sh/token-")
+                && k != "kubectl.kubernetes.io/last-applied-configuration"
+        });
+    }
+    if let Some(spec) = p.spec.take() {
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            node_name: spec.node_name,
+            ..Default::default()
+        });
+    }
 }
 
 /// Connects to the cluster of a kubeconfig Secret (the root has no Secret to read).

@@ -340,7 +340,12 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     let any = watcher::Config::default;
     let tenant_pods = informer::<Pod>("tenant-pods", Api::all(all.clone()), any());
     let tenant_services = informer::<Service>("tenant-services", Api::all(all.clone()), any());
-    let tenant_nodes = informer::<Node>("tenant-nodes", Api::all(all.clone()), any());
+    let tenant_nodes = Informer::from_stream(
+        "tenant-nodes",
+        runtime::lenient::watcher(Api::<Node>::all(all.clone()), any(), None)
+            .default_backoff()
+            .modify(nodes::slim_tenant_node),
+    );
     let tenant_claims =
         informer::<PersistentVolumeClaim>("tenant-claims", Api::all(all.clone()), any());
     let tenant_endpoints = informer::<Endpoints>(

@@ -16,7 +16,7 @@ use runtime::informer::ObjectKey;
 use runtime::queue::Action;
 use serde_json::{Value, json};
 
-use crate::{Syncer, names, translate};
+use crate::{Syncer, names};
 
 /// The annotation of a mirrored node (the tenant's node lifecycle controller reads it).
 pub const MIRRORED_ANNOTATION: &str = "node.matryoshka.dev/mirrored-from-host";
@@ -26,6 +26,31 @@ const CONTROLLER_TAINTS: &[&str] = &[
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable",
 ];
+
+/// The in-memory annotation standing for a tenant node's status in the syncer's store (the
+/// status itself is not kept: a digest is all the comparison needs).
+pub const STATUS_DIGEST: &str = "syncer.matryoshka.dev/status-digest";
+
+/// A digest of a node status without its heartbeat times.
+pub fn status_digest(status: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(&without_heartbeats(status)).unwrap_or_default();
+    Sha256::digest(&bytes)
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A tenant node as the syncer's store keeps it: its status replaced by [`STATUS_DIGEST`].
+pub fn slim_tenant_node(n: &mut Node) {
+    n.metadata.managed_fields = None;
+    let status = serde_json::to_value(n.status.take().unwrap_or_default()).unwrap_or_default();
+    n.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(STATUS_DIGEST.into(), status_digest(&status));
+}
 
 /// A node status without its conditions' heartbeat times (what is compared).
 fn without_heartbeats(status: &Value) -> Value {
@@ -124,13 +149,14 @@ impl Syncer {
                         )
                         .await?;
                     }
-                    let current = serde_json::to_value(t.status.clone().unwrap_or_default())
-                        .unwrap_or_default();
-                    if without_heartbeats(&current) != without_heartbeats(&status)
-                        && let Some(patch) = translate::status_patch(&current, &status)
-                    {
-                        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                            .await?;
+                    let current = t.annotations().get(STATUS_DIGEST);
+                    if current != Some(&status_digest(&status)) {
+                        api.patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&json!({ "status": status })),
+                        )
+                        .await?;
                     }
                 }
             }
@@ -159,5 +185,19 @@ mod tests {
             json!({"conditions": [{"type": "Ready", "status": "False", "lastHeartbeatTime": "2"}]});
         assert_eq!(without_heartbeats(&a), without_heartbeats(&b));
         assert_ne!(without_heartbeats(&a), without_heartbeats(&c));
+        assert_eq!(status_digest(&a), status_digest(&b));
+        assert_ne!(status_digest(&a), status_digest(&c));
+    }
+
+    #[test]
+    fn the_store_keeps_a_digest_of_a_nodes_status_not_the_status() {
+        let status = json!({"conditions": [{"type": "Ready", "status": "True",
+            "lastHeartbeatTime": "2026-12-06T10:00:00Z"}]});
+        let mut n: Node =
+            serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": status}))
+                .expect("node");
+        slim_tenant_node(&mut n);
+        assert!(n.status.is_none());
+        assert_eq!(n.annotations()[STATUS_DIGEST], status_digest(&status));
     }
 }
