@@ -124,21 +124,8 @@ impl Syncer {
         }
         let want = host_claim(&tenant, &target);
         let Some(h) = host else {
-            match host_api.create(&PostParams::default(), &want).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(kube::Error::Api(e)) => {
-                    self.recorder.record(
-                        &key.cluster,
-                        runtime::events::reference(&*tenant),
-                        runtime::events::WARNING,
-                        "SyncError",
-                        format!("the host refused the claim: {}", e.message),
-                    );
-                    return Err(kube::Error::Api(e).into());
-                }
-                Err(e) => return Err(e.into()),
-            }
+            self.create_on_host(&host_api, &want, &key.cluster, &*tenant, "claim")
+                .await?;
             return Ok(Action::AwaitChange);
         };
         // A grown request (the host expands) and a node chosen late reach the host claim.

@@ -104,23 +104,8 @@ impl Syncer {
             if let Some(spec) = pod.spec.as_mut() {
                 spec.node_name = Some(node);
             }
-            match host_api.create(&PostParams::default(), &pod).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                // The host refused it (its quotas, limits, admission): the tenant pod says
-                // why, and it is tried again with backoff.
-                Err(kube::Error::Api(e)) => {
-                    self.recorder.record(
-                        &key.cluster,
-                        runtime::events::reference(&*tenant),
-                        runtime::events::WARNING,
-                        "SyncError",
-                        format!("the host refused the pod: {}", e.message),
-                    );
-                    return Err(kube::Error::Api(e).into());
-                }
-                Err(e) => return Err(e.into()),
-            }
+            self.create_on_host(&host_api, &pod, &key.cluster, &*tenant, "pod")
+                .await?;
             return Ok(Action::AwaitChange);
         };
         // Its status comes back.
@@ -323,6 +308,44 @@ impl Syncer {
             }
         }
         Ok(out)
+    }
+}
+
+impl Syncer {
+    /// Creates the host copy `obj` of tenant object `tenant` (of cluster `lc`); when the host
+    /// refuses it (its quotas, limits, admission) the tenant object gets a `SyncError`
+    /// Warning Event saying why, and the error is returned to be tried again with backoff.
+    pub(crate) async fn create_on_host<K, T>(
+        &self,
+        api: &Api<K>,
+        obj: &K,
+        lc: &str,
+        tenant: &T,
+        what: &str,
+    ) -> Result<()>
+    where
+        K: kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        T: kube::Resource<DynamicType = ()>,
+    {
+        match api.create(&PostParams::default(), obj).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(kube::Error::Api(e)) => {
+                self.recorder.record(
+                    lc,
+                    runtime::events::reference(tenant),
+                    runtime::events::WARNING,
+                    "SyncError",
+                    format!("the host refused the {what}: {}", e.message),
+                );
+                Err(kube::Error::Api(e).into())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
