@@ -20,6 +20,14 @@ pub const CLUSTER_ANNOTATION: &str = "matryoshka.dev/cluster";
 /// (`v1.35.6`); tenant clusters of the platform choose theirs.
 pub const VERSION_ANNOTATION: &str = "core.matryoshka.dev/kubernetes-version";
 
+/// The label of a root `LogicalCluster` saying who places the cluster's pods on nodes. With
+/// [`PLACEMENT_HOST`] (a shared tenant cluster, vcluster's model) the platform's scheduler
+/// leaves its pods alone: the syncer makes each a host pod, the host's scheduler places that,
+/// and the syncer binds the tenant pod to the node chosen. Set when the cluster is made.
+pub const PLACEMENT_LABEL: &str = "core.matryoshka.dev/pod-placement";
+/// [`PLACEMENT_LABEL`]'s value for clusters whose pods the host's scheduler places.
+pub const PLACEMENT_HOST: &str = "host";
+
 /// The name of a logical cluster: `root`, or a tenant cluster's name.
 ///
 /// A cheap-to-clone shared string (one allocation per distinct name handed around by keys,

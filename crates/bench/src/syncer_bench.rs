@@ -1,6 +1,7 @@
 //! The syncer benchmark (issue 19), against `matryoshka up` processes whose root cluster has
 //! virtual nodes (pods "start" at once, so what is measured is the path through the API
-//! servers, the tenant's controllers and scheduler, and the syncer):
+//! servers, the tenant's controllers, the syncer and the host's scheduler, which places the
+//! host pods; the syncer then binds the tenant pods where it put them):
 //!
 //! - **time to Running**: from a Deployment of 10 replicas created in a shared tenant
 //!   cluster to all 10 tenant pods Running (their host pods made, run and their status
@@ -9,7 +10,8 @@
 //!   start.
 //! - **memory and CPU per synced pod**: N shared clusters (default 100) with a Deployment of
 //!   10 replicas each, all Running; the platform's RSS and CPU time with the syncer against
-//!   the same platform and workload with `--no-syncer` (the tenant pods then stay Pending) —
+//!   the same platform and workload with `--no-syncer` (the tenant pods then stay Pending,
+//!   unplaced) —
 //!   an upper bound of the syncer's own memory, since it also counts what sync makes in the
 //!   API server — and against `--no-syncer` where the benchmark itself makes what the syncer
 //!   would have made (the host pods, Running on the host's nodes, and the host's nodes in
@@ -198,7 +200,7 @@ fn cpu_of(pid: u32) -> f64 {
     (num(11) + num(12)) as f64 / 100.0
 }
 
-/// Ten virtual nodes: room for 1,000 pods (each tenant scheduler sees only its own pods).
+/// Ten virtual nodes: room for the 1,000 pods of 100 clusters (110 pods each).
 const ROOT_NODES: &[&str] = &["--node", "virtual", "--virtual-nodes", "10"];
 const ROOT_NODE_COUNT: usize = 10;
 

@@ -594,6 +594,37 @@ fn a_root_pod_reaches_a_tenant_cluster_through_its_service(platform: &Platform, 
     }
 }
 
+/// Lets `default:default` view the cluster, then waits until pod `pod` (of `default`, with
+/// `/mtest`) lists its namespace's pods through its own in-cluster API access
+/// (`KUBERNETES_SERVICE_HOST`, its token and `ca.crt`) and finds itself; gives the answer.
+fn pod_lists_its_pods(k: &Kubectl, pod: &str) -> String {
+    k.run(&[
+        "create",
+        "rolebinding",
+        "default-view",
+        "--clusterrole=view",
+        "--serviceaccount=default:default",
+    ])
+    .ok();
+    let deadline = Instant::now() + LONG;
+    loop {
+        let r = k.run(&["exec", pod, "--", "/mtest", "api"]);
+        if r.code == 0
+            && r.stdout.contains("status: 200")
+            && r.stdout.contains(&format!("\"{pod}\""))
+        {
+            return r.stdout.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pod's API call: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn get_from_pod(k: &Kubectl, target: &str) -> Option<String> {
     let r = k.run(&[
         "exec",
@@ -679,28 +710,7 @@ spec:
     wait_ready(&k, "client");
     // A pod calls the API server with its service-account token, through the `kubernetes`
     // Service (its endpoints are the advertise address, here the node's).
-    k.run(&[
-        "create",
-        "rolebinding",
-        "default-view",
-        "--clusterrole=view",
-        "--serviceaccount=default:default",
-    ])
-    .ok();
-    let deadline = Instant::now() + LONG;
-    loop {
-        let r = k.run(&["exec", "client", "--", "/mtest", "api"]);
-        if r.code == 0 && r.stdout.contains("status: 200") && r.stdout.contains("\"client\"") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pod's API call: {}\n{}",
-            r.stdout,
-            r.stderr
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    pod_lists_its_pods(&k, "client");
     a_root_pod_reaches_a_tenant_cluster_through_its_service(&platform, &k);
     for name in [
         "web.default.svc.cluster.local:80",
@@ -1378,6 +1388,34 @@ fn a_dropapp_tenant_cluster_runs_its_pods_on_the_root_node_through_the_syncer() 
         claims.contains("system:serviceaccount:default:default") && claims.contains(&first),
         "{claims}"
     );
+    // An in-cluster client in the pod (KUBERNETES_SERVICE_HOST, the token, ca.crt) reaches
+    // its own cluster's API, not the host's: it lists the tenant's pods by their tenant names.
+    let listed = pod_lists_its_pods(&inner, &first);
+    assert!(!listed.contains("-x-default-x-"), "{listed}");
+    // It was given the platform's API server as pods reach it (the root's endpoints), not
+    // the host's `kubernetes` Service, which on another host would be another API server.
+    let api = k
+        .run(&[
+            "get",
+            "endpoints",
+            "kubernetes",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let r = inner.run(&[
+        "exec",
+        &first,
+        "--",
+        "sh",
+        "-c",
+        "echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT",
+    ]);
+    assert_eq!(r.ok().stdout.trim(), api);
     // kubectl logs and port-forward through the tenant API.
     inner.eventually(&["logs", &first], LONG, |r| r.code == 0);
     let answer = port_forward_get(&inner, &first, 8080);
@@ -1520,6 +1558,22 @@ spec:
     inner
         .run(&["rollout", "status", "deployment/web", "--timeout=120s"])
         .ok();
+    // The replacement, made after the Service, has its link variables as the tenant's
+    // kubelet would give them: the tenant Service's (host) cluster IP.
+    let replacement = tenant_pods(&inner, "app=web")
+        .into_iter()
+        .map(|l| l.split(' ').next().unwrap_or_default().to_string())
+        .find(|n| !pods.iter().any(|p| p.starts_with(&format!("{n} "))))
+        .expect("a replacement pod");
+    let r = inner.run(&[
+        "exec",
+        &replacement,
+        "--",
+        "sh",
+        "-c",
+        "echo $WEB_SERVICE_HOST:$WEB_SERVICE_PORT",
+    ]);
+    assert_eq!(r.ok().stdout.trim(), format!("{host_ip}:80"));
     // Deleting the tenant Deployment removes the host pods.
     inner.run(&["delete", "deployment", "web"]).ok();
     k.eventually(

@@ -399,3 +399,111 @@ fn a_shared_cluster_runs_its_pods_on_another_cluster_named_by_a_kubeconfig_secre
         });
     }
 }
+
+/// A pod asking for most of a one-core node.
+fn big_pod(name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  containers:
+  - {{name: main, image: busybox:1.35, resources: {{requests: {{cpu: 600m}}}}}}
+{extra}"
+    )
+}
+
+#[test]
+fn the_hosts_scheduler_places_shared_clusters_pods_with_every_clusters_pods_counted() {
+    let server = Server::start(Backend::Embedded);
+    let k = server.kubectl("1.33");
+    // The host (the root cluster) has two one-core nodes; one is tainted for infra.
+    let _nodes = Agent::start(
+        &server.dir.join("admin.conf"),
+        &[
+            "--count",
+            "2",
+            "--name-prefix",
+            "small-",
+            "--instance-type",
+            "u1.small",
+        ],
+        &server.dir.join("small-nodes.log"),
+    );
+    k.eventually(&["get", "nodes"], WAIT, |r| {
+        r.rows().iter().filter(|n| n[1] == "Ready").count() == 2
+    });
+    k.run(&["taint", "node", "small-1", "dedicated=infra:NoSchedule"])
+        .ok();
+    for name in ["alpha", "beta"] {
+        k.run_stdin(&["apply", "-f", "-"], Some(&guest(name, "{}")))
+            .ok();
+    }
+    let alpha = support::tenant_cluster_kubectl(&k, &server.dir, "tenant-root", "alpha");
+    let beta = support::tenant_cluster_kubectl(&k, &server.dir, "tenant-root", "beta");
+    // A shared cluster's workers mode is what it was made with.
+    k.run(&[
+        "patch",
+        "tenantcluster",
+        "alpha",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"workers":{"mode":"machines"}}}"#,
+    ])
+    .fails(1)
+    .err("mode is immutable");
+    let placed = |t: &Kubectl, pod: &str, want: &str| {
+        t.eventually(
+            &[
+                "get",
+                "pod",
+                pod,
+                "-o",
+                "jsonpath={.status.phase} {.spec.nodeName}",
+            ],
+            WAIT,
+            |r| r.stdout == want,
+        );
+    };
+    // alpha's pod takes the untainted node (the host's scheduler honours the taint).
+    alpha
+        .run_stdin(&["apply", "-f", "-"], Some(&big_pod("big", "")))
+        .ok();
+    placed(&alpha, "big", "Running small-0");
+    // beta's pod fits nowhere: the room on small-0 is alpha's, which beta cannot see. The
+    // host's scheduler says why, in the tenant pod's condition.
+    beta.run_stdin(&["apply", "-f", "-"], Some(&big_pod("big", "")))
+        .ok();
+    let why = beta
+        .eventually(
+            &[
+                "get",
+                "pod",
+                "big",
+                "-o",
+                "jsonpath={.status.phase} {.status.conditions[?(@.type==\"PodScheduled\")].reason}|{.status.conditions[?(@.type==\"PodScheduled\")].message}|{.spec.nodeName}",
+            ],
+            WAIT,
+            |r| r.stdout.starts_with("Pending Unschedulable|"),
+        )
+        .stdout
+        .clone();
+    assert!(why.contains("Insufficient cpu"), "{why}");
+    assert!(why.contains("untolerated taint"), "{why}");
+    assert!(why.ends_with('|'), "not bound while unplaced: {why}");
+    // A pod tolerating the taint may go to the infra node.
+    beta.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&big_pod(
+            "tolerant",
+            "  tolerations: [{key: dedicated, operator: Equal, value: infra, effect: NoSchedule}]\n  nodeSelector: {kubernetes.io/hostname: small-1}\n",
+        )),
+    )
+    .ok();
+    placed(&beta, "tolerant", "Running small-1");
+    // Once alpha's pod is gone its room is beta's.
+    alpha.run(&["delete", "pod", "big", "--wait=true"]).ok();
+    placed(&beta, "big", "Running small-0");
+}

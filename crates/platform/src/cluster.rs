@@ -208,7 +208,14 @@ impl TenantClusterController {
             }
         };
         let lc = self
-            .ensure_logical_cluster(&key, &lc_name, release, &hostnames, authentication.as_ref())
+            .ensure_logical_cluster(
+                &key,
+                &lc_name,
+                release,
+                &hostnames,
+                authentication.as_ref(),
+                spec::shared_workers(&tc.spec),
+            )
             .await?;
         let ready = lc
             .as_ref()
@@ -552,7 +559,9 @@ impl TenantClusterController {
         Ok(())
     }
 
-    /// The LogicalCluster (created, or its release annotation brought up to date).
+    /// The LogicalCluster (created, or its release annotation, hostnames, OIDC and pod
+    /// placement brought up to date). A shared cluster's pods are placed by its host's
+    /// scheduler (the label [`apimachinery::cluster::PLACEMENT_LABEL`]).
     async fn ensure_logical_cluster(
         &self,
         key: &ObjectKey,
@@ -560,8 +569,11 @@ impl TenantClusterController {
         release: &str,
         hostnames: &[String],
         authentication: Option<&Option<Value>>,
+        shared: bool,
     ) -> Result<Option<Arc<LogicalCluster>>> {
         let annotation = apimachinery::cluster::VERSION_ANNOTATION;
+        let placement_label = apimachinery::cluster::PLACEMENT_LABEL;
+        let placement = shared.then_some(apimachinery::cluster::PLACEMENT_HOST);
         let cached = self.logical.get(&ObjectKey::new(ROOT, "", lc_name));
         let api = self.lc_api()?;
         match cached {
@@ -583,11 +595,19 @@ impl TenantClusterController {
                     .unwrap_or(Value::Null);
                 let authn_changed =
                     authentication.is_some_and(|a| authn_now != a.clone().unwrap_or(Value::Null));
+                let placement_now = lc
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(placement_label))
+                    .map(String::as_str);
                 if current.map(String::as_str) != Some(release)
                     || hosts_now != json!(hostnames)
                     || authn_changed
+                    || placement_now != placement
                 {
-                    let mut patch = json!({"metadata": {"annotations": {annotation: release}},
+                    let mut patch = json!({"metadata": {"annotations": {annotation: release},
+                            "labels": {placement_label: placement}},
                         "spec": {"hostnames": hostnames}});
                     if let Some(a) = authentication {
                         // null removes it; a new configuration's lists (jwt) replace the
@@ -604,10 +624,15 @@ impl TenantClusterController {
                 if let Some(Some(a)) = authentication {
                     spec["authentication"] = a.clone();
                 }
+                let mut labels =
+                    json!({OWNER_NAMESPACE_LABEL: key.namespace, OWNER_NAME_LABEL: key.name});
+                if let Some(p) = placement {
+                    labels[placement_label] = json!(p);
+                }
                 let lc: LogicalCluster = serde_json::from_value(json!({
                     "metadata": {
                         "name": lc_name,
-                        "labels": {OWNER_NAMESPACE_LABEL: key.namespace, OWNER_NAME_LABEL: key.name},
+                        "labels": labels,
                         "annotations": {annotation: release},
                     },
                     "spec": spec,

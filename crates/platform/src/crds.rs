@@ -130,7 +130,8 @@ fn tenant_cluster_spec() -> Value {
                 "konnectivity": object("The konnectivity proxy.", json!({"server": component("The konnectivity server.", "t1.micro")})),
             })),
             "workers": object("Where the worker machines come from.", json!({
-                "mode": {"type": "string", "enum": ["machines", "shared"], "default": "machines", "description": "machines: worker machines of the cluster's own (node groups, from the provider); shared: no machines, the cluster's pods run on the host cluster's nodes in this namespace, synchronised by the platform's syncer (vcluster's model)."},
+                "mode": {"type": "string", "enum": ["machines", "shared"], "default": "machines", "description": "machines: worker machines of the cluster's own (node groups, from the provider); shared: no machines, the cluster's pods run on the host cluster's nodes in this namespace, synchronised by the platform's syncer and placed by the host's scheduler (vcluster's model). Immutable.",
+                    "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "mode is immutable"}]},
                 "hostCluster": {"type": "object", "description": "mode shared: the cluster the pods run on. Default: the platform's root cluster, in this namespace; or any Kubernetes cluster given by a kubeconfig Secret (the syncer is only its API client). Immutable.",
                     "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "hostCluster is immutable"},
                         {"rule": "!has(self.__namespace__) || has(self.kubeconfigSecretRef)", "message": "namespace is taken only with kubeconfigSecretRef: on the root cluster the pods run in the TenantCluster's namespace"}],

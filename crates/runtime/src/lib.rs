@@ -14,6 +14,7 @@
 //! - [`events`]: the event recorder (aggregation, spam filter, never blocking its caller).
 //! - [`selector`]: label selectors, node selectors and affinity, and tolerations, parsed once
 //!   and matched as upstream's component helpers do (scheduler, DaemonSet, node lifecycle).
+//! - [`envvars`]: the Service link variables a kubelet injects into containers.
 //! - [`resource`]: [`json_resource!`] declares a CRD-backed kind (typed metadata, JSON spec
 //!   and status).
 //! - [`error`]: the errors of all of these.
@@ -23,6 +24,7 @@
 //! in process or against any cluster. `crates/matryoshka/tests/layering.rs` checks it.
 
 pub mod client;
+pub mod envvars;
 pub mod error;
 pub mod events;
 pub mod informer;

@@ -185,7 +185,7 @@ pub fn on_pod(shared: &Shared, change: Change<Pod>) {
             }
             drop(cache);
             let mut queue = shared.queue.lock();
-            if info.ours() && !info.terminating && !info.gated {
+            if info.ours() && !info.terminating && !info.gated && !shared.host_placed(&cluster) {
                 queue.upsert(info, now);
                 let active = queue.has_active();
                 drop(queue);

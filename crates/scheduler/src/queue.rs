@@ -213,6 +213,19 @@ impl Queue {
         }
     }
 
+    /// Forgets every pod of a cluster (its pods are no longer this scheduler's to place).
+    pub fn delete_cluster(&mut self, cluster: &str) {
+        let keys: Vec<PodKey> = self
+            .entries
+            .keys()
+            .filter(|k| &*k.cluster == cluster)
+            .cloned()
+            .collect();
+        for k in keys {
+            self.delete(&k);
+        }
+    }
+
     /// Takes the next pod to schedule: the first active one, or when none is active the one
     /// whose backoff ends first (upstream 1.33's `SchedulerPopFromBackoffQ`: backoff keeps a
     /// failing pod from starving others, not an idle scheduler from working).

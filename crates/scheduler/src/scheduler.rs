@@ -11,6 +11,7 @@
 //! `PodScheduled=False` (`Unschedulable`, upstream's message) with a `FailedScheduling`
 //! event, after any preemption it triggered.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -41,8 +42,9 @@ use crate::preemption::Preemption;
 use crate::queue::Queue;
 use crate::schedule::{Outcome, schedule_one};
 
-/// How many informers must list before scheduling starts.
-const INFORMERS: usize = 7;
+/// How many informers must list before scheduling starts (the seven of the kinds and the
+/// root's LogicalClusters placed by their host).
+const INFORMERS: usize = 8;
 /// How often backoffs are checked (their unit is a second).
 const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 /// How often long-unschedulable pods are looked for (upstream flushes every 30 s).
@@ -116,6 +118,9 @@ pub struct Shared {
     events: Recorder,
     options: Options,
     binds: Arc<Semaphore>,
+    /// Clusters whose pods the host's scheduler places (shared tenant clusters, see
+    /// [`apimachinery::cluster::PLACEMENT_LABEL`]): never queued here.
+    host_placed: parking_lot::RwLock<HashSet<String>>,
     pub stats: Stats,
 }
 
@@ -130,6 +135,12 @@ impl Shared {
         if active {
             self.wake.notify_one();
         }
+    }
+
+    /// Whether a cluster's pods are placed by its host's scheduler rather than this one.
+    pub(crate) fn host_placed(&self, cluster: &str) -> bool {
+        let set = self.host_placed.read();
+        !set.is_empty() && set.contains(cluster)
     }
 
     pub(crate) fn mark_synced(&self) {
@@ -183,8 +194,10 @@ impl Scheduler {
             clients,
             binds: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
             options,
+            host_placed: parking_lot::RwLock::new(HashSet::new()),
             stats: Stats::default(),
         });
+        let root = shared.clients.cluster(ROOT)?;
         let cfg = watcher::Config::default;
         let s = &shared;
         let tasks = vec![
@@ -230,6 +243,7 @@ impl Scheduler {
                 cfg(),
                 informers::on_storage_class,
             )),
+            tokio::spawn(placements(s.clone(), root)),
             tokio::spawn(flush_loop(s.clone())),
             tokio::spawn(schedule_loop(s.clone())),
         ];
@@ -315,6 +329,78 @@ pub async fn run(
     stop_election.trigger();
     let _ = election.await;
     result
+}
+
+/// The root cluster's `LogicalCluster` resource.
+pub fn logical_clusters() -> kube::core::ApiResource {
+    kube::core::ApiResource {
+        group: "core.matryoshka.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "core.matryoshka.dev/v1alpha1".into(),
+        kind: "LogicalCluster".into(),
+        plural: "logicalclusters".into(),
+    }
+}
+
+/// Follows the root's LogicalClusters whose pods their host places: their queued pods are
+/// dropped and new ones never queued. Against a cluster that serves no LogicalClusters
+/// (a plain Kubernetes cluster as the root) there are none.
+async fn placements(shared: Arc<Shared>, root: kube::Client) {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::watcher::Event;
+
+    let api: Api<kube::core::PartialObjectMeta<kube::core::DynamicObject>> =
+        Api::all_with(root, &logical_clusters());
+    let selector = format!(
+        "{}={}",
+        apimachinery::cluster::PLACEMENT_LABEL,
+        apimachinery::cluster::PLACEMENT_HOST
+    );
+    let config = watcher::Config::default().labels(&selector);
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut synced = false;
+    let mut listed: HashSet<String> = HashSet::new();
+    let add = |name: String| {
+        if shared.host_placed.write().insert(name.clone()) {
+            shared.queue.lock().delete_cluster(&name);
+        }
+    };
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::Init) => listed.clear(),
+            Ok(Event::InitApply(lc)) => {
+                let name = lc.metadata.name.unwrap_or_default();
+                listed.insert(name.clone());
+                add(name);
+            }
+            Ok(Event::InitDone) => {
+                shared
+                    .host_placed
+                    .write()
+                    .retain(|c| listed.contains(c.as_str()));
+                if !synced {
+                    synced = true;
+                    shared.mark_synced();
+                }
+            }
+            Ok(Event::Apply(lc)) => add(lc.metadata.name.unwrap_or_default()),
+            Ok(Event::Delete(lc)) => {
+                let name = lc.metadata.name.unwrap_or_default();
+                shared.host_placed.write().remove(&name);
+            }
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(e))) if e.code == 404 => {
+                tracing::info!(
+                    "the root serves no LogicalClusters: every cluster's pods are placed here"
+                );
+                if !synced {
+                    shared.mark_synced();
+                }
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "watching LogicalClusters failed; retrying"),
+        }
+    }
 }
 
 async fn flush_loop(shared: Arc<Shared>) {

@@ -207,6 +207,8 @@ struct Syncer {
     dns_ips: RwLock<HashMap<String, IpAddr>>,
     proxies: tokio::sync::Mutex<HashMap<String, kubelet::ProxyServer>>,
     proxy_ports: RwLock<HashMap<String, u16>>,
+    /// Where pods reach the platform's API server, and when that was read.
+    api_endpoint: RwLock<Option<(std::time::Instant, Option<std::net::SocketAddr>)>>,
     /// How the kubelet proxy reaches host kubelets.
     kubelet_tls: Option<Arc<rustls::ClientConfig>>,
     queue: Arc<Queue<Item>>,
@@ -338,7 +340,12 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         .modify(|o| o.metadata.managed_fields = None),
     );
     let any = watcher::Config::default;
-    let tenant_pods = informer::<Pod>("tenant-pods", Api::all(all.clone()), any());
+    let tenant_pods = Informer::from_stream(
+        "tenant-pods",
+        runtime::lenient::watcher(Api::<Pod>::all(all.clone()), any(), None)
+            .default_backoff()
+            .modify(pods::slim_tenant_pod),
+    );
     let tenant_services = informer::<Service>("tenant-services", Api::all(all.clone()), any());
     let tenant_nodes = Informer::from_stream(
         "tenant-nodes",
@@ -385,6 +392,7 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         dns_ips: RwLock::new(HashMap::new()),
         proxies: tokio::sync::Mutex::new(HashMap::new()),
         proxy_ports: RwLock::new(HashMap::new()),
+        api_endpoint: RwLock::new(None),
         kubelet_tls,
         queue: queue.clone(),
         recorder: runtime::events::Recorder::start(clients.clone(), COMPONENT),

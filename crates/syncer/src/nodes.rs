@@ -33,8 +33,13 @@ pub const STATUS_DIGEST: &str = "syncer.matryoshka.dev/status-digest";
 
 /// A digest of a node status without its heartbeat times.
 pub fn status_digest(status: &Value) -> String {
+    value_digest(&without_heartbeats(status))
+}
+
+/// A digest of a JSON value (its keys in order: equal values, equal digests).
+pub fn value_digest(value: &Value) -> String {
     use sha2::{Digest, Sha256};
-    let bytes = serde_json::to_vec(&without_heartbeats(status)).unwrap_or_default();
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
     Sha256::digest(&bytes)
         .iter()
         .take(16)

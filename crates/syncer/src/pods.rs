@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
@@ -13,9 +13,95 @@ use runtime::client::ROOT;
 use runtime::error::{Result, ignore_not_found};
 use runtime::informer::ObjectKey;
 use runtime::queue::Action;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::translate::Target;
+
+/// How long the API server's address pods are given is used before it is read again.
+const API_ENDPOINT_TTL: Duration = Duration::from_secs(10);
+
+/// The in-memory annotation naming the ConfigMaps (`c:<name>`) and Secrets (`s:<name>`) a
+/// tenant pod uses, comma-separated, in the syncer's store (which keeps no spec).
+pub(crate) const REFERENCES: &str = "syncer.matryoshka.dev/references";
+/// The in-memory annotation standing for a tenant pod's status in the syncer's store: a
+/// digest of it and its top-level keys (`<digest> <key>,<key>`), all the comparison with the
+/// host pod's status and the patch removing what the host no longer reports need.
+pub(crate) const STATUS: &str = "syncer.matryoshka.dev/status";
+
+/// A tenant pod as the syncer's store keeps it: its metadata, its node, its phase and host
+/// IP, and in annotations the ConfigMaps and Secrets it uses ([`REFERENCES`]) and its status
+/// digest ([`STATUS`]). Its whole spec is read from its API server when its host pod is made
+/// (once per pod), so the store does not hold every pod's spec and status.
+pub(crate) fn slim_tenant_pod(p: &mut Pod) {
+    p.metadata.managed_fields = None;
+    let refs = translate::references(p);
+    let status = serde_json::to_value(p.status.take().unwrap_or_default()).unwrap_or_default();
+    let keys: Vec<&str> = status
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let digest = format!("{} {}", crate::nodes::value_digest(&status), keys.join(","));
+    let encoded: Vec<String> = refs
+        .config_maps
+        .iter()
+        .map(|n| format!("c:{n}"))
+        .chain(refs.secrets.iter().map(|n| format!("s:{n}")))
+        .collect();
+    let ann = p.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    ann.remove("kubectl.kubernetes.io/last-applied-configuration");
+    ann.insert(REFERENCES.into(), encoded.join(","));
+    ann.insert(STATUS.into(), digest);
+    p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+        phase: status
+            .get("phase")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string),
+        host_ip: status
+            .get("hostIP")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string),
+        ..Default::default()
+    });
+    if let Some(spec) = p.spec.take() {
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            node_name: spec.node_name,
+            ..Default::default()
+        });
+    }
+}
+
+/// The ConfigMaps and Secrets a stored (slim) tenant pod uses.
+fn stored_references(p: &Pod) -> translate::References {
+    let mut r = translate::References::default();
+    let encoded = p
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REFERENCES))
+        .map(String::as_str)
+        .unwrap_or_default();
+    for item in encoded.split(',') {
+        if let Some(n) = item.strip_prefix("c:") {
+            r.config_maps.insert(n.to_string());
+        } else if let Some(n) = item.strip_prefix("s:") {
+            r.secrets.insert(n.to_string());
+        }
+    }
+    r
+}
+
+/// A stored (slim) tenant pod's status digest and top-level status keys.
+fn stored_status(p: &Pod) -> (&str, Vec<&str>) {
+    let s = p
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(STATUS))
+        .map(String::as_str)
+        .unwrap_or_default();
+    let (digest, keys) = s.split_once(' ').unwrap_or((s, ""));
+    (digest, keys.split(',').filter(|k| !k.is_empty()).collect())
+}
 use crate::{Item, Shared, Syncer, names, translate};
 
 impl Syncer {
@@ -67,10 +153,9 @@ impl Syncer {
             }
             return Ok(Action::AwaitChange);
         }
-        let Some(node) = tenant.spec.as_ref().and_then(|s| s.node_name.clone()) else {
-            // Not scheduled yet (the tenant's scheduler binds it to a mirrored node).
-            return Ok(Action::AwaitChange);
-        };
+        // Where the tenant pod is bound: none yet (the host's scheduler places its host pod,
+        // then it is bound there), or a node named in its spec by its author.
+        let node = tenant.spec.as_ref().and_then(|s| s.node_name.clone());
         let Some(h) = host else {
             if !on.pods.has_synced() {
                 return Ok(Action::RequeueAfter(Duration::from_millis(100)));
@@ -96,23 +181,36 @@ impl Syncer {
             } else {
                 None
             };
-            let refs = translate::references(&tenant);
+            // The store keeps no spec: the pod is read whole, once, to make its host pod.
+            let Some(full) = tenant_api
+                .get_opt(&key.name)
+                .await?
+                .filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
+            else {
+                return Ok(Action::AwaitChange);
+            };
+            let refs = translate::references(&full);
             self.sync_references(&tenant_client, &root, &target, &key.namespace, &refs)
                 .await?;
-            let tokens = self.mint_tokens(&tenant_client, &tenant).await?;
-            let mut pod = translate::host_pod(&tenant, &target, &tokens, dns)?;
-            if let Some(spec) = pod.spec.as_mut() {
-                spec.node_name = Some(node);
-            }
+            let tokens = self.mint_tokens(&tenant_client, &full).await?;
+            let env = self.service_env(&key.cluster, &full).await;
+            let pod = translate::host_pod(&full, &target, &tokens, dns, &env)?;
             self.create_on_host(&host_api, &pod, &key.cluster, &*tenant, "pod")
                 .await?;
             return Ok(Action::AwaitChange);
         };
+        // The node the host's scheduler chose is the tenant pod's too (as upstream's
+        // scheduler binds: the `binding` subresource).
+        if node.is_none()
+            && let Some(chosen) = h.spec.as_ref().and_then(|s| s.node_name.as_deref())
+        {
+            bind(&tenant_api, &tenant, chosen).await?;
+        }
         // Its status comes back.
-        let current = serde_json::to_value(tenant.status.clone().unwrap_or_default())
-            .unwrap_or_else(|_| json!({}));
         let desired = translate::tenant_pod_status(&h);
-        if let Some(patch) = translate::status_patch(&current, &desired) {
+        let (digest, keys) = stored_status(&tenant);
+        if crate::nodes::value_digest(&desired) != digest {
+            let patch = translate::status_patch(&keys, &desired);
             ignore_not_found(
                 tenant_api
                     .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -233,7 +331,7 @@ impl Syncer {
     pub(crate) async fn collect_references(&self, shared: &Shared, namespace: &str) -> Result<()> {
         let mut used = translate::References::default();
         for p in self.tenant_pods.list_namespace(&shared.logical, namespace) {
-            let r = translate::references(&p);
+            let r = stored_references(&p);
             used.config_maps.extend(r.config_maps);
             used.secrets.extend(r.secrets);
         }
@@ -268,6 +366,84 @@ impl Syncer {
     }
 
     /// The pod's projected service-account tokens, minted by its own cluster and bound to it.
+    /// The Service variables the tenant's kubelet would give the pod's containers (upstream's
+    /// `getServiceEnvVarMap`): the tenant's Services of its namespace (their cluster IPs are
+    /// the host's) when `enableServiceLinks`, and always `KUBERNETES_SERVICE_HOST` and its
+    /// family naming the platform's API server as pods reach it (its `default/kubernetes`
+    /// endpoints in the root cluster), which serves an in-cluster client the cluster its
+    /// token was issued in. Written into the host pod, they stand before the host kubelet's
+    /// own (which would name the host's API server).
+    pub(crate) async fn service_env(&self, lc: &str, pod: &Pod) -> BTreeMap<String, String> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let links = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.enable_service_links)
+            .unwrap_or(true);
+        let mut services: Vec<Service> = if links {
+            self.tenant_services
+                .list_namespace(lc, namespace)
+                .into_iter()
+                // The tenant's own API Service is not synced (its cluster IP means nothing
+                // on the host): it stands below for the platform's address.
+                .filter(|s| {
+                    !(namespace == "default" && s.metadata.name.as_deref() == Some("kubernetes"))
+                })
+                .map(|s| (*s).clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if let Some(api) = self.api_endpoint().await {
+            services.push(
+                serde_json::from_value(json!({
+                    "metadata": {"name": "kubernetes", "namespace": "default"},
+                    "spec": {"clusterIP": api.ip().to_string(),
+                        "ports": [{"name": "https", "port": api.port(), "protocol": "TCP"}]},
+                }))
+                .unwrap_or_default(),
+            );
+        }
+        runtime::envvars::service_env(&services, namespace, links)
+    }
+
+    /// Where pods reach the platform's API server: the first address and port of the root
+    /// cluster's `default/kubernetes` Endpoints (read again after [`API_ENDPOINT_TTL`]); none
+    /// when the platform publishes none (no advertise address).
+    async fn api_endpoint(&self) -> Option<std::net::SocketAddr> {
+        let cached = *self.api_endpoint.read();
+        if let Some((at, addr)) = cached
+            && at.elapsed() < API_ENDPOINT_TTL
+        {
+            return addr;
+        }
+        let root = self.clients.cluster(ROOT).ok()?;
+        let api: Api<Endpoints> = Api::namespaced(root, "default");
+        let found = match api.get_opt("kubernetes").await {
+            Ok(ep) => ep.and_then(|ep| {
+                let subset = ep.subsets?.into_iter().next()?;
+                let ip = subset.addresses?.first()?.ip.parse().ok()?;
+                let ports = subset.ports.unwrap_or_default();
+                let port = ports
+                    .iter()
+                    .find(|p| p.name.as_deref() == Some("https"))
+                    .or(ports.first())?
+                    .port;
+                Some(std::net::SocketAddr::new(ip, u16::try_from(port).ok()?))
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the API server's endpoints");
+                return None;
+            }
+        };
+        // An address not published yet (the API server writes it once it leads) is looked
+        // for again at the next pod.
+        if found.is_some() {
+            *self.api_endpoint.write() = Some((std::time::Instant::now(), found));
+        }
+        found
+    }
+
     pub(crate) async fn mint_tokens(
         &self,
         tenant: &kube::Client,
@@ -349,6 +525,24 @@ impl Syncer {
     }
 }
 
+/// Binds a tenant pod (that pod, by uid) to `node`: a pod already bound (409) or gone is fine.
+async fn bind(api: &Api<Pod>, pod: &Pod, node: &str) -> Result<()> {
+    let name = pod.name_any();
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "uid": pod.metadata.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    match api
+        .create_subresource::<Value, Value>("binding", &name, &PostParams::default(), &binding)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Deletes a host pod (that pod, by uid) with a grace period.
 async fn delete_pod(api: &Api<Pod>, pod: &Pod, grace: Option<i64>) -> Result<()> {
     let dp = DeleteParams {
@@ -390,5 +584,45 @@ where
             api.replace(&name, &PostParams::default(), &w).await?;
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_tenant_pod_keeps_its_node_references_and_status_digest_but_no_spec() {
+        let mut p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "default", "uid": "u-1",
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "i",
+                "envFrom": [{"secretRef": {"name": "creds"}}]}],
+                "volumes": [{"name": "v", "configMap": {"name": "conf"}}]},
+            "status": {"phase": "Running", "hostIP": "10.0.0.2", "podIP": "10.244.0.9"},
+        }))
+        .unwrap();
+        let status = serde_json::to_value(p.status.clone().unwrap()).unwrap();
+        slim_tenant_pod(&mut p);
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("node-a"));
+        assert!(spec.containers.is_empty() && spec.volumes.is_none());
+        let st = p.status.as_ref().unwrap();
+        assert_eq!(st.phase.as_deref(), Some("Running"));
+        assert_eq!(st.host_ip.as_deref(), Some("10.0.0.2"));
+        assert_eq!(st.pod_ip, None);
+        let refs = stored_references(&p);
+        assert_eq!(refs.config_maps, ["conf".to_string()].into());
+        assert_eq!(refs.secrets, ["creds".to_string()].into());
+        let (digest, keys) = stored_status(&p);
+        assert_eq!(digest, crate::nodes::value_digest(&status));
+        assert_eq!(keys, ["hostIP", "phase", "podIP"]);
+        assert!(
+            !p.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key("kubectl.kubernetes.io/last-applied-configuration")
+        );
     }
 }

@@ -197,6 +197,7 @@ pub fn host_pod(
     target: &Target<'_>,
     tokens: &BTreeMap<String, String>,
     dns: Option<IpAddr>,
+    service_env: &BTreeMap<String, String>,
 ) -> Result<Pod, serde_json::Error> {
     let namespace = tenant.metadata.namespace.clone().unwrap_or_default();
     let name = tenant.metadata.name.clone().unwrap_or_default();
@@ -286,6 +287,7 @@ pub fn host_pod(
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(Value::Array(cs)) = s.get_mut(list) {
             for c in cs.iter_mut() {
+                with_service_env(c, service_env);
                 if let Some(Value::Array(env)) = c.get_mut("env") {
                     for e in env.iter_mut() {
                         rename(e, "/valueFrom/configMapKeyRef/name", target, &namespace);
@@ -314,26 +316,49 @@ pub fn host_pod(
     })
 }
 
+/// Puts the tenant's Service variables first in a container's `env` (so `$(VAR)` references
+/// after them see them, as they see a kubelet's), leaving out those the container defines.
+fn with_service_env(container: &mut Value, service_env: &BTreeMap<String, String>) {
+    if service_env.is_empty() {
+        return;
+    }
+    let Some(c) = container.as_object_mut() else {
+        return;
+    };
+    let own: Vec<Value> = match c.remove("env") {
+        Some(Value::Array(env)) => env,
+        _ => Vec::new(),
+    };
+    let defined: std::collections::BTreeSet<&str> = own
+        .iter()
+        .filter_map(|e| e.get("name").and_then(Value::as_str))
+        .collect();
+    let mut env: Vec<Value> = service_env
+        .iter()
+        .filter(|(k, _)| !defined.contains(k.as_str()))
+        .map(|(k, v)| json!({"name": k, "value": v}))
+        .collect();
+    env.extend(own);
+    c.insert("env".into(), Value::Array(env));
+}
+
 /// The status the tenant pod should show: the host pod's.
 pub fn tenant_pod_status(host: &Pod) -> Value {
     serde_json::to_value(host.status.clone().unwrap_or_default()).unwrap_or_else(|_| json!({}))
 }
 
-/// A merge patch turning status `current` into `desired` (`None` when they are equal): the
-/// keys `desired` lacks are removed.
-pub fn status_patch(current: &Value, desired: &Value) -> Option<Value> {
-    if current == desired {
-        return None;
-    }
+/// A merge patch turning a status with top-level keys `current` into `desired`: the keys
+/// `desired` lacks are removed.
+pub fn status_patch(current: &[&str], desired: &Value) -> Value {
     let mut patch = desired.clone();
-    if let (Some(cur), Some(p)) = (current.as_object(), patch.as_object_mut()) {
-        for k in cur.keys() {
-            if !p.contains_key(k) {
-                p.insert(k.clone(), Value::Null);
+    if let Some(p) = patch.as_object_mut() {
+        for k in current {
+            if !p.contains_key(*k) {
+                p.insert((*k).to_string(), Value::Null);
             }
         }
     }
-    Some(json!({"status": patch}))
+    json!({"status": patch})
 }
 
 /// The host Service of a tenant Service (its cluster IP is the host's to choose).
@@ -450,8 +475,14 @@ mod tests {
         assert_eq!(tokens.len(), 1);
         let minted: BTreeMap<String, String> =
             [(tokens[0].annotation.clone(), "jwt".to_string())].into();
-        let host = host_pod(&p, &target(), &minted, Some("10.96.0.99".parse().unwrap()))
-            .expect("translated");
+        let host = host_pod(
+            &p,
+            &target(),
+            &minted,
+            Some("10.96.0.99".parse().unwrap()),
+            &BTreeMap::new(),
+        )
+        .expect("translated");
         let h = serde_json::to_value(&host).unwrap();
         assert_eq!(h["metadata"]["name"], "web-1-x-default-x-demo");
         assert_eq!(h["metadata"]["namespace"], "demo");
@@ -500,6 +531,51 @@ mod tests {
     }
 
     #[test]
+    fn the_tenants_service_variables_come_first_in_every_container_unless_it_defines_them() {
+        let p = pod(json!({
+            "initContainers": [{"name": "init", "image": "i"}],
+            "containers": [{"name": "c", "image": "i", "env": [
+                {"name": "URL", "value": "https://$(KUBERNETES_SERVICE_HOST)"},
+                {"name": "WEB_SERVICE_HOST", "value": "mine"},
+            ]}],
+        }));
+        let env: BTreeMap<String, String> = [
+            ("KUBERNETES_SERVICE_HOST", "192.0.2.10"),
+            ("KUBERNETES_SERVICE_PORT", "6443"),
+            ("WEB_SERVICE_HOST", "10.96.3.3"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let host = host_pod(&p, &target(), &BTreeMap::new(), None, &env).expect("translated");
+        let h = serde_json::to_value(&host).unwrap();
+        let names = |c: &Value| -> Vec<String> {
+            c["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{}={}",
+                        e["name"].as_str().unwrap(),
+                        e["value"].as_str().unwrap()
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            names(&h["spec"]["containers"][0]),
+            [
+                "KUBERNETES_SERVICE_HOST=192.0.2.10",
+                "KUBERNETES_SERVICE_PORT=6443",
+                "URL=https://$(KUBERNETES_SERVICE_HOST)",
+                "WEB_SERVICE_HOST=mine",
+            ]
+        );
+        assert_eq!(names(&h["spec"]["initContainers"][0]).len(), 3);
+    }
+
+    #[test]
     fn a_host_service_selects_only_its_tenants_pods_and_lets_the_host_pick_its_ip() {
         let svc: Service = serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": "default", "uid": "s-1"},
@@ -519,12 +595,10 @@ mod tests {
 
     #[test]
     fn a_status_patch_removes_what_the_host_no_longer_reports() {
-        let cur = json!({"phase": "Pending", "message": "waiting"});
         let want = json!({"phase": "Running"});
         assert_eq!(
-            status_patch(&cur, &want),
-            Some(json!({"status": {"phase": "Running", "message": null}}))
+            status_patch(&["phase", "message"], &want),
+            json!({"status": {"phase": "Running", "message": null}})
         );
-        assert_eq!(status_patch(&want, &want), None);
     }
 }

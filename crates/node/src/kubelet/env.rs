@@ -20,7 +20,6 @@
 
 pub mod expand;
 pub mod fieldpath;
-pub mod services;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -199,7 +198,7 @@ pub fn container_env(
         .as_ref()
         .ok_or(ConfigError::ServicesNotSynced)?;
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let service_env = services::service_env(services, ns, enable_links);
+    let service_env = runtime::envvars::service_env(services, ns, enable_links);
 
     let mut env = Ordered::default();
     for from in container.env_from.iter().flatten() {

@@ -53,3 +53,53 @@ async fn two_logical_clusters_are_scheduled_by_one_instance_without_crossing() {
     h.node("a", "a-more", "2", "4Gi", json!({})).await;
     assert_eq!(h.bound("a", "a-1").await, "a-more");
 }
+
+/// Labels the root's LogicalCluster `name` as placed by its host (a shared tenant cluster).
+async fn host_placed(h: &Harness, name: &str) {
+    let api: Api<kube::core::DynamicObject> =
+        Api::all_with(h.client("root"), &scheduler::scheduler::logical_clusters());
+    let patch = json!({"metadata": {"labels": {
+        apimachinery::cluster::PLACEMENT_LABEL: apimachinery::cluster::PLACEMENT_HOST}}});
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("labelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_a_cluster_placed_by_its_host_are_never_bound_here() {
+    let h = Harness::start(&["a", "b", "c"]).await;
+    h.node("a", "worker", "8", "16Gi", json!({})).await;
+    h.node("b", "worker", "8", "16Gi", json!({})).await;
+    // c's pod waits for a node, queued as unschedulable; then c becomes host-placed.
+    h.pod("c", "c-0", "100m", json!({})).await;
+    h.unschedulable("c", "c-0").await;
+    host_placed(&h, "b").await;
+    host_placed(&h, "c").await;
+    // A pod of a (scheduled here) after each step shows the scheduler has moved past it.
+    h.pod("a", "a-0", "100m", json!({})).await;
+    assert_eq!(h.bound("a", "a-0").await, "worker");
+    h.pod("b", "b-0", "100m", json!({})).await;
+    h.node("c", "worker", "8", "16Gi", json!({})).await;
+    h.pod("a", "a-1", "100m", json!({})).await;
+    assert_eq!(h.bound("a", "a-1").await, "worker");
+    for (cluster, pod) in [("b", "b-0"), ("c", "c-0")] {
+        let p = h.pods(cluster).get(pod).await.expect("pod");
+        assert_eq!(
+            p.spec.and_then(|s| s.node_name),
+            None,
+            "{cluster}/{pod} is its host's to place"
+        );
+    }
+    let b0 = h.pods("b").get("b-0").await.expect("pod");
+    assert!(
+        b0.status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .is_empty(),
+        "no PodScheduled condition of ours"
+    );
+}

@@ -1,6 +1,7 @@
 //! Service link variables (`FOO_SERVICE_HOST`, `FOO_PORT_80_TCP_ADDR`, ...): what the kubelet
 //! injects for the Services a pod may reach (upstream `getServiceEnvVarMap` and
-//! `pkg/kubelet/envvars`).
+//! `pkg/kubelet/envvars`). The node agent's kubelet injects them; the syncer writes a shared
+//! cluster's into its host pods (the host's kubelet would inject the host's).
 //!
 //! Every Service with a cluster IP in the pod's namespace when `enableServiceLinks` is true,
 //! and always the `kubernetes` Service of `default` (in-cluster clients read
