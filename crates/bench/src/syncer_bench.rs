@@ -59,27 +59,40 @@ fn deployment(name: &str) -> anyhow::Result<Deployment> {
     }))?)
 }
 
-/// Creates `count` shared TenantClusters and waits until they are Ready.
-async fn shared_clusters(p: &ProcessPlatform, names: &[String]) -> anyhow::Result<()> {
-    let api: Api<DynamicObject> = Api::namespaced_with(p.root.clone(), NS, &clusters_resource());
-    futures::stream::iter(names.iter().cloned())
-        .map(|name| {
-            let api = api.clone();
-            async move {
-                let obj: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "TenantCluster",
-                    "metadata": {"name": name, "namespace": NS},
-                    "spec": {"workers": {"mode": "shared"}},
-                }))?;
-                api.create(&PostParams::default(), &obj).await?;
-                anyhow::Ok(())
-            }
-        })
+/// Runs `f` on every item, eight at once; the first error is the result.
+async fn each_of<T, Fut>(
+    items: impl IntoIterator<Item = T>,
+    f: impl FnMut(T) -> Fut,
+) -> anyhow::Result<()>
+where
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    futures::stream::iter(items)
+        .map(f)
         .buffer_unordered(8)
         .collect::<Vec<_>>()
         .await
         .into_iter()
         .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(())
+}
+
+/// Creates `count` shared TenantClusters and waits until they are Ready.
+async fn shared_clusters(p: &ProcessPlatform, names: &[String]) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> = Api::namespaced_with(p.root.clone(), NS, &clusters_resource());
+    each_of(names.iter().cloned(), |name| {
+        let api = api.clone();
+        async move {
+            let obj: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "platform.matryoshka.dev/v1alpha1", "kind": "TenantCluster",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"workers": {"mode": "shared"}},
+            }))?;
+            api.create(&PostParams::default(), &obj).await?;
+            anyhow::Ok(())
+        }
+    })
+    .await?;
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let list = api.list(&Default::default()).await?;
@@ -204,8 +217,10 @@ fn cpu_of(pid: u32) -> f64 {
 const ROOT_NODES: &[&str] = &["--node", "virtual", "--virtual-nodes", "10"];
 const ROOT_NODE_COUNT: usize = 10;
 
-/// Without the syncer, what it would make: each tenant pod's host pod (on a root node, so
-/// it runs) and the root's nodes in every tenant cluster, marked mirrored.
+/// Without the syncer, what it would make: each tenant pod's host pod (placed by the root's
+/// scheduler on a root node, so it runs), the root's nodes in every tenant cluster, marked
+/// mirrored, and what comes back: each tenant pod bound to its host pod's node with its host
+/// pod's status, and the host's Events about it copied into the tenant cluster.
 async fn make_what_the_syncer_makes(
     p: &ProcessPlatform,
     names: &[String],
@@ -220,53 +235,43 @@ async fn make_what_the_syncer_makes(
     let mut work = Vec::new();
     for (cluster, client) in names.iter().zip(clients) {
         for i in 0..REPLICAS {
-            let node = nodes[i % nodes.len()]
-                .metadata
-                .name
-                .clone()
-                .unwrap_or_default();
-            work.push((cluster.clone(), client.clone(), i, node));
+            work.push((cluster.clone(), client.clone(), i));
         }
     }
-    futures::stream::iter(work)
-        .map(|(cluster, client, i, node)| {
-            let host_pods = host_pods.clone();
-            let nodes = nodes.clone();
-            async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": format!("web-{i}-x-default-x-{cluster}"),
-                        "labels": {"vcluster.loft.sh/managed-by": cluster, "app": "web"},
-                        "annotations": {"vcluster.loft.sh/object-name": format!("web-{i}"),
-                            "vcluster.loft.sh/object-namespace": "default"}},
-                    "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                        "containers": [{"name": "main", "image": "docker.io/matryoshka/mtest:1"}]},
-                }))?;
-                host_pods.create(&PostParams::default(), &pod).await?;
-                // Its cluster's copy of host node i (one per pod: ten per cluster).
-                let host = &nodes[i % nodes.len()];
-                let mut copy: Node = serde_json::from_value(json!({
-                    "metadata": {"name": host.metadata.name, "labels": host.metadata.labels,
-                        "annotations": {"node.matryoshka.dev/mirrored-from-host": "true"}},
-                    "spec": {"providerID": host.spec.as_ref().and_then(|s| s.provider_id.clone())},
-                }))?;
-                let api: Api<Node> = Api::all(client);
-                let made = api.create(&PostParams::default(), &copy).await?;
-                copy.status = host.status.clone();
-                copy.metadata.resource_version = made.metadata.resource_version;
-                api.replace_status(
-                    made.metadata.name.as_deref().unwrap_or_default(),
-                    &PostParams::default(),
-                    &copy,
-                )
-                .await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(8)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    each_of(work, |(cluster, client, i)| {
+        let host_pods = host_pods.clone();
+        let nodes = nodes.clone();
+        async move {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": format!("web-{i}-x-default-x-{cluster}"),
+                    "labels": {"vcluster.loft.sh/managed-by": cluster, "app": "web"},
+                    "annotations": {"vcluster.loft.sh/object-name": format!("web-{i}"),
+                        "vcluster.loft.sh/object-namespace": "default"}},
+                "spec": {"automountServiceAccountToken": false,
+                    "containers": [{"name": "main", "image": "docker.io/matryoshka/mtest:1"}]},
+            }))?;
+            host_pods.create(&PostParams::default(), &pod).await?;
+            // Its cluster's copy of host node i (one per pod: ten per cluster).
+            let host = &nodes[i % nodes.len()];
+            let mut copy: Node = serde_json::from_value(json!({
+                "metadata": {"name": host.metadata.name, "labels": host.metadata.labels,
+                    "annotations": {"node.matryoshka.dev/mirrored-from-host": "true"}},
+                "spec": {"providerID": host.spec.as_ref().and_then(|s| s.provider_id.clone())},
+            }))?;
+            let api: Api<Node> = Api::all(client);
+            let made = api.create(&PostParams::default(), &copy).await?;
+            copy.status = host.status.clone();
+            copy.metadata.resource_version = made.metadata.resource_version;
+            api.replace_status(
+                made.metadata.name.as_deref().unwrap_or_default(),
+                &PostParams::default(),
+                &copy,
+            )
+            .await?;
+            anyhow::Ok(())
+        }
+    })
+    .await?;
     running(
         &p.root,
         NS,
@@ -274,7 +279,75 @@ async fn make_what_the_syncer_makes(
         names.len() * REPLICAS,
         Duration::from_secs(900),
     )
-    .await
+    .await?;
+    // What comes back to each tenant pod: its node, its status, the Events about it.
+    let host_list = host_pods
+        .list(&ListParams::default().labels("vcluster.loft.sh/managed-by,app=web"))
+        .await?
+        .items;
+    let events: Vec<k8s_openapi::api::core::v1::Event> = Api::namespaced(p.root.clone(), NS)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let mut work = Vec::new();
+    for (cluster, client) in names.iter().zip(clients) {
+        let tenant_pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let mut tenants = tenant_pods
+            .list(&ListParams::default().labels("app=web"))
+            .await?
+            .items;
+        tenants.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for (i, tenant) in tenants.into_iter().enumerate() {
+            let host_name = format!("web-{i}-x-default-x-{cluster}");
+            let Some(host) = host_list
+                .iter()
+                .find(|h| h.metadata.name.as_deref() == Some(host_name.as_str()))
+            else {
+                anyhow::bail!("no host pod {host_name}");
+            };
+            let about: Vec<_> = events
+                .iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(host_name.as_str()))
+                .cloned()
+                .collect();
+            work.push((client.clone(), tenant, host.clone(), about));
+        }
+    }
+    each_of(work, |(client, tenant, host, about)| async move {
+        let name = tenant.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let node = host.spec.as_ref().and_then(|s| s.node_name.clone());
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+        api.create_subresource::<Value, Value>("binding", &name, &PostParams::default(), &binding)
+            .await?;
+        let status = json!({"status": host.status});
+        api.patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await?;
+        let tenant_events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(client, "default");
+        for (j, e) in about.into_iter().enumerate() {
+            let mut copy = e;
+            copy.metadata = kube::api::ObjectMeta {
+                name: Some(format!("{name}.{j}")),
+                namespace: Some("default".into()),
+                ..Default::default()
+            };
+            copy.involved_object.name = Some(name.clone());
+            copy.involved_object.namespace = Some("default".into());
+            copy.involved_object.uid = tenant.metadata.uid.clone();
+            copy.involved_object.resource_version = None;
+            tenant_events.create(&PostParams::default(), &copy).await?;
+        }
+        anyhow::Ok(())
+    })
+    .await?;
+    Ok(())
 }
 
 pub async fn run(quick: bool, clusters: Option<usize>) -> anyhow::Result<()> {
@@ -327,18 +400,13 @@ pub async fn run(quick: bool, clusters: Option<usize>) -> anyhow::Result<()> {
         for n in &names {
             clients.push(p.tenant_cluster_client(NS, n).await?);
         }
-        futures::stream::iter(clients.iter().cloned())
-            .map(|c| async move {
-                Api::<Deployment>::namespaced(c, "default")
-                    .create(&PostParams::default(), &deployment("web")?)
-                    .await?;
-                anyhow::Ok(())
-            })
-            .buffer_unordered(8)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        each_of(clients.iter().cloned(), |c| async move {
+            Api::<Deployment>::namespaced(c, "default")
+                .create(&PostParams::default(), &deployment("web")?)
+                .await?;
+            anyhow::Ok(())
+        })
+        .await?;
         if with_syncer {
             // Every host pod Running, then every tenant pod.
             running(
@@ -353,10 +421,7 @@ pub async fn run(quick: bool, clusters: Option<usize>) -> anyhow::Result<()> {
                 running(c, "default", "app=web", REPLICAS, Duration::from_secs(300)).await?;
             }
         } else {
-            if stand_in {
-                make_what_the_syncer_makes(&p, &names, &clients).await?;
-            }
-            // Every tenant pod made (Pending: nothing runs them).
+            // Every tenant pod made (Pending: nothing places or runs them).
             for c in &clients {
                 let api: Api<Pod> = Api::namespaced(c.clone(), "default");
                 let deadline = Instant::now() + Duration::from_secs(300);
@@ -370,6 +435,9 @@ pub async fn run(quick: bool, clusters: Option<usize>) -> anyhow::Result<()> {
                     anyhow::ensure!(Instant::now() < deadline, "tenant pods not made");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
+            }
+            if stand_in {
+                make_what_the_syncer_makes(&p, &names, &clients).await?;
             }
         }
         let synced_in = started.elapsed();

@@ -413,9 +413,36 @@ spec:
     )
 }
 
+/// A host pod's handed-in service-account tokens and when they are minted again.
+fn host_tokens(k: &Kubectl, pod: &str) -> (Vec<String>, i64) {
+    let r = k
+        .run(&["get", "pod", "-n", "tenant-root", pod, "-o", "json"])
+        .ok()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_str(&r).expect("a pod");
+    let ann = v["metadata"]["annotations"]
+        .as_object()
+        .expect("annotations");
+    let tokens = ann
+        .iter()
+        .filter(|(k, _)| k.starts_with("vcluster.loft.sh/token-"))
+        .map(|(_, v)| v.as_str().unwrap_or_default().to_string())
+        .collect();
+    let at = ann
+        .get("syncer.matryoshka.dev/tokens-refresh-at")
+        .and_then(|a| a.as_str()?.parse().ok())
+        .unwrap_or(0);
+    (tokens, at)
+}
+
 #[test]
 fn the_hosts_scheduler_places_shared_clusters_pods_with_every_clusters_pods_counted() {
-    let server = Server::start(Backend::Embedded);
+    // Tokens live 6 s here, so the syncer mints its pods' tokens again every ~5 s.
+    let server = Server::start_with(
+        Backend::Embedded,
+        &["--service-account-max-token-expiration-seconds", "6"],
+    );
     let k = server.kubectl("1.33");
     // The host (the root cluster) has two one-core nodes; one is tainted for infra.
     let _nodes = Agent::start(
@@ -506,4 +533,23 @@ fn the_hosts_scheduler_places_shared_clusters_pods_with_every_clusters_pods_coun
     // Once alpha's pod is gone its room is beta's.
     alpha.run(&["delete", "pod", "big", "--wait=true"]).ok();
     placed(&beta, "big", "Running small-0");
+
+    // The service-account token handed to a host pod is minted again before it expires.
+    let host_pod = "tolerant-x-default-x-beta";
+    let (first, at) = host_tokens(&k, host_pod);
+    assert_eq!(first.len(), 1, "the pod's projected token");
+    assert!(at > 0, "a refresh time");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (now, next) = host_tokens(&k, host_pod);
+        if now != first {
+            assert!(next > at, "the next refresh is later: {next} after {at}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the token was not minted again"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

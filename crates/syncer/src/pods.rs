@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
 use runtime::client::ROOT;
@@ -19,6 +20,11 @@ use crate::translate::Target;
 
 /// How long the API server's address pods are given is used before it is read again.
 const API_ENDPOINT_TTL: Duration = Duration::from_secs(10);
+
+/// The annotation of a host pod with service-account tokens: when they are to be minted
+/// again (unix seconds), once 80 % of the shortest one's lifetime has passed, or after a day —
+/// the kubelet's rule for the projected tokens it refreshes.
+pub(crate) const TOKENS_REFRESH: &str = "syncer.matryoshka.dev/tokens-refresh-at";
 
 /// The in-memory annotation naming the ConfigMaps (`c:<name>`) and Secrets (`s:<name>`) a
 /// tenant pod uses, comma-separated, in the syncer's store (which keeps no spec).
@@ -68,6 +74,21 @@ pub(crate) fn slim_tenant_pod(p: &mut Pod) {
             ..Default::default()
         });
     }
+}
+
+/// When a token minted at `issued` and expiring at `expires` (unix seconds) is minted again:
+/// after 80 % of its lifetime, at most a day later (the kubelet's rule).
+fn refresh_time(issued: i64, expires: i64) -> i64 {
+    let life = (expires - issued).max(1);
+    issued + (life * 8 / 10).clamp(1, 24 * 3600)
+}
+
+/// Whether a pod has finished (its containers will not start again).
+fn is_terminal(p: &Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// The ConfigMaps and Secrets a stored (slim) tenant pod uses.
@@ -192,9 +213,15 @@ impl Syncer {
             let refs = translate::references(&full);
             self.sync_references(&tenant_client, &root, &target, &key.namespace, &refs)
                 .await?;
-            let tokens = self.mint_tokens(&tenant_client, &full).await?;
+            let (tokens, refresh) = self.mint_tokens(&tenant_client, &full).await?;
             let env = self.service_env(&key.cluster, &full).await;
-            let pod = translate::host_pod(&full, &target, &tokens, dns, &env)?;
+            let mut pod = translate::host_pod(&full, &target, &tokens, dns, &env)?;
+            if let Some(at) = refresh {
+                pod.metadata
+                    .annotations
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(TOKENS_REFRESH.into(), at.to_string());
+            }
             self.create_on_host(&host_api, &pod, &key.cluster, &*tenant, "pod")
                 .await?;
             return Ok(Action::AwaitChange);
@@ -205,6 +232,25 @@ impl Syncer {
             && let Some(chosen) = h.spec.as_ref().and_then(|s| s.node_name.as_deref())
         {
             bind(&tenant_api, &tenant, chosen).await?;
+        }
+        // Its tokens are minted again before they expire (the host kubelet writes the
+        // annotations into the pod's files, as a kubelet writes the tokens it refreshes).
+        let mut action = Action::AwaitChange;
+        if let Some(at) = h
+            .annotations()
+            .get(TOKENS_REFRESH)
+            .and_then(|a| a.parse::<i64>().ok())
+            .filter(|_| !is_terminal(&h))
+        {
+            let now = Timestamp::now().as_second();
+            if now >= at {
+                self.refresh_tokens(&tenant_api, &host_api, &tenant_client, &tenant, &h)
+                    .await?;
+            } else {
+                action = Action::RequeueAfter(Duration::from_secs(
+                    u64::try_from(at - now).unwrap_or(1).max(1),
+                ));
+            }
         }
         // Its status comes back.
         let desired = translate::tenant_pod_status(&h);
@@ -217,7 +263,45 @@ impl Syncer {
                     .await,
             )?;
         }
-        Ok(Action::AwaitChange)
+        Ok(action)
+    }
+
+    /// Mints a host pod's tokens again and hands them in (with the next refresh time).
+    async fn refresh_tokens(
+        &self,
+        tenant_api: &Api<Pod>,
+        host_api: &Api<Pod>,
+        tenant_client: &kube::Client,
+        tenant: &Pod,
+        host: &Pod,
+    ) -> Result<()> {
+        let Some(full) = tenant_api
+            .get_opt(&tenant.name_any())
+            .await?
+            .filter(|p| p.metadata.uid == tenant.metadata.uid)
+        else {
+            return Ok(());
+        };
+        let (tokens, refresh) = self.mint_tokens(tenant_client, &full).await?;
+        let mut annotations: serde_json::Map<String, Value> = tokens
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        annotations.insert(
+            TOKENS_REFRESH.into(),
+            refresh.map_or(Value::Null, |at| Value::String(at.to_string())),
+        );
+        let patch = json!({"metadata": {"uid": host.metadata.uid, "annotations": annotations}});
+        ignore_not_found(
+            host_api
+                .patch(
+                    &host.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await,
+        )?;
+        Ok(())
     }
 
     /// Copies the ConfigMaps and Secrets a pod uses to the host (made or brought up to date).
@@ -444,16 +528,19 @@ impl Syncer {
         found
     }
 
+    /// Mints the tokens of a pod's projected service-account token sources in its tenant
+    /// cluster (bound to the pod), by annotation, and when to mint them again (unix seconds).
     pub(crate) async fn mint_tokens(
         &self,
         tenant: &kube::Client,
         pod: &Pod,
-    ) -> Result<BTreeMap<String, String>> {
+    ) -> Result<(BTreeMap<String, String>, Option<i64>)> {
         let mut out = BTreeMap::new();
         let sources = translate::token_sources(pod);
         if sources.is_empty() {
-            return Ok(out);
+            return Ok((out, None));
         }
+        let mut refresh: Option<i64> = None;
         let namespace = pod.namespace().unwrap_or_default();
         let account = pod
             .spec
@@ -476,14 +563,17 @@ impl Syncer {
                 },
                 status: None,
             };
+            let now = Timestamp::now().as_second();
             let minted = api
                 .create_token_request(&account, &PostParams::default(), &request)
                 .await?;
             if let Some(status) = minted.status {
+                let at = refresh_time(now, status.expiration_timestamp.0.as_second());
+                refresh = Some(refresh.map_or(at, |r| r.min(at)));
                 out.insert(src.annotation, status.token);
             }
         }
-        Ok(out)
+        Ok((out, refresh))
     }
 }
 
@@ -590,6 +680,14 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_are_minted_again_after_four_fifths_of_their_life_or_a_day() {
+        assert_eq!(refresh_time(1000, 1010), 1008);
+        assert_eq!(refresh_time(0, 3607), 2885);
+        assert_eq!(refresh_time(0, 365 * 24 * 3600), 24 * 3600);
+        assert_eq!(refresh_time(50, 50), 51, "never in the past");
+    }
 
     #[test]
     fn a_stored_tenant_pod_keeps_its_node_references_and_status_digest_but_no_spec() {
