@@ -130,6 +130,19 @@ fn pod_gone_plugins() -> PluginSet {
 pub fn on_pod(shared: &Shared, change: Change<Pod>) {
     let now = Instant::now();
     match change {
+        // A cluster whose host places its pods: nothing of it is kept (what an earlier
+        // version kept goes).
+        Change::Applied(cluster, pod) if shared.host_placed(&cluster) => {
+            let mut cache = shared.cache.lock();
+            let key = PodKey {
+                cluster: cache.intern(&cluster),
+                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+            };
+            cache.remove_pod(&key);
+            drop(cache);
+            shared.queue.lock().delete(&key);
+        }
         Change::Applied(cluster, pod) => {
             let mut info = PodInfo::new(&cluster, &pod);
             let mut cache = shared.cache.lock();
@@ -185,7 +198,7 @@ pub fn on_pod(shared: &Shared, change: Change<Pod>) {
             }
             drop(cache);
             let mut queue = shared.queue.lock();
-            if info.ours() && !info.terminating && !info.gated && !shared.host_placed(&cluster) {
+            if info.ours() && !info.terminating && !info.gated {
                 queue.upsert(info, now);
                 let active = queue.has_active();
                 drop(queue);
@@ -226,6 +239,10 @@ pub fn on_pod(shared: &Shared, change: Change<Pod>) {
 /// Nodes: a new or changed node may fit any pod.
 pub fn on_node(shared: &Shared, change: Change<Node>) {
     match change {
+        Change::Applied(cluster, node) if shared.host_placed(&cluster) => {
+            let name = node.metadata.name.unwrap_or_default();
+            shared.cache.lock().remove_node(&cluster, &name);
+        }
         Change::Applied(cluster, node) => {
             let name = node.metadata.name.clone().unwrap_or_default();
             let spec = NodeSpec::new(&node);

@@ -398,6 +398,15 @@ async fn placements(shared: Arc<Shared>, root: kube::Client) {
                 }
                 return;
             }
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(e)))
+                if e.code == 403 && !synced =>
+            {
+                // Not this scheduler's to read: it schedules meanwhile (as against a plain
+                // cluster) and keeps asking.
+                tracing::warn!(error = %e, "LogicalClusters may not be listed; retrying");
+                synced = true;
+                shared.mark_synced();
+            }
             Err(e) => tracing::warn!(error = %e, "watching LogicalClusters failed; retrying"),
         }
     }

@@ -194,7 +194,10 @@ struct Syncer {
     /// The tenants' hand-made Endpoints and EndpointSlices (of Services without selectors).
     tenant_endpoints: Store<Endpoints>,
     tenant_slices: Store<EndpointSlice>,
-    /// Hand-made Endpoints of Services re-created with their host's IP, to put back.
+    /// Services this syncer re-created with their host's IP, and when.
+    recreated: parking_lot::Mutex<HashMap<ObjectKey, std::time::Instant>>,
+    /// Hand-made Endpoints of those Services deleted since (the endpoints controller's
+    /// doing), to put back.
     restore: parking_lot::Mutex<HashMap<ObjectKey, (std::time::Instant, Endpoints)>>,
     /// The root cluster as a host.
     root_host: RwLock<Option<Arc<Host>>>,
@@ -384,6 +387,7 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         tenant_claims: tenant_claims.store(),
         tenant_endpoints: tenant_endpoints.store(),
         tenant_slices: tenant_slices.store(),
+        recreated: Default::default(),
         restore: Default::default(),
         root_host: RwLock::new(None),
         hosts: RwLock::new(HashMap::new()),
@@ -426,6 +430,9 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
     let h = s.clone();
     tenant_endpoints.on_change(move |c| {
         if h.is_shared(&c.key().cluster) {
+            if let runtime::informer::Change::Deleted(key, ep) = &c {
+                h.endpoints_deleted(key, ep);
+            }
             h.queue.add(Item::Service(c.key().clone()));
         }
     });

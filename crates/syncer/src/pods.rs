@@ -449,7 +449,6 @@ impl Syncer {
         Ok(())
     }
 
-    /// The pod's projected service-account tokens, minted by its own cluster and bound to it.
     /// The Service variables the tenant's kubelet would give the pod's containers (upstream's
     /// `getServiceEnvVarMap`): the tenant's Services of its namespace (their cluster IPs are
     /// the host's) when `enableServiceLinks`, and always `KUBERNETES_SERVICE_HOST` and its

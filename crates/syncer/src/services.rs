@@ -11,8 +11,8 @@ use runtime::queue::Action;
 
 use crate::{Syncer, translate};
 
-/// How long after re-creating a Service its hand-made Endpoints are put back.
-const RESTORE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long after re-creating a Service its hand-made Endpoints are put back when deleted.
+const RESTORE_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Syncer {
     pub(crate) async fn service(&self, key: ObjectKey) -> Result<Action> {
@@ -91,8 +91,37 @@ impl Syncer {
         Ok(Action::AwaitChange)
     }
 
-    /// Puts back, once, the hand-made Endpoints of a Service this syncer re-created when
-    /// they are gone within [`RESTORE_WINDOW`] of it (the endpoints controller's doing).
+    /// Keeps a deleted hand-made Endpoints object to put back when its Service was re-created
+    /// by this syncer within [`RESTORE_WINDOW`]: the endpoints controller deletes a deleted
+    /// Service's Endpoints — also ones written after the deletion, before it noticed — so the
+    /// deletion is what is watched for, not the object at the re-creation. Once per
+    /// re-creation.
+    pub(crate) fn endpoints_deleted(&self, key: &ObjectKey, ep: &Endpoints) {
+        let recent = {
+            let mut r = self.recreated.lock();
+            r.retain(|_, at| at.elapsed() < RESTORE_WINDOW);
+            r.remove(key).is_some()
+        };
+        if !recent {
+            return;
+        }
+        let keep = Endpoints {
+            metadata: ObjectMeta {
+                name: ep.metadata.name.clone(),
+                namespace: ep.metadata.namespace.clone(),
+                labels: ep.metadata.labels.clone(),
+                annotations: ep.metadata.annotations.clone(),
+                ..ObjectMeta::default()
+            },
+            subsets: ep.subsets.clone(),
+        };
+        self.restore
+            .lock()
+            .insert(key.clone(), (std::time::Instant::now(), keep));
+    }
+
+    /// Puts back the hand-made Endpoints [`Syncer::endpoints_deleted`] kept, once the Service
+    /// is there again.
     async fn restore_endpoints(&self, key: &ObjectKey) -> Result<()> {
         let keep = {
             let mut r = self.restore.lock();
@@ -124,23 +153,9 @@ impl Syncer {
             Api::namespaced(self.clients.cluster(&key.cluster)?, &key.namespace);
         // The tenant's endpoints controller deletes the Endpoints of a deleted Service, even
         // hand-made ones: they are put back after the Service is made again.
-        let endpoints: Api<Endpoints> =
-            Api::namespaced(self.clients.cluster(&key.cluster)?, &key.namespace);
-        if let Some(ep) = endpoints.get_opt(&key.name).await? {
-            let keep = Endpoints {
-                metadata: ObjectMeta {
-                    name: ep.metadata.name.clone(),
-                    namespace: ep.metadata.namespace.clone(),
-                    labels: ep.metadata.labels.clone(),
-                    annotations: ep.metadata.annotations.clone(),
-                    ..ObjectMeta::default()
-                },
-                subsets: ep.subsets.clone(),
-            };
-            self.restore
-                .lock()
-                .insert(key.clone(), (std::time::Instant::now(), keep));
-        }
+        self.recreated
+            .lock()
+            .insert(key.clone(), std::time::Instant::now());
         let mut fresh = Service {
             metadata: ObjectMeta {
                 name: tenant.metadata.name.clone(),

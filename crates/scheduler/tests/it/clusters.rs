@@ -83,7 +83,24 @@ async fn pods_of_a_cluster_placed_by_its_host_are_never_bound_here() {
     h.pod("a", "a-0", "100m", json!({})).await;
     assert_eq!(h.bound("a", "a-0").await, "worker");
     h.pod("b", "b-0", "100m", json!({})).await;
-    h.node("c", "worker", "8", "16Gi", json!({})).await;
+    // A node for c (not waited for: the scheduler keeps no node of a host-placed cluster).
+    let nodes: Api<Node> = Api::all(h.client("c"));
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "worker"}})).unwrap();
+    nodes
+        .create(&kube::api::PostParams::default(), &node)
+        .await
+        .expect("node");
+    let status = json!({"status": {
+        "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    nodes
+        .patch_status(
+            "worker",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await
+        .expect("node status");
     h.pod("a", "a-1", "100m", json!({})).await;
     assert_eq!(h.bound("a", "a-1").await, "worker");
     for (cluster, pod) in [("b", "b-0"), ("c", "c-0")] {
@@ -94,6 +111,8 @@ async fn pods_of_a_cluster_placed_by_its_host_are_never_bound_here() {
             "{cluster}/{pod} is its host's to place"
         );
     }
+    let s = h.scheduler.as_ref().expect("scheduler");
+    assert!(!s.knows_node("c", "worker"), "nothing of c is kept");
     let b0 = h.pods("b").get("b-0").await.expect("pod");
     assert!(
         b0.status
