@@ -606,23 +606,11 @@ fn pod_lists_its_pods(k: &Kubectl, pod: &str) -> String {
         "--serviceaccount=default:default",
     ])
     .ok();
-    let deadline = Instant::now() + LONG;
-    loop {
-        let r = k.run(&["exec", pod, "--", "/mtest", "api"]);
-        if r.code == 0
-            && r.stdout.contains("status: 200")
-            && r.stdout.contains(&format!("\"{pod}\""))
-        {
-            return r.stdout.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pod's API call: {}\n{}",
-            r.stdout,
-            r.stderr
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    k.eventually(&["exec", pod, "--", "/mtest", "api"], LONG, |r| {
+        r.code == 0 && r.stdout.contains("status: 200") && r.stdout.contains(&format!("\"{pod}\""))
+    })
+    .stdout
+    .clone()
 }
 
 fn get_from_pod(k: &Kubectl, target: &str) -> Option<String> {
