@@ -28,6 +28,12 @@ pub const PLACEMENT_LABEL: &str = "core.matryoshka.dev/pod-placement";
 /// [`PLACEMENT_LABEL`]'s value for clusters whose pods the host's scheduler places.
 pub const PLACEMENT_HOST: &str = "host";
 
+/// The label of a root-cluster PersistentVolume the platform provisioned for a logical
+/// cluster, naming that cluster. Its `hostPath` directory holds the data of the cluster's
+/// volume of the same name, and goes into the cluster's backups. Only the platform writes root
+/// objects, so a tenant cannot point a backup at another tenant's directory.
+pub const VOLUME_OF_LABEL: &str = "core.matryoshka.dev/volume-of";
+
 /// The name of a logical cluster: `root`, or a tenant cluster's name.
 ///
 /// A cheap-to-clone shared string (one allocation per distinct name handed around by keys,

@@ -503,6 +503,7 @@ pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>,
         root_sa_key: sa,
         elected: false,
         rotation: Default::default(),
+        volumes_dir: None,
     };
     start_with(storage, config).await
 }

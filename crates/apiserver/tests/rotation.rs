@@ -36,6 +36,7 @@ async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
         root_sa_key: controlplane::jwt::SigningKey::generate_pkcs8().unwrap(),
         elected: false,
         rotation: rotation(),
+        volumes_dir: None,
     };
     let server = apiserver::server::start_with(Arc::new(store), config)
         .await

@@ -207,7 +207,7 @@ pub async fn run_tenant_clusters(
 ) -> anyhow::Result<()> {
     let cycles = cycles.unwrap_or(if quick { 3 } else { 20 });
     let count = count.unwrap_or(if quick { 20 } else { 100 });
-    let (server, _data) = crate::setup::server().await?;
+    let (server, store, _data) = crate::setup::server_and_store().await?;
     let mut background = crate::setup::Background::control_plane(&server);
     let clients = crate::setup::platform_with(
         &server,
@@ -308,12 +308,14 @@ pub async fn run_tenant_clusters(
         tokio::time::sleep(Duration::from_secs(2)).await;
         let rss = rss_bytes();
         let now_state = state(&server);
+        let (history, revisions) = store.history_size();
         println!(
-            "cycle {:>2} ({:>5.1} s)   RSS {:>7.1} MiB (with {count} clusters {:>7.1} MiB)   objects {} (and {} Events)   {}",
+            "cycle {:>2} ({:>5.1} s)   RSS {:>7.1} MiB (with {count} clusters {:>7.1} MiB)   store history {:>5.1} MiB ({revisions} revisions)   objects {} (and {} Events)   {}",
             cycle + 1,
             started.elapsed().as_secs_f64(),
             mib(rss),
             mib(peak),
+            mib(history),
             objects(&server),
             server.store().cache.count("", "events", "root"),
             state_line(&now_state)

@@ -16,15 +16,24 @@ pub fn clients(server: &Arc<ApiServer>) -> ClusterClients {
 
 /// An API server on a new embedded store under `target/bench-data` (removed with the guard).
 pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
+    let (server, _, data) = server_and_store().await?;
+    Ok((server, data))
+}
+
+/// [`server`], and its store.
+pub async fn server_and_store() -> anyhow::Result<(
+    Arc<ApiServer>,
+    Arc<storage::embedded::EmbeddedStore>,
+    tempfile::TempDir,
+)> {
     let dir = std::env::current_dir()?.join("target/bench-data");
     std::fs::create_dir_all(&dir)?;
     let data = tempfile::tempdir_in(&dir)?;
-    let storage: Arc<dyn storage::Storage> =
-        Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
-    let server = apiserver::server::start(storage)
+    let store = Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
+    let server = apiserver::server::start(store.clone())
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok((server, data))
+    Ok((server, store, data))
 }
 
 /// Serves `server` over HTTPS on a free loopback port with `options`, as `matryoshka up`

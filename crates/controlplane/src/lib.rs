@@ -64,6 +64,10 @@ pub struct Config {
     pub elected: bool,
     /// How often credentials rotate.
     pub rotation: rotation::Rotation,
+    /// The platform's volumes directory (`<data-dir>/volumes`): backups carry the data of a
+    /// cluster's volumes kept there, and restores write it back under `restored/`. `None`: this
+    /// server keeps no volumes.
+    pub volumes_dir: Option<std::path::PathBuf>,
 }
 
 /// Who makes a request, in which cluster, and the warnings the answer carries.

@@ -428,6 +428,8 @@ pub async fn cleanup(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
             Err(e) => return Err(e),
         }
     }
+    // Volumes a restore wrote for it (the platform removes those it provisioned).
+    crate::backup::volumes::clear(cp, name).await?;
     cp.catalog.remove_cluster(name);
     cp.forget(name);
     let res = cp

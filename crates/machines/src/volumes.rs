@@ -27,6 +27,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use apimachinery::cluster;
 use apimachinery::quantity::Quantity;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
@@ -196,6 +197,17 @@ impl Ctx {
         }
         let root_volumes: Api<PersistentVolume> = Api::all(root.clone());
         let root_volume = self.volumes.get(&ObjectKey::new(ROOT, "", &name));
+        // Volumes made before they were labelled with their cluster get the label (backups
+        // find a cluster's volumes by it).
+        if let Some(v) = &root_volume
+            && label(&v.metadata, cluster::VOLUME_OF_LABEL) != Some(key.cluster.as_str())
+        {
+            let labelled =
+                json!({"metadata": {"labels": {cluster::VOLUME_OF_LABEL: key.cluster.as_str()}}});
+            root_volumes
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&labelled))
+                .await?;
+        }
         if root_volume.is_none() {
             tokio::fs::create_dir_all(&path).await.map_err(|e| {
                 runtime::error::Error::Retry(format!("creating {}: {e}", path.display()))
@@ -208,7 +220,8 @@ impl Ctx {
             .await;
             let obj: PersistentVolume = serde_json::from_value(json!({
                 "metadata": {"name": name, "finalizers": [DIRECTORY_FINALIZER],
-                    "labels": {names::CLUSTER_NAME_LABEL: cluster_name},
+                    "labels": {names::CLUSTER_NAME_LABEL: cluster_name,
+                        cluster::VOLUME_OF_LABEL: key.cluster.as_str()},
                     "annotations": {PROVISIONED_BY: PROVISIONER}},
                 "spec": {"capacity": {"storage": size_s}, "accessModes": modes,
                     "persistentVolumeReclaimPolicy": "Delete", "storageClassName": ROOT_CLASS,

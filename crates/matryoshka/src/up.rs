@@ -516,6 +516,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         root_sa_key: sa_key,
         elected: replicated,
         rotation: rotation(&args),
+        volumes_dir: Some(args.data_dir.join("volumes")),
     };
     let server = apiserver::server::start_with(storage, config)
         .await
@@ -703,6 +704,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 })
             }));
     }
+    // Which singletons this replica runs (`leader_election_master_status`).
+    server
+        .control_plane()
+        .metrics()
+        .add_root_collector(Arc::new(runtime::leader::metrics));
     platform::install(&clients())
         .await
         .map_err(|e| anyhow::anyhow!("installing the platform: {e}"))?;

@@ -414,3 +414,195 @@ fn a_backup_goes_to_an_s3_bucket_and_is_restored_from_it() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Reads a file of the server's data directory as text.
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn a_tenant_clusters_volume_data_is_backed_up_and_comes_back_with_its_restore() {
+    let server = Server::with_cluster_api(Backend::Embedded);
+    let root = server.kubectl("1.33");
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: platform.matryoshka.dev/v1alpha1\nkind: TenantCluster\nmetadata:\n  name: vol\n  namespace: tenant-root\nspec:\n  nodeGroups:\n    md0:\n      minReplicas: 1\n      maxReplicas: 1\n      instanceType: u1.small\n"),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=condition=Ready",
+        "tenantcluster/vol",
+        "-n",
+        "tenant-root",
+        "--timeout=90s",
+    ])
+    .ok();
+    let lc = root
+        .run(&[
+            "get",
+            "tenantcluster",
+            "vol",
+            "-n",
+            "tenant-root",
+            "-o",
+            "jsonpath={.status.logicalCluster}",
+        ])
+        .ok()
+        .stdout
+        .clone();
+    let k = support::tenant_cluster_kubectl(&root, &server.dir, "tenant-root", "vol");
+    k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(r#"{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "default"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}}}"#),
+    )
+    .ok();
+    let pv = k
+        .eventually(
+            &[
+                "get",
+                "pvc",
+                "data",
+                "-o",
+                "jsonpath={.status.phase} {.spec.volumeName}",
+            ],
+            Duration::from_secs(60),
+            |r| r.stdout.starts_with("Bound "),
+        )
+        .stdout
+        .trim_start_matches("Bound ")
+        .to_string();
+    let path_of = |k: &Kubectl| {
+        std::path::PathBuf::from(
+            k.run(&["get", "pv", &pv, "-o", "jsonpath={.spec.hostPath.path}"])
+                .ok()
+                .stdout
+                .clone(),
+        )
+    };
+    let dir = path_of(&k);
+    assert!(dir.starts_with(server.dir.join("volumes")), "{dir:?}");
+    // What a pod would have written there: a file, a directory with a file larger than one
+    // piece of the backup, and a relative link.
+    std::fs::write(dir.join("greeting.txt"), "kept across the restore\n").unwrap();
+    std::fs::create_dir(dir.join("db")).unwrap();
+    let big: Vec<u8> = (0..1_300_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(dir.join("db/pages"), &big).unwrap();
+    std::os::unix::fs::symlink("greeting.txt", dir.join("latest")).unwrap();
+
+    let backups = server.dir.join("vol-backups");
+    std::fs::create_dir_all(&backups).unwrap();
+    let out = matryoshka(
+        &server,
+        &["backup", "create", &lc, "--to", backups.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::fs::read_dir(&backups)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+
+    // The tenant cluster goes, and its volume's directory with it.
+    root.run(&[
+        "delete",
+        "tenantcluster",
+        "vol",
+        "-n",
+        "tenant-root",
+        "--wait=true",
+        "--timeout=90s",
+    ])
+    .ok();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while dir.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} was never removed",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Restored under a new name: the claim is Bound to its volume, whose data is back.
+    let out = matryoshka(
+        &server,
+        &[
+            "backup",
+            "restore",
+            file.to_str().unwrap(),
+            "--as",
+            "vol-again",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conf = support::logical_cluster(&root, &server.dir, "vol-again");
+    let again = Kubectl::new("1.33", &conf);
+    again
+        .run(&[
+            "get",
+            "pvc",
+            "data",
+            "-o",
+            "jsonpath={.status.phase} {.spec.volumeName}",
+        ])
+        .ok()
+        .out(&format!("Bound {pv}"));
+    let restored = path_of(&again);
+    assert!(
+        restored.starts_with(server.dir.join("volumes/restored/vol-again")),
+        "{restored:?}"
+    );
+    assert_eq!(
+        read(&restored.join("greeting.txt")),
+        "kept across the restore\n"
+    );
+    assert_eq!(std::fs::read(restored.join("db/pages")).unwrap(), big);
+    assert_eq!(
+        std::fs::read_link(restored.join("latest")).unwrap(),
+        std::path::Path::new("greeting.txt")
+    );
+
+    // A backup of the restored cluster carries the restored data again; deleting the cluster
+    // removes it.
+    let again_backups = server.dir.join("again-backups");
+    std::fs::create_dir_all(&again_backups).unwrap();
+    let out = matryoshka(
+        &server,
+        &[
+            "backup",
+            "create",
+            "vol-again",
+            "--to",
+            again_backups.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success());
+    let second = std::fs::read_dir(&again_backups)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = read(&second);
+    assert!(text.contains(&format!("{{\"volume\":{{\"name\":\"{pv}\"}}}}")));
+    assert!(text.contains("\"path\":\"db/pages\""));
+    root.run(&[
+        "delete",
+        "logicalcluster",
+        "vol-again",
+        "--wait=true",
+        "--timeout=60s",
+    ])
+    .ok();
+    assert!(!server.dir.join("volumes/restored/vol-again").exists());
+}

@@ -19,11 +19,12 @@ use kube::{Client, Config};
 use support::{Backend, Server};
 
 /// The Leases of the singleton loops, each held by one replica.
-const SINGLETONS: [&str; 4] = [
+const SINGLETONS: [&str; 5] = [
     "matryoshka-control-plane",
     "matryoshka-controller-manager",
     "matryoshka-platform",
     "kube-scheduler",
+    "syncer",
 ];
 
 /// A client of `port` with the credentials of the admin kubeconfig at `kubeconfig`.
@@ -63,6 +64,46 @@ fn pointed_at(kubeconfig: &Path, external: u16, port: u16, dir: &Path) -> PathBu
     ));
     std::fs::write(&path, text.replace(&from, &to)).expect("a kubeconfig copy");
     path
+}
+
+/// The singletons a replica says it runs: its `leader_election_master_status` gauges.
+async fn leading(client: &Client) -> BTreeMap<String, bool> {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    let text = client.request_text(req).await.unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("leader_election_master_status{name=\""))
+        .filter_map(|l| l.split_once("\"} "))
+        .map(|(name, v)| (name.to_string(), v.trim() == "1"))
+        .collect()
+}
+
+/// Asserts from the replicas' metrics that each singleton runs on exactly one of `replicas`
+/// (their clients and identities), the one its Lease names.
+async fn each_runs_once(replicas: &[(&Client, String)], held: &BTreeMap<String, String>) {
+    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (c, identity) in replicas {
+        let gauges = leading(c).await;
+        for name in SINGLETONS {
+            assert!(
+                gauges.contains_key(name),
+                "{identity} campaigns for {name}: {gauges:?}"
+            );
+        }
+        for (name, on) in gauges {
+            if on {
+                runs.entry(name).or_default().push(identity.clone());
+            }
+        }
+    }
+    for name in SINGLETONS {
+        assert_eq!(
+            runs.get(name).map(Vec::as_slice),
+            Some(std::slice::from_ref(&held[name])),
+            "{name} runs where its Lease says, once: {runs:?}"
+        );
+    }
 }
 
 /// The holder of each singleton Lease.
@@ -173,6 +214,12 @@ async fn replicas_share_credentials_run_each_singleton_once_and_survive_the_lead
     // Replica 0 started first, so it leads; its loops are the ones that run.
     let leader = held["matryoshka-controller-manager"].clone();
     assert_eq!(leader, "replica-0", "{held:?}");
+    let everyone: Vec<(&Client, String)> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c, format!("replica-{i}")))
+        .collect();
+    each_runs_once(&everyone, &held).await;
 
     // A watch on the leader, a writer through replica 1; then the leader is killed -9.
     let watched: Api<ConfigMap> = Api::namespaced(clients[0].clone(), "default");
@@ -268,6 +315,26 @@ async fn replicas_share_credentials_run_each_singleton_once_and_survive_the_lead
         killed_at.elapsed(),
         holders(&clients[1]).await
     );
+    // The survivors' metrics agree: each singleton runs once, where its Lease is.
+    let survivors = &everyone[1..];
+    until(
+        Duration::from_secs(10),
+        "the new holders' metrics say they lead",
+        || async {
+            let held = holders(&clients[1]).await;
+            let mut on = 0;
+            for (c, _) in survivors {
+                let gauges = leading(c).await;
+                on += SINGLETONS
+                    .iter()
+                    .filter(|n| gauges.get(**n) == Some(&true))
+                    .count();
+            }
+            on == SINGLETONS.len() && held.len() == SINGLETONS.len()
+        },
+    )
+    .await;
+    each_runs_once(survivors, &holders(&clients[1]).await).await;
     // The controllers run again: a Deployment gets its ReplicaSet's pod.
     let deployments: Api<Deployment> = Api::namespaced(clients[1].clone(), "default");
     let deployment: Deployment = serde_json::from_value(serde_json::json!({

@@ -8,6 +8,7 @@
 //! leadership when it could not renew for `renew_deadline`. Writes use the lease's
 //! resourceVersion, so two candidates never both win.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -20,6 +21,35 @@ use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::shared::Shutdown;
+
+/// Whether this process leads each election it takes part in, by Lease name (upstream's
+/// `leader_election_master_status` gauge, one per component).
+static LEADING: parking_lot::Mutex<BTreeMap<String, bool>> =
+    parking_lot::Mutex::new(BTreeMap::new());
+
+fn publish(name: &str, leading: bool) {
+    LEADING.lock().insert(name.to_string(), leading);
+}
+
+/// The Prometheus text of `leader_election_master_status{name}`: 1 for each Lease this
+/// process holds, 0 for those it campaigns for and does not (a replica's `/metrics` shows which
+/// singletons run there; across replicas each is 1 exactly once).
+pub fn metrics() -> String {
+    let leading = LEADING.lock();
+    if leading.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "# HELP leader_election_master_status Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.\n# TYPE leader_election_master_status gauge\n",
+    );
+    for (name, on) in leading.iter() {
+        out.push_str(&format!(
+            "leader_election_master_status{{name=\"{name}\"}} {}\n",
+            u8::from(*on)
+        ));
+    }
+    out
+}
 
 /// Timing of an election; the defaults are kube-controller-manager's.
 #[derive(Debug, Clone)]
@@ -195,6 +225,8 @@ impl LeaderElector {
     ) {
         tokio::pin!(shutdown);
         let mut last_renew: Option<Instant> = None;
+        let name = self.config.name.clone();
+        publish(&name, false);
         loop {
             let ok = match self.try_acquire_or_renew().await {
                 Ok(ok) => ok,
@@ -209,18 +241,21 @@ impl LeaderElector {
                     tracing::info!(identity = %self.config.identity, "became the leader");
                 }
                 leading.send_replace(true);
+                publish(&name, true);
             } else if *leading.borrow()
                 && (self.held_by_other()
                     || last_renew.is_none_or(|t| t.elapsed() >= self.config.renew_deadline))
             {
                 tracing::warn!(identity = %self.config.identity, "lost leadership");
                 leading.send_replace(false);
+                publish(&name, false);
             }
             tokio::select! {
                 () = tokio::time::sleep(self.config.retry_period) => {}
                 () = &mut shutdown => break,
             }
         }
+        publish(&name, false);
         if *leading.borrow() {
             leading.send_replace(false);
             if let Err(e) = self.release().await {

@@ -205,3 +205,49 @@ async fn a_data_directory_is_opened_by_one_store_at_a_time() {
         Err(Error::Unavailable(_))
     ));
 }
+
+#[tokio::test]
+async fn history_is_bounded_in_bytes_however_large_the_values_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        retain_revisions: 100_000,
+        retain_bytes: 4 << 20,
+        ..Options::default()
+    };
+    let s = EmbeddedStore::open_with(dir.path(), opts).unwrap();
+    // 64 KiB values rewritten 400 times: 25 MiB of history against a 4 MiB bound, far below
+    // the revision bound.
+    let value = Bytes::from(vec![b'x'; 64 << 10]);
+    let mut rev = s
+        .create(b"/big/k", value.clone())
+        .await
+        .unwrap()
+        .mod_revision;
+    let first = rev;
+    for _ in 0..400 {
+        rev = s
+            .update(b"/big/k", value.clone(), rev)
+            .await
+            .unwrap()
+            .mod_revision;
+        // Compaction follows the batch that crossed the bound: one write more at most.
+        let (bytes, _) = s.history_size();
+        assert!(
+            bytes <= (4 << 20) + (256 << 10),
+            "history holds {bytes} bytes"
+        );
+    }
+    let (bytes, events) = s.history_size();
+    assert!(bytes >= 2 << 20, "the bound is used, not emptied: {bytes}");
+    assert!(events < 64, "{events}");
+    // The oldest revisions went: a watch from them is told so, a recent one replays.
+    assert!(matches!(
+        s.watch(b"/big/", first).await.err(),
+        Some(Error::Compacted { .. })
+    ));
+    let mut w = s.watch(b"/big/", rev - 5).await.unwrap();
+    for _ in 0..5 {
+        assert!(w.next_event().await.unwrap().is_ok());
+    }
+    assert_eq!(s.get(b"/big/k").await.unwrap().unwrap().mod_revision, rev);
+}

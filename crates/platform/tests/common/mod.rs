@@ -75,6 +75,7 @@ impl Harness {
             root_sa_key: sa,
             elected: false,
             rotation: Default::default(),
+            volumes_dir: None,
         };
         let server = apiserver::server::start_with(Arc::new(store), config)
             .await

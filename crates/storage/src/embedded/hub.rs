@@ -27,8 +27,16 @@ struct Watcher {
     tx: mpsc::Sender<Result<Arc<Event>>>,
 }
 
+/// The bytes an event of the window holds: its key and values (the value before the change is
+/// history only; the value after it is shared with the index while it is current).
+fn event_bytes(ev: &Event) -> u64 {
+    (ev.kv.key.len() + ev.kv.value.len() + ev.prev.as_ref().map_or(0, |p| p.value.len())) as u64
+}
+
 struct Inner {
     window: VecDeque<Arc<Event>>,
+    /// What the window's events hold ([`event_bytes`]).
+    window_bytes: u64,
     /// The oldest `after` revision a watch may start from.
     floor: Revision,
     /// The newest published revision.
@@ -46,6 +54,7 @@ impl Hub {
         Hub {
             inner: Mutex::new(Inner {
                 window: VecDeque::new(),
+                window_bytes: 0,
                 floor,
                 current,
                 watchers: Vec::new(),
@@ -59,6 +68,7 @@ impl Hub {
         let mut inner = self.inner.lock();
         for ev in events {
             inner.current = ev.revision();
+            inner.window_bytes += event_bytes(&ev);
             inner.window.push_back(ev);
         }
     }
@@ -71,6 +81,7 @@ impl Hub {
         let mut inner = self.inner.lock();
         let buffer = self.buffer;
         for ev in events {
+            inner.window_bytes += event_bytes(ev);
             inner.window.push_back(ev.clone());
         }
         inner.current = events[events.len() - 1].revision();
@@ -130,8 +141,29 @@ impl Hub {
         let mut inner = self.inner.lock();
         let cut = inner.window.partition_point(|e| e.revision() < rev);
         let dropped: Vec<_> = inner.window.drain(..cut).collect();
+        inner.window_bytes -= dropped.iter().map(|e| event_bytes(e)).sum::<u64>();
         inner.floor = inner.floor.max(rev - 1);
         dropped
+    }
+
+    /// The bytes the window holds and how many events.
+    pub fn window_size(&self) -> (u64, usize) {
+        let inner = self.inner.lock();
+        (inner.window_bytes, inner.window.len())
+    }
+
+    /// The revision to compact to so that the window holds at most `bytes`, if it holds more.
+    pub fn revision_to_fit(&self, bytes: u64) -> Option<Revision> {
+        let inner = self.inner.lock();
+        let mut over = inner.window_bytes.checked_sub(bytes).filter(|o| *o > 0)?;
+        for ev in &inner.window {
+            let b = event_bytes(ev);
+            if b >= over {
+                return Some(ev.revision() + 1);
+            }
+            over -= b;
+        }
+        Some(inner.current + 1)
     }
 
     /// Ends every watch with `err` (the store failed) or cleanly (`None`, the store closed).

@@ -48,6 +48,10 @@ pub struct Options {
     /// History kept for reads at old revisions and watch resumption. Upstream Kubernetes
     /// compacts every five minutes; a revision count bounds memory under any write rate.
     pub retain_revisions: i64,
+    /// And at most this many bytes of history (keys and values of the retained events): a
+    /// bound on memory that does not depend on how large the objects written are. Past it the
+    /// oldest history goes down to three quarters of the bound.
+    pub retain_bytes: u64,
     /// Log bytes after which a snapshot is written and the covered segments deleted.
     pub snapshot_bytes: u64,
     /// Size at which the log moves on to a new segment.
@@ -62,6 +66,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             retain_revisions: 100_000,
+            retain_bytes: 128 << 20,
             snapshot_bytes: 256 << 20,
             segment_bytes: 64 << 20,
             watch_buffer: hub::WATCH_BUFFER,
@@ -235,6 +240,12 @@ impl EmbeddedStore {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The history kept for old reads and watches: its bytes ([`Options::retain_bytes`]) and
+    /// events.
+    pub fn history_size(&self) -> (u64, usize) {
+        self.shared.hub.window_size()
     }
 
     /// Number of active watchers.
@@ -648,6 +659,13 @@ impl Writer {
         // Compact in steps of half the retained window so the cost is amortised.
         if current - compacted > retain + retain / 2 {
             compact_now(shared, current - retain);
+        }
+        let bytes = shared.opts.retain_bytes;
+        if let Some(rev) = shared.hub.revision_to_fit(bytes)
+            && let Some(to) = shared.hub.revision_to_fit(bytes / 4 * 3)
+        {
+            debug_assert!(to >= rev);
+            compact_now(shared, to.min(current));
         }
         if self.wal.bytes_since_snapshot >= shared.opts.snapshot_bytes {
             let _ = self.snapshot(true);

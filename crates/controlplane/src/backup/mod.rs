@@ -10,10 +10,15 @@
 //! {"credentials":{…the pki Secret…}}
 //! {"k":"core/pods/default/web-0","v":{…the stored object…}}
 //! …
-//! {"end":{"keys":1234}}
+//! {"volume":{"name":"pvc-…"}}
+//! {"file":{"volume":"pvc-…","path":"data/db","type":"file","mode":420,"offset":0,"data":"…"}}
+//! …
+//! {"end":{"keys":1234,"volumes":1}}
 //! ```
 //!
-//! The trailer is written only once every key is: a truncated backup is detected on restore.
+//! The volume lines carry the data of the cluster's volumes that live on the platform
+//! ([`volumes`]). The trailer is written only once every key and file is: a truncated backup
+//! is detected on restore.
 //!
 //! **A restore** creates a new cluster from a backup in chunks (a request body is bounded):
 //! the first chunk creates the LogicalCluster marked [`RESTORING`] — not served, not
@@ -40,6 +45,8 @@ use crate::ControlPlane;
 use crate::tenancy::{GROUP, PLURAL};
 use crate::trust::{SYSTEM_NAMESPACE, pki_secret_name};
 use apimachinery::cluster;
+
+pub mod volumes;
 
 /// The format of a backup.
 pub const FORMAT: &str = "matryoshka.dev/cluster-backup/v1";
@@ -123,6 +130,7 @@ impl Snapshot {
         send(tx, line(&self.header)?).await?;
         send(tx, line(&json!({ "credentials": self.credentials }))?).await?;
         let mut keys = 0u64;
+        let mut on_platform = Vec::new();
         let mut pages = Pages::new(&self.prefix, Some(self.header.revision));
         while let Some(items) = pages.next(cp).await? {
             let mut buf = Vec::with_capacity(items.iter().map(|kv| kv.value.len() + 64).sum());
@@ -130,12 +138,23 @@ impl Snapshot {
                 let Some(suffix) = kv.key.strip_prefix(self.prefix.as_bytes()) else {
                     continue;
                 };
-                entry(&mut buf, &String::from_utf8_lossy(suffix), &kv.value);
+                let suffix = String::from_utf8_lossy(suffix);
+                if let Some(pv) = suffix.strip_prefix(volumes::PV_KEYS)
+                    && let Some(dir) =
+                        volumes::trusted_directory(cp, &self.header.cluster, pv, &kv.value)
+                {
+                    on_platform.push((pv.to_string(), dir));
+                }
+                entry(&mut buf, &suffix, &kv.value);
                 keys += 1;
             }
             send(tx, buf).await?;
         }
-        send(tx, line(&json!({"end": {"keys": keys}}))?).await
+        let count = on_platform.len();
+        for (name, dir) in on_platform {
+            volumes::send_volume(tx.clone(), name, dir).await?;
+        }
+        send(tx, line(&json!({"end": {"keys": keys, "volumes": count}}))?).await
     }
 }
 
@@ -252,9 +271,15 @@ pub struct Chunk {
     pub credentials: Option<Value>,
     #[serde(default)]
     pub objects: Vec<Entry>,
+    /// Volume data ([`volumes`]), in the backup's order.
+    #[serde(default)]
+    pub files: Vec<volumes::Item>,
     /// On the last chunk: how many keys the backup holds.
     #[serde(default)]
     pub complete: Option<u64>,
+    /// On the last chunk: how many volumes it holds the data of.
+    #[serde(default)]
+    pub volumes: Option<u64>,
 }
 
 /// What a restore request did.
@@ -309,8 +334,11 @@ pub async fn restore(cp: &ControlPlane, name: &str, chunk: Chunk) -> Result<Rest
             errors.len()
         )));
     }
+    volumes::restore(cp, name, chunk.files).await?;
     let completed_at = match chunk.complete {
-        Some(expected) => Some(complete(cp, &lc_res, name, expected).await?),
+        Some(expected) => {
+            Some(complete(cp, &lc_res, name, expected, chunk.volumes.unwrap_or(0)).await?)
+        }
         None => None,
     };
     Ok(Restored {
@@ -355,6 +383,7 @@ async fn begin(
     if !existing.items.is_empty() {
         return Err(ApiError::already_exists(PLURAL, GROUP, name));
     }
+    volumes::clear(cp, name).await?;
     let lc = json!({
         "apiVersion": format!("{GROUP}/{}", crate::tenancy::VERSION),
         "kind": "LogicalCluster",
@@ -446,8 +475,32 @@ async fn complete(
     lc_res: &registry::ResourceDef,
     name: &str,
     expected: u64,
+    expected_volumes: u64,
 ) -> Result<i64, ApiError> {
     let prefix = registry::key::cluster(name);
+    // The restored volumes: each PersistentVolume now points at its data's new directory.
+    let restored = volumes::restored(cp, name).await;
+    if restored.len() as u64 != expected_volumes {
+        return Err(ApiError::bad_request(format!(
+            "the restore wrote {} volumes, the backup holds {expected_volumes}: chunks are missing",
+            restored.len()
+        )));
+    }
+    for (volume, dir) in &restored {
+        let key = format!("{prefix}{}{volume}", volumes::PV_KEYS);
+        let storage = &cp.store.storage;
+        let why = |e: String| ApiError::bad_request(format!("volume {volume}: {e}"));
+        let kv = storage
+            .get(key.as_bytes())
+            .await
+            .map_err(|e| ApiError::service_unavailable(e.to_string()))?
+            .ok_or_else(|| why("the backup holds its data but not its PersistentVolume".into()))?;
+        let value = volumes::repoint(&kv.value, dir).map_err(why)?;
+        storage
+            .update(key.as_bytes(), value, kv.mod_revision)
+            .await
+            .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
+    }
     let mut held = 0u64;
     let mut pages = Pages::new(&prefix, None);
     while let Some(items) = pages.next(cp).await? {
@@ -571,6 +624,12 @@ impl<I: Iterator<Item = std::io::Result<String>>> Iterator for RestoreChunks<I> 
         }
         body.push_str("\"objects\":[");
         let mut empty = true;
+        let mut files = String::new();
+        let close = |body: &mut String, files: &str| {
+            body.push_str("],\"files\":[");
+            body.push_str(files);
+            body.push(']');
+        };
         loop {
             let line = match self.lines.next() {
                 Some(Ok(l)) => l,
@@ -584,23 +643,36 @@ impl<I: Iterator<Item = std::io::Result<String>>> Iterator for RestoreChunks<I> 
                 }
             };
             if line.starts_with("{\"end\"") {
-                let keys = serde_json::from_str::<Value>(&line)
-                    .ok()
-                    .and_then(|v| v.pointer("/end/keys").and_then(Value::as_u64));
+                let end = serde_json::from_str::<Value>(&line).ok();
+                let count = |what: &str| {
+                    end.as_ref()
+                        .and_then(|v| v.pointer(&format!("/end/{what}")))
+                        .and_then(Value::as_u64)
+                };
                 self.done = true;
-                let Some(keys) = keys else {
+                let Some(keys) = count("keys") else {
                     return Some(Err("the backup's trailer is unreadable".into()));
                 };
-                body.push_str(&format!("],\"complete\":{keys}}}"));
+                close(&mut body, &files);
+                let volumes = count("volumes").unwrap_or(0);
+                body.push_str(&format!(",\"complete\":{keys},\"volumes\":{volumes}}}"));
                 return Some(Ok(body));
             }
-            if !empty {
-                body.push(',');
+            if line.starts_with("{\"volume\"") || line.starts_with("{\"file\"") {
+                if !files.is_empty() {
+                    files.push(',');
+                }
+                files.push_str(&line);
+            } else {
+                if !empty {
+                    body.push(',');
+                }
+                body.push_str(&line);
+                empty = false;
             }
-            body.push_str(&line);
-            empty = false;
-            if body.len() >= CHUNK_BYTES {
-                body.push_str("]}");
+            if body.len() + files.len() >= CHUNK_BYTES {
+                close(&mut body, &files);
+                body.push('}');
                 return Some(Ok(body));
             }
         }
@@ -626,7 +698,15 @@ mod tests {
                 "{{\"k\":\"core/configmaps/d/c{i}\",\"v\":{{\"data\":\"{big}\"}}}}\n"
             ));
         }
-        text.push_str("{\"end\":{\"keys\":10}}\n");
+        text.push_str("{\"volume\":{\"name\":\"pvc-1\"}}\n");
+        for i in 0..4 {
+            text.push_str(&format!(
+                "{{\"file\":{{\"volume\":\"pvc-1\",\"path\":\"f\",\"type\":\"file\",\"mode\":420,\"offset\":{},\"data\":\"{}\"}}}}\n",
+                i * 600_000,
+                "A".repeat(800_000)
+            ));
+        }
+        text.push_str("{\"end\":{\"keys\":10,\"volumes\":1}}\n");
         let (header, chunks) = restore_chunks(lines(&text)).unwrap();
         assert_eq!((header.cluster.as_str(), header.revision), ("a", 7));
         let chunks: Vec<Chunk> = chunks
@@ -637,6 +717,14 @@ mod tests {
         assert!(chunks[1..].iter().all(|c| c.source.is_none()));
         assert_eq!(chunks.iter().map(|c| c.objects.len()).sum::<usize>(), 10);
         assert_eq!(chunks.last().unwrap().complete, Some(10));
+        assert_eq!(chunks.last().unwrap().volumes, Some(1));
+        // The volume lines keep their order, after the keys.
+        let files: Vec<&volumes::Item> = chunks.iter().flat_map(|c| &c.files).collect();
+        assert_eq!(files.len(), 5);
+        assert!(matches!(files[0], volumes::Item::Volume { name } if name == "pvc-1"));
+        for (i, f) in files[1..].iter().enumerate() {
+            assert!(matches!(f, volumes::Item::File(e) if e.offset == Some(i as u64 * 600_000)));
+        }
     }
 
     #[test]
