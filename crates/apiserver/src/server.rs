@@ -495,17 +495,23 @@ fn version_document(major: &str, minor: &str, git: &str) -> serde_json::Value {
 /// A ready API server over `storage` with fresh, in-memory root credentials (tests and
 /// benchmarks; `matryoshka up` keeps its credentials on disk and calls [`start_with`]).
 pub async fn start(storage: Arc<dyn storage::Storage>) -> Result<Arc<ApiServer>, ApiError> {
+    start_with(storage, fresh_config()?).await
+}
+
+/// The configuration [`start`] uses: fresh, in-memory root credentials, everything else as
+/// `matryoshka up`'s defaults.
+pub fn fresh_config() -> Result<Config, ApiError> {
     let ca = pki::Ca::generate("matryoshka-ca").map_err(ApiError::internal)?;
     let sa = crate::jwt::SigningKey::generate_pkcs8().map_err(ApiError::internal)?;
-    let config = Config {
+    Ok(Config {
         external_url: "https://127.0.0.1:6443".into(),
         root_ca: ca.pair,
         root_sa_key: sa,
         elected: false,
         rotation: Default::default(),
         volumes_dir: None,
-    };
-    start_with(storage, config).await
+        event_ttl: std::time::Duration::from_secs(3600),
+    })
 }
 
 /// Builds a ready API server over `storage`: the control plane (watch cache, built-in

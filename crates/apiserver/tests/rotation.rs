@@ -37,6 +37,7 @@ async fn server() -> (Arc<ApiServer>, tempfile::TempDir) {
         elected: false,
         rotation: rotation(),
         volumes_dir: None,
+        event_ttl: std::time::Duration::from_secs(3600),
     };
     let server = apiserver::server::start_with(Arc::new(store), config)
         .await

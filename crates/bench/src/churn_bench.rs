@@ -63,10 +63,58 @@ async fn delete_all(server: &Arc<ApiServer>, prefix: &str, count: usize) -> anyh
     .await
 }
 
+/// How long the TenantCluster soak keeps Events after their last write.
+const EVENT_TTL: Duration = Duration::from_secs(10);
+
+/// What the objects of a TenantCluster that never became Ready say: its Cluster API objects
+/// in the root cluster and the Nodes of its logical cluster.
+fn explain(server: &Arc<ApiServer>, name: &str, logical: Option<&str>) {
+    let release = format!("kubernetes-{name}");
+    let cache = &server.store().cache;
+    for (group, plural) in [
+        ("cluster.x-k8s.io", "clusters"),
+        ("cluster.x-k8s.io", "machinedeployments"),
+        ("cluster.x-k8s.io", "machinesets"),
+        ("cluster.x-k8s.io", "machines"),
+        ("infrastructure.matryoshka.dev", "matryoshkamachines"),
+    ] {
+        let (items, _) = cache.list(group, plural, &registry::cache::Filter::default());
+        for o in items.iter().filter(|o| o.name().starts_with(&release)) {
+            let v = o.value();
+            eprintln!(
+                "  {plural}/{}: deleting {} finalizers {} spec.replicas {} status {}",
+                o.name(),
+                v["metadata"]["deletionTimestamp"],
+                v["metadata"]["finalizers"],
+                v["spec"]["replicas"],
+                v["status"]
+            );
+        }
+    }
+    if let Some(lc) = logical {
+        let (nodes, _) = cache.list(
+            "",
+            "nodes",
+            &registry::cache::Filter {
+                cluster: Some(lc.to_string()),
+                ..Default::default()
+            },
+        );
+        for n in nodes.iter() {
+            eprintln!("  node {}: {}", n.name(), n.value()["status"]["conditions"]);
+        }
+        eprintln!("  {} nodes in {lc}", nodes.len());
+    }
+}
+
 async fn wait(what: &str, check: impl Fn() -> bool) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(300);
+    wait_for(what, Duration::from_secs(300), check).await
+}
+
+async fn wait_for(what: &str, within: Duration, check: impl Fn() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
     while !check() {
-        anyhow::ensure!(Instant::now() < deadline, "{what} within 5 minutes");
+        anyhow::ensure!(Instant::now() < deadline, "{what} within {within:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
@@ -207,7 +255,11 @@ pub async fn run_tenant_clusters(
 ) -> anyhow::Result<()> {
     let cycles = cycles.unwrap_or(if quick { 3 } else { 20 });
     let count = count.unwrap_or(if quick { 20 } else { 100 });
-    let (server, store, _data) = crate::setup::server_and_store().await?;
+    // Events are retained data, kept an hour after their last write by default; kept
+    // `EVENT_TTL` here (10 s) so that the soak's steady state is reached within its run.
+    let mut config = apiserver::server::fresh_config()?;
+    config.event_ttl = EVENT_TTL;
+    let (server, store, _data) = crate::setup::server_and_store(config).await?;
     let mut background = crate::setup::Background::control_plane(&server);
     let clients = crate::setup::platform_with(
         &server,
@@ -260,9 +312,11 @@ pub async fn run_tenant_clusters(
             }))?;
             api.create(&kube::api::PostParams::default(), &obj).await?;
         }
-        if let Err(e) = wait("every TenantCluster Ready", || {
-            tenant_clusters(&server) == (count, count)
-        })
+        if let Err(e) = wait_for(
+            "every TenantCluster Ready",
+            Duration::from_secs(120),
+            || tenant_clusters(&server) == (count, count),
+        )
         .await
         {
             // What the ones left behind say.
@@ -282,6 +336,7 @@ pub async fn run_tenant_clusters(
                     });
                 if !ready {
                     eprintln!("not Ready: {} {}", o.name(), v["status"]);
+                    explain(&server, o.name(), v["status"]["logicalCluster"].as_str());
                 }
             }
             return Err(e);

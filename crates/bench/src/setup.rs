@@ -16,12 +16,14 @@ pub fn clients(server: &Arc<ApiServer>) -> ClusterClients {
 
 /// An API server on a new embedded store under `target/bench-data` (removed with the guard).
 pub async fn server() -> anyhow::Result<(Arc<ApiServer>, tempfile::TempDir)> {
-    let (server, _, data) = server_and_store().await?;
+    let (server, _, data) = server_and_store(apiserver::server::fresh_config()?).await?;
     Ok((server, data))
 }
 
-/// [`server`], and its store.
-pub async fn server_and_store() -> anyhow::Result<(
+/// [`server`] with `config`, and its store.
+pub async fn server_and_store(
+    config: apiserver::server::Config,
+) -> anyhow::Result<(
     Arc<ApiServer>,
     Arc<storage::embedded::EmbeddedStore>,
     tempfile::TempDir,
@@ -30,7 +32,7 @@ pub async fn server_and_store() -> anyhow::Result<(
     std::fs::create_dir_all(&dir)?;
     let data = tempfile::tempdir_in(&dir)?;
     let store = Arc::new(storage::embedded::EmbeddedStore::open(data.path())?);
-    let server = apiserver::server::start(store.clone())
+    let server = apiserver::server::start_with(store.clone(), config)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok((server, store, data))

@@ -9,6 +9,7 @@ use registry::store::{Location, WriteOptions};
 use serde_json::{Value, json};
 
 use crate::ControlPlane;
+use apimachinery::cluster;
 
 /// The namespaces of a new cluster.
 pub const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -218,50 +219,202 @@ fn local_storage_class() -> Value {
     })
 }
 
+/// The label of the Leases by which API server replicas say where pods reach them (upstream's
+/// lease endpoint reconciler keeps `/masterleases/<ip>` keys with a TTL; here they are Leases
+/// in the root cluster's `kube-system`, one per replica, renewed every 10 s).
+pub const ENDPOINT_LEASE_LABEL: &str = "apiserver.matryoshka.dev/endpoint-lease";
+/// On such a Lease: the replica's advertise address and port.
+pub const ENDPOINT_ANNOTATION: &str = "apiserver.matryoshka.dev/endpoint";
+/// How long an endpoint Lease counts after its last renewal (upstream's master lease TTL).
+pub const ENDPOINT_LEASE_SECONDS: i64 = 15;
+const NODE_SYSTEM: &str = "kube-system";
+
+/// The Lease a replica of identity `identity` announces itself with.
+fn endpoint_lease_name(identity: &str) -> String {
+    let mut name: String = identity
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(200)
+        .collect();
+    name = name.trim_matches('-').to_string();
+    format!("matryoshka-apiserver-{name}")
+}
+
+/// Renews this replica's endpoint Lease: pods reach it at `at`.
+pub async fn renew_endpoint_lease(
+    cp: &ControlPlane,
+    identity: &str,
+    at: std::net::SocketAddr,
+) -> Result<(), ApiError> {
+    let res = served(cp, "coordination.k8s.io", "leases")?;
+    let name = endpoint_lease_name(identity);
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": NODE_SYSTEM,
+            "labels": {ENDPOINT_LEASE_LABEL: "true"},
+            "annotations": {ENDPOINT_ANNOTATION: at.to_string()}},
+        "spec": {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": ENDPOINT_LEASE_SECONDS,
+            "renewTime": apimachinery::time::format_micro_time(jiff::Timestamp::now()),
+        },
+    });
+    let loc = Location {
+        cluster: cluster::ROOT,
+        namespace: NODE_SYSTEM,
+        name: &name,
+    };
+    cp.store
+        .update_with(&res, &loc, &WriteOptions::default(), |cur| {
+            let mut next = lease.clone();
+            if let Some(cur) = cur {
+                next["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+            }
+            Ok(next)
+        })
+        .await?;
+    Ok(())
+}
+
+/// The addresses of the replicas whose endpoint Lease is current, in order.
+pub fn live_endpoints(cp: &ControlPlane) -> Vec<std::net::SocketAddr> {
+    let filter = registry::cache::Filter {
+        cluster: Some(cluster::ROOT.to_string()),
+        namespace: Some(NODE_SYSTEM.to_string()),
+        predicate: None,
+    };
+    let now = jiff::Timestamp::now();
+    let (leases, _) = cp
+        .store
+        .cache
+        .list("coordination.k8s.io", "leases", &filter);
+    let mut out: Vec<std::net::SocketAddr> = leases
+        .iter()
+        .filter_map(|l| {
+            let v = l.value();
+            apimachinery::meta::label(&v, ENDPOINT_LEASE_LABEL)?;
+            let renewed =
+                apimachinery::time::parse_rfc3339(v.pointer("/spec/renewTime")?.as_str()?)?;
+            let secs = v
+                .pointer("/spec/leaseDurationSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(ENDPOINT_LEASE_SECONDS);
+            if renewed + jiff::SignedDuration::from_secs(secs) < now {
+                return None;
+            }
+            apimachinery::meta::annotation(&v, ENDPOINT_ANNOTATION)?
+                .parse()
+                .ok()
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Upstream's endpoint reconciler for the `default/kubernetes` Service: its Endpoints and
-/// EndpointSlice name the address and port where pods reach the API server (the advertise
-/// address), so in-cluster clients (`KUBERNETES_SERVICE_HOST`, `10.96.0.1:443`) get through
-/// the node's Service rules. Idempotent: an unchanged object is not written again.
+/// EndpointSlices name the addresses and ports where pods reach the API server's replicas
+/// (their advertise addresses), so in-cluster clients (`KUBERNETES_SERVICE_HOST`,
+/// `10.96.0.1:443`) get through the node's Service rules to any live replica. Replicas
+/// normally share a port; those on other ports get a subset and an EndpointSlice
+/// `kubernetes-<port>` each. Idempotent: an unchanged object is not written again.
 pub async fn reconcile_kubernetes_endpoints(
     cp: &ControlPlane,
     cluster: &str,
-    ip: std::net::IpAddr,
-    port: u16,
+    at: &[std::net::SocketAddr],
 ) -> Result<(), ApiError> {
-    let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
-    let ports = json!([{"name": "https", "port": port, "protocol": "TCP"}]);
-    let wanted = [
-        (
-            "",
-            "endpoints",
-            json!({
-                "apiVersion": "v1",
-                "kind": "Endpoints",
-                "metadata": {"name": "kubernetes", "namespace": "default",
-                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-                "subsets": [{"addresses": [{"ip": ip.to_string()}], "ports": ports}],
-            }),
-        ),
-        (
+    let mut by_port: std::collections::BTreeMap<u16, Vec<String>> = Default::default();
+    for a in at {
+        by_port
+            .entry(a.port())
+            .or_default()
+            .push(a.ip().to_string());
+    }
+    let Some(first_port) = by_port.keys().next().copied() else {
+        return Ok(());
+    };
+    let ports = |port: u16| json!([{"name": "https", "port": port, "protocol": "TCP"}]);
+    let subsets: Vec<Value> = by_port
+        .iter()
+        .map(|(port, ips)| {
+            json!({"addresses": ips.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>(), "ports": ports(*port)})
+        })
+        .collect();
+    let mut wanted = vec![(
+        "",
+        "endpoints",
+        json!({
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": subsets,
+        }),
+    )];
+    for (port, ips) in &by_port {
+        let family = if ips[0].contains(':') { "IPv6" } else { "IPv4" };
+        let name = if *port == first_port {
+            "kubernetes".to_string()
+        } else {
+            format!("kubernetes-{port}")
+        };
+        wanted.push((
             "discovery.k8s.io",
             "endpointslices",
             json!({
                 "apiVersion": "discovery.k8s.io/v1",
                 "kind": "EndpointSlice",
-                "metadata": {"name": "kubernetes", "namespace": "default",
+                "metadata": {"name": name, "namespace": "default",
                     "labels": {"kubernetes.io/service-name": "kubernetes"}},
                 "addressType": family,
-                "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
-                "ports": ports,
+                "endpoints": ips.iter().map(|ip| json!({"addresses": [ip], "conditions": {"ready": true}})).collect::<Vec<_>>(),
+                "ports": ports(*port),
             }),
-        ),
-    ];
+        ));
+    }
+    // Slices of ports no replica serves any more go.
+    let slices = served(cp, "discovery.k8s.io", "endpointslices")?;
+    let filter = registry::cache::Filter {
+        cluster: Some(cluster.to_string()),
+        namespace: Some("default".to_string()),
+        predicate: None,
+    };
+    let (present, _) = cp
+        .store
+        .cache
+        .list("discovery.k8s.io", "endpointslices", &filter);
+    for s in present {
+        let name = s.name();
+        let stale = name.strip_prefix("kubernetes-").is_some_and(|p| {
+            p.parse::<u16>()
+                .is_ok_and(|p| p == first_port || !by_port.contains_key(&p))
+        }) && apimachinery::meta::label(&s.value(), "kubernetes.io/service-name")
+            == Some("kubernetes");
+        if stale {
+            let at = Location {
+                cluster,
+                namespace: "default",
+                name,
+            };
+            match cp.store.delete(&slices, &at, &Default::default()).await {
+                Ok(_) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
     for (group, plural, obj) in wanted {
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or("kubernetes")
+            .to_string();
         let res = served(cp, group, plural)?;
         let at = Location {
             cluster,
             namespace: "default",
-            name: "kubernetes",
+            name: &name,
         };
         cp.store
             .update_with(&res, &at, &WriteOptions::default(), |cur| {

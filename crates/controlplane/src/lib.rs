@@ -24,6 +24,7 @@ pub mod bootstrap;
 pub mod clusters;
 pub mod conversion;
 pub mod crds;
+pub mod event_ttl;
 pub mod fields;
 pub mod hosts;
 pub mod jwt;
@@ -68,6 +69,8 @@ pub struct Config {
     /// cluster's volumes kept there, and restores write it back under `restored/`. `None`: this
     /// server keeps no volumes.
     pub volumes_dir: Option<std::path::PathBuf>,
+    /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`).
+    pub event_ttl: std::time::Duration,
 }
 
 /// Who makes a request, in which cluster, and the warnings the answer carries.
@@ -182,6 +185,7 @@ impl ControlPlane {
         crds::start(&cp)?;
         apiservices::start(&cp)?;
         rotation::start(&cp)?;
+        event_ttl::start(&cp)?;
         Ok(cp)
     }
 

@@ -52,6 +52,13 @@ enum Command {
     IngressController(Box<ingress_cmd::IngressArgs>),
 }
 
+/// jemalloc rather than the C library's malloc: with its background threads it hands memory
+/// freed for a while back to the system (its decay), so a platform that creates and deletes
+/// clusters all day settles at what it holds instead of at its high-water mark (glibc's arenas
+/// keep freed pages mapped; the churn soak of BENCHMARKS.md shows the difference).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

@@ -158,6 +158,10 @@ pub struct UpArgs {
     /// (kube-controller-manager's `--node-monitor-grace-period`; a Go duration).
     #[arg(long, default_value = "40s", value_parser = parse_go_duration)]
     pub node_monitor_grace_period: Duration,
+    /// How long an Event is kept after its last write (kube-apiserver's `--event-ttl`; a Go
+    /// duration).
+    #[arg(long, default_value = "1h0m0s", value_parser = parse_go_duration)]
+    pub event_ttl: Duration,
     /// How long a node the autoscaler finds unneeded stays before it is removed (the cluster
     /// autoscaler's `--scale-down-unneeded-time`; a Go duration).
     #[arg(long, default_value = "10m0s", value_parser = parse_go_duration)]
@@ -517,6 +521,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         elected: replicated,
         rotation: rotation(&args),
         volumes_dir: Some(args.data_dir.join("volumes")),
+        event_ttl: args.event_ttl,
     };
     let server = apiserver::server::start_with(storage, config)
         .await
@@ -982,28 +987,39 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     let endpoints = advertise.map(|ip| {
         let server = server.clone();
-        let port = args.secure_port;
+        let at = SocketAddr::new(ip, args.secure_port);
+        let identity = identity.clone();
         tokio::spawn(async move {
-            // Upstream's reconciler repairs the endpoints every 10 s; unchanged ones are not
-            // written again.
+            // Upstream's lease endpoint reconciler: every replica renews its endpoint Lease,
+            // and the leading one writes the Endpoints of every live replica (each would
+            // overwrite the others' otherwise), repairing them on each pass; unchanged ones
+            // are not written again.
+            let mut renewed: Option<Instant> = None;
             loop {
-                let cluster = apimachinery::cluster::ROOT;
-                // The leading replica writes them (each replica would overwrite the others').
-                if !server.control_plane().leads() {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    continue;
+                let cp = server.control_plane();
+                if renewed.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
+                    match controlplane::bootstrap::renew_endpoint_lease(cp, &identity, at).await {
+                        Ok(()) => renewed = Some(Instant::now()),
+                        Err(e) => tracing::warn!(error = %e, "renewing this replica's endpoint Lease"),
+                    }
                 }
-                if let Err(e) = controlplane::bootstrap::reconcile_kubernetes_endpoints(
-                    server.control_plane(),
-                    cluster,
-                    ip,
-                    port,
-                )
-                .await
-                {
-                    tracing::warn!(error = %e, "reconciling the kubernetes Service's endpoints");
+                if cp.leads() {
+                    let mut live = controlplane::bootstrap::live_endpoints(cp);
+                    // This replica's own Lease may not be in the cache yet.
+                    if !live.contains(&at) {
+                        live.push(at);
+                    }
+                    if let Err(e) = controlplane::bootstrap::reconcile_kubernetes_endpoints(
+                        cp,
+                        apimachinery::cluster::ROOT,
+                        &live,
+                    )
+                    .await
+                    {
+                        tracing::warn!(error = %e, "reconciling the kubernetes Service's endpoints");
+                    }
                 }
-                tokio::time::sleep(Duration::from_secs(10)).await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
             }
         })
     });

@@ -106,6 +106,35 @@ async fn each_runs_once(replicas: &[(&Client, String)], held: &BTreeMap<String, 
     }
 }
 
+/// This machine's address on its default route (found without sending anything): where
+/// pods would reach the replicas (Endpoints refuse loopback addresses, as upstream's do).
+fn host_ip() -> std::net::IpAddr {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
+    s.connect("198.51.100.1:9").expect("a default route");
+    let ip = s.local_addr().expect("a local address").ip();
+    assert!(!ip.is_loopback() && !ip.is_unspecified(), "{ip}");
+    ip
+}
+
+/// The ports the `default/kubernetes` Endpoints name at `host` (every replica advertises it).
+async fn endpoint_ports(client: &Client, host: std::net::IpAddr) -> Vec<u16> {
+    let host = host.to_string();
+    let api: Api<k8s_openapi::api::core::v1::Endpoints> =
+        Api::namespaced(client.clone(), "default");
+    let Ok(e) = api.get("kubernetes").await else {
+        return Vec::new();
+    };
+    let mut ports: Vec<u16> = e
+        .subsets
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| s.addresses.iter().flatten().any(|a| a.ip == host))
+        .flat_map(|s| s.ports.iter().flatten().map(|p| p.port as u16))
+        .collect();
+    ports.sort();
+    ports
+}
+
 /// The holder of each singleton Lease.
 async fn holders(client: &Client) -> BTreeMap<String, String> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
@@ -144,6 +173,8 @@ async fn replicas_share_credentials_run_each_singleton_once_and_survive_the_lead
         endpoint: etcd.endpoint.clone(),
         prefix: "/ha".into(),
     };
+    let host = host_ip();
+    let advertise = host.to_string();
     let mut replicas: Vec<Server> = (0..3)
         .map(|i| {
             let identity = format!("replica-{i}");
@@ -155,6 +186,9 @@ async fn replicas_share_credentials_run_each_singleton_once_and_survive_the_lead
                 &external,
                 "--leader-identity",
                 &identity,
+                // Where pods reach each replica: the `default/kubernetes` endpoints.
+                "--advertise-address",
+                &advertise,
             ];
             Server::start_with(backend.clone(), &args)
         })
@@ -220,6 +254,16 @@ async fn replicas_share_credentials_run_each_singleton_once_and_survive_the_lead
         .map(|(i, c)| (c, format!("replica-{i}")))
         .collect();
     each_runs_once(&everyone, &held).await;
+    // In-cluster clients reach every replica: each renews its endpoint Lease and the leader
+    // writes them all into the `kubernetes` Service's endpoints.
+    let mut all_ports: Vec<u16> = replicas.iter().map(|r| r.port).collect();
+    all_ports.sort();
+    until(
+        Duration::from_secs(30),
+        "the kubernetes endpoints name every replica",
+        || async { endpoint_ports(&clients[1], host).await == all_ports },
+    )
+    .await;
 
     // A watch on the leader, a writer through replica 1; then the leader is killed -9.
     let watched: Api<ConfigMap> = Api::namespaced(clients[0].clone(), "default");
@@ -335,6 +379,19 @@ async fn replicas_share_credentials_run_each_singleton_once_and_survive_the_lead
     )
     .await;
     each_runs_once(survivors, &holders(&clients[1]).await).await;
+    // The killed replica leaves the endpoints once its endpoint Lease has lapsed (15 s).
+    let mut expected: Vec<u16> = replicas[1..].iter().map(|r| r.port).collect();
+    expected.sort();
+    until(
+        Duration::from_secs(40),
+        "the killed replica leaves the kubernetes endpoints",
+        || async { endpoint_ports(&clients[1], host).await == expected },
+    )
+    .await;
+    eprintln!(
+        "the killed replica left the kubernetes endpoints {:?} after the kill",
+        killed_at.elapsed()
+    );
     // The controllers run again: a Deployment gets its ReplicaSet's pod.
     let deployments: Api<Deployment> = Api::namespaced(clients[1].clone(), "default");
     let deployment: Deployment = serde_json::from_value(serde_json::json!({

@@ -369,3 +369,79 @@ fn logical_clusters_are_isolated_end_to_end() {
     a.run(&["get", "ns"]).fails(1).err("NotFound");
     b.run(&["get", "cm", "marker-b", "-n", "default"]).ok();
 }
+
+const EVENT: &str = r#"{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "NAME", "namespace": "default"}, "involvedObject": {"kind": "Pod", "name": "web", "namespace": "default"}, "reason": "Testing", "message": "m", "type": "Normal"}"#;
+const NEW_EVENT: &str = r#"{"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "NAME", "namespace": "default"}, "regarding": {"kind": "Pod", "name": "web", "namespace": "default"}, "reason": "Testing", "note": "n", "type": "Normal", "action": "Test", "reportingController": "example.com/t", "reportingInstance": "i", "eventTime": "2026-01-01T00:00:00.000000Z"}"#;
+
+#[test]
+fn events_expire_a_ttl_after_their_last_write_in_every_cluster_and_in_both_apis() {
+    let server = Server::start_with(Backend::Embedded, &["--event-ttl", "4s"]);
+    let root = server.kubectl("1.33");
+    let conf = &clusters(&server, &root, &["ev"])[0];
+    let tenant = Kubectl::new("1.33", conf);
+    let started = std::time::Instant::now();
+    for (k, name) in [(&root, "in-root"), (&tenant, "in-tenant")] {
+        k.run_stdin(&["create", "-f", "-"], Some(&EVENT.replace("NAME", name)))
+            .ok();
+    }
+    tenant
+        .run_stdin(
+            &["create", "-f", "-"],
+            Some(&NEW_EVENT.replace("NAME", "new-api")),
+        )
+        .ok();
+    tenant
+        .run_stdin(
+            &["create", "-f", "-"],
+            Some(&EVENT.replace("NAME", "written-again")),
+        )
+        .ok();
+    // An Event written again lives a TTL after that write: keep writing one for a while.
+    while started.elapsed() < Duration::from_secs(6) {
+        tenant
+            .run(&[
+                "annotate",
+                "event",
+                "written-again",
+                "--overwrite",
+                &format!("n={}", started.elapsed().as_millis()),
+            ])
+            .ok();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let written_last = std::time::Instant::now();
+    // Those written once are gone by now or soon; the one written again is still there.
+    root.eventually(
+        &["get", "events", "-n", "default", "-o", "name"],
+        Duration::from_secs(20),
+        |r| r.code == 0 && !r.stdout.contains("in-root"),
+    );
+    tenant.eventually(
+        &[
+            "get",
+            "events.v1.events.k8s.io",
+            "-n",
+            "default",
+            "-o",
+            "name",
+        ],
+        Duration::from_secs(20),
+        |r| r.code == 0 && !r.stdout.contains("new-api"),
+    );
+    let left = tenant.run(&["get", "events", "-n", "default", "-o", "name"]);
+    let left = left.ok();
+    assert!(!left.stdout.contains("in-tenant"), "{}", left.stdout);
+    if written_last.elapsed() < Duration::from_secs(3) {
+        assert!(left.stdout.contains("written-again"), "{}", left.stdout);
+    }
+    tenant.eventually(
+        &["get", "events", "-n", "default", "-o", "name"],
+        Duration::from_secs(20),
+        |r| r.code == 0 && !r.stdout.contains("written-again"),
+    );
+    assert!(
+        written_last.elapsed() >= Duration::from_secs(3),
+        "an Event written {:?} ago is gone",
+        written_last.elapsed()
+    );
+}

@@ -76,6 +76,7 @@ impl Harness {
             elected: false,
             rotation: Default::default(),
             volumes_dir: None,
+            event_ttl: std::time::Duration::from_secs(3600),
         };
         let server = apiserver::server::start_with(Arc::new(store), config)
             .await

@@ -244,7 +244,7 @@ impl WatchCache {
             obj,
             prev,
         });
-        rs.history.push_back(hist.clone());
+        rs.push_history(hist.clone());
         rs.trim_history(at, history_cap, window, history_max);
         for key in [Some(hist.obj.cluster.to_string()), None] {
             let Some(ws) = rs.watchers.get_mut(&key) else {
@@ -259,6 +259,11 @@ impl WatchCache {
             if ws.is_empty() {
                 rs.watchers.remove(&key);
             }
+        }
+        st.unchecked_bytes += super::hist_bytes(&hist);
+        if st.unchecked_bytes >= self.opts.history_bytes / 8 {
+            st.unchecked_bytes = 0;
+            super::trim_to_budget(&mut st.resources, self.opts.history_bytes);
         }
         drop(st);
         self.rev_tx.send_replace(rev);

@@ -99,10 +99,18 @@ struct Watcher {
     tx: mpsc::Sender<WatchItem>,
 }
 
+/// What an event of the history holds beyond the current objects (its object's JSON, which
+/// outlives the object once replaced, and the event itself).
+fn hist_bytes(e: &HistEvent) -> usize {
+    e.obj.json().len() + 96
+}
+
 #[derive(Default)]
 struct ResourceState {
     objects: BTreeMap<String, Arc<CachedObject>>,
     history: VecDeque<Arc<HistEvent>>,
+    /// What `history` holds ([`hist_bytes`]).
+    history_bytes: usize,
     /// Watches may start at any revision at or above this.
     floor: i64,
     /// Cross-cluster watches may start only at or above this: events of deleted clusters
@@ -113,6 +121,20 @@ struct ResourceState {
 }
 
 impl ResourceState {
+    fn push_history(&mut self, e: Arc<HistEvent>) {
+        self.history_bytes += hist_bytes(&e);
+        self.history.push_back(e);
+    }
+
+    /// Drops the oldest event; watches may then start only after it.
+    fn pop_history(&mut self) -> Option<usize> {
+        let e = self.history.pop_front()?;
+        self.floor = self.floor.max(e.rev);
+        let b = hist_bytes(&e);
+        self.history_bytes -= b;
+        Some(b)
+    }
+
     /// Drops the oldest events beyond `cap` that are older than `window`, and any beyond
     /// `max`; watches may then start only after the newest dropped one.
     fn trim_history(
@@ -128,8 +150,36 @@ impl ResourceState {
             if len <= max && !expired {
                 break;
             }
-            self.floor = self.floor.max(front.rev);
-            self.history.pop_front();
+            self.pop_history();
+        }
+    }
+}
+
+/// Drops the oldest events of every resource, oldest first, until the histories hold at most
+/// three quarters of `budget` bytes, if they hold more than `budget`.
+fn trim_to_budget(resources: &mut HashMap<(String, String), ResourceState>, budget: usize) {
+    use std::cmp::Reverse;
+    let mut total: usize = resources.values().map(|r| r.history_bytes).sum();
+    if budget == 0 || total <= budget {
+        return;
+    }
+    let target = budget / 4 * 3;
+    let mut fronts: std::collections::BinaryHeap<Reverse<(i64, (String, String))>> = resources
+        .iter()
+        .filter_map(|(k, r)| Some(Reverse((r.history.front()?.rev, k.clone()))))
+        .collect();
+    while total > target {
+        let Some(Reverse((_, k))) = fronts.pop() else {
+            break;
+        };
+        let Some(rs) = resources.get_mut(&k) else {
+            continue;
+        };
+        if let Some(b) = rs.pop_history() {
+            total -= b;
+        }
+        if let Some(front) = rs.history.front() {
+            fronts.push(Reverse((front.rev, k)));
         }
     }
 }
@@ -140,6 +190,9 @@ struct State {
     /// since then in their history.
     base: i64,
     resources: HashMap<(String, String), ResourceState>,
+    /// Bytes added to the histories since the byte bound was last checked (it is checked once
+    /// an eighth of the bound was added: summing every resource is cheap, not free).
+    unchecked_bytes: usize,
 }
 
 /// Tuning of the cache.
@@ -154,6 +207,10 @@ pub struct CacheOptions {
     pub history_window: Duration,
     /// The most events kept per resource, however young.
     pub history_max: usize,
+    /// And at most this many bytes of history over all resources: past it, the oldest events
+    /// of any resource go until three quarters are left (0: no bound). A bound on memory that
+    /// does not depend on how large the objects written are.
+    pub history_bytes: usize,
     /// How many revisions the cache may trail storage before writers wait for it (see
     /// [`WatchCache::throttle`]).
     pub max_write_lag: i64,
@@ -180,6 +237,7 @@ impl Default for CacheOptions {
             history: 1_000,
             history_window: Duration::from_secs(75),
             history_max: 100_000,
+            history_bytes: 64 << 20,
             max_write_lag: 2_000,
             watcher_buffer: 10_000,
             system_watcher_buffer: 1 << 20,
@@ -240,6 +298,7 @@ impl WatchCache {
                 rev: 0,
                 base: 0,
                 resources: HashMap::new(),
+                unchecked_bytes: 0,
             }),
             rev_tx,
             next_id: AtomicU64::new(1),
@@ -479,6 +538,7 @@ impl WatchCache {
                 }
                 keep
             });
+            rs.history_bytes = rs.history.iter().map(|e| hist_bytes(e)).sum();
             if let Some(rev) = newest {
                 rs.cross_floor = rs.cross_floor.max(rev);
                 dropped += before - rs.history.len();
@@ -499,6 +559,7 @@ impl WatchCache {
         for rs in st.resources.values_mut() {
             rs.trim_history(now, o.history, o.history_window, o.history_max);
         }
+        trim_to_budget(&mut st.resources, o.history_bytes);
     }
 
     fn send_bookmarks(&self) {

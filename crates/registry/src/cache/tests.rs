@@ -457,6 +457,36 @@ async fn history_beyond_the_minimum_is_kept_while_it_is_young_up_to_the_maximum(
 }
 
 #[tokio::test]
+async fn history_is_bounded_in_bytes_over_all_resources_however_young() {
+    let opts = CacheOptions {
+        history: 100_000,
+        history_window: std::time::Duration::from_secs(3600),
+        history_max: 100_000,
+        history_bytes: 64 << 10,
+        ..CacheOptions::default()
+    };
+    let (cache, storage, _dir) = cache_with(opts).await;
+    // About 600 bytes an event: 1,000 of them are ten times the bound.
+    let revs = pods_written(&cache, &storage, 1000).await;
+    let held: usize = cache
+        .state
+        .read()
+        .resources
+        .values()
+        .map(|r| r.history_bytes)
+        .sum();
+    // Checked once an eighth of the bound was added since the last check.
+    assert!(
+        held <= (64 << 10) / 8 * 9 + 1024,
+        "the history holds {held} bytes"
+    );
+    assert!(held >= 16 << 10, "the bound is used, not emptied: {held}");
+    // The recent events are there to resume from, the oldest are not.
+    assert!(starts(&cache, revs[990]));
+    assert!(!starts(&cache, revs[10]));
+}
+
+#[tokio::test]
 async fn history_older_than_the_window_shrinks_to_the_minimum() {
     let instant = CacheOptions {
         history: 2,
