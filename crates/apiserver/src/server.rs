@@ -408,10 +408,18 @@ impl ApiServer {
         routed: &route::Routed,
         caller: &Caller,
     ) -> Result<(), ApiError> {
-        if ctx.cluster.is_empty()
-            || ctx.cluster == route::ALL_CLUSTERS
-            || !self.cluster_exists(&ctx.cluster).await
-        {
+        if ctx.cluster.is_empty() || ctx.cluster == route::ALL_CLUSTERS {
+            return Err(ApiError::no_route());
+        }
+        if !self.cluster_exists(&ctx.cluster).await {
+            if self.cp.cluster_pending(&ctx.cluster) {
+                let mut e = ApiError::service_unavailable(format!(
+                    "the logical cluster {} is not ready yet",
+                    ctx.cluster
+                ));
+                e.retry_after_seconds = Some(1);
+                return Err(e);
+            }
             return Err(ApiError::no_route());
         }
         if let Caller::Tls(chain) = caller {

@@ -25,6 +25,29 @@ pub async fn exists(cp: &ControlPlane, cluster: &str) -> bool {
     })
 }
 
+/// Whether `cluster` is a logical cluster on its way to being served: created (or being
+/// restored) and not yet Ready, not being deleted. Its requests are answered 503 with a
+/// Retry-After rather than 404, so a client that acts on its creation (a controller writing
+/// the cluster's first Node, say) retries instead of concluding it is gone.
+pub fn pending(cp: &ControlPlane, cluster: &str) -> bool {
+    cluster != apimachinery::cluster::ROOT
+        && cp
+            .store
+            .cache
+            .get(
+                crate::tenancy::GROUP,
+                crate::tenancy::PLURAL,
+                apimachinery::cluster::ROOT,
+                "",
+                cluster,
+            )
+            .is_some_and(|o| {
+                let v = o.value();
+                meta::deletion_timestamp(&v).is_none()
+                    && v.pointer("/status/phase").and_then(Value::as_str) != Some("Ready")
+            })
+}
+
 /// Whether the control plane's loops may write into `cluster`: the root cluster, or a
 /// logical cluster that exists and is not being deleted (provisioning or Ready). A loop woken
 /// by the deletion of a cluster's keys must not write them again.

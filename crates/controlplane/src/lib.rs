@@ -235,6 +235,11 @@ impl ControlPlane {
         cluster == apimachinery::cluster::ROOT || clusters::exists(self, cluster).await
     }
 
+    /// Whether a logical cluster is created and not yet served ([`clusters::pending`]).
+    pub fn cluster_pending(&self, cluster: &str) -> bool {
+        clusters::pending(self, cluster)
+    }
+
     /// Whether this replica leads: its singleton loops write.
     pub fn leads(&self) -> bool {
         *self.leading.borrow()
