@@ -518,10 +518,10 @@ async fn creating_and_deleting_clusters_leaves_every_per_cluster_map_as_it_was()
 }
 
 /// Regression: a request to a cluster created and not yet served was answered 404, which a
-/// controller acting on the cluster's creation (the virtual machine provider writing its
-/// first Node) took for "gone" and never retried — two of a hundred TenantClusters of the
-/// churn soak stayed without their node. It is now 503 with a Retry-After; a cluster that
-/// does not exist, or is being deleted, is still 404.
+/// controller acting on the cluster's creation takes for "gone" (the work queue ends a
+/// reconcile on NotFound, as upstream's) and does not retry until another event comes. It is
+/// now 503 with a Retry-After; a cluster that does not exist, or is being deleted, is still
+/// 404.
 #[tokio::test]
 async fn a_cluster_not_yet_served_answers_retry_later_and_one_that_does_not_exist_not_found() {
     let (server, _dir) = server().await;
