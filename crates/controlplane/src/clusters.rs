@@ -7,63 +7,41 @@ use serde_json::Value;
 
 use crate::ControlPlane;
 
-/// Whether `cluster` (not the root) is a served logical cluster.
-pub async fn exists(cp: &ControlPlane, cluster: &str) -> bool {
-    let obj = cp.store.cache.get(
-        "core.matryoshka.dev",
-        "logicalclusters",
+/// A logical cluster's LogicalCluster as the cache has it: whether it is being deleted and
+/// whether it is Ready; `None` when there is none (LogicalClusters are kept decoded).
+fn lifecycle(cp: &ControlPlane, cluster: &str) -> Option<(bool, bool)> {
+    let o = cp.store.cache.get(
+        crate::tenancy::GROUP,
+        crate::tenancy::PLURAL,
         apimachinery::cluster::ROOT,
         "",
         cluster,
-    );
-    obj.is_some_and(|o| {
-        let v = o.value();
-        apimachinery::meta::deletion_timestamp(&v).is_none()
-            && v.pointer("/status/phase")
-                .and_then(serde_json::Value::as_str)
-                == Some("Ready")
-    })
+    )?;
+    let v = o.value();
+    Some((
+        meta::deletion_timestamp(&v).is_some(),
+        v.pointer("/status/phase").and_then(Value::as_str) == Some("Ready"),
+    ))
+}
+
+/// Whether `cluster` (not the root) is a served logical cluster: Ready, not being deleted.
+pub async fn exists(cp: &ControlPlane, cluster: &str) -> bool {
+    matches!(lifecycle(cp, cluster), Some((false, true)))
 }
 
 /// Whether `cluster` is a logical cluster on its way to being served: created (or being
 /// restored) and not yet Ready, not being deleted. Its requests are answered 503 with a
-/// Retry-After rather than 404, so a client that acts on its creation (a controller writing
-/// the cluster's first Node, say) retries instead of concluding it is gone.
+/// Retry-After rather than 404, so a client that acts on its creation retries instead of
+/// concluding it is gone.
 pub fn pending(cp: &ControlPlane, cluster: &str) -> bool {
-    cluster != apimachinery::cluster::ROOT
-        && cp
-            .store
-            .cache
-            .get(
-                crate::tenancy::GROUP,
-                crate::tenancy::PLURAL,
-                apimachinery::cluster::ROOT,
-                "",
-                cluster,
-            )
-            .is_some_and(|o| {
-                let v = o.value();
-                meta::deletion_timestamp(&v).is_none()
-                    && v.pointer("/status/phase").and_then(Value::as_str) != Some("Ready")
-            })
+    cluster != apimachinery::cluster::ROOT && matches!(lifecycle(cp, cluster), Some((false, false)))
 }
 
 /// Whether the control plane's loops may write into `cluster`: the root cluster, or a
 /// logical cluster that exists and is not being deleted (provisioning or Ready). A loop woken
 /// by the deletion of a cluster's keys must not write them again.
 pub fn live(cp: &ControlPlane, cluster: &str) -> bool {
-    cluster == apimachinery::cluster::ROOT
-        || cp
-            .store
-            .cache
-            .get(
-                crate::tenancy::GROUP,
-                crate::tenancy::PLURAL,
-                apimachinery::cluster::ROOT,
-                "",
-                cluster,
-            )
-            .is_some_and(|o| meta::deletion_timestamp(&o.value()).is_none())
+    cluster == apimachinery::cluster::ROOT || matches!(lifecycle(cp, cluster), Some((false, _)))
 }
 
 /// The logical clusters served now (Ready, not being deleted).
