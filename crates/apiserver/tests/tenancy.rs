@@ -537,14 +537,22 @@ async fn a_cluster_not_yet_served_answers_retry_later_and_one_that_does_not_exis
     )
     .await;
     assert_eq!(code, 201, "{body}");
-    let (code, body) = call(
-        &server,
-        system(),
-        Method::GET,
-        "/clusters/later/api/v1/namespaces",
-        None,
-    )
-    .await;
+    // Once the watch cache has the LogicalCluster (it may trail the create by a moment).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (code, body) = loop {
+        let (code, body) = call(
+            &server,
+            system(),
+            Method::GET,
+            "/clusters/later/api/v1/namespaces",
+            None,
+        )
+        .await;
+        if code != 404 || std::time::Instant::now() > deadline {
+            break (code, body);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(code, 503, "{body}");
     assert_eq!(body["reason"], "ServiceUnavailable", "{body}");
     assert_eq!(body["details"]["retryAfterSeconds"], 1, "{body}");
