@@ -228,7 +228,7 @@ impl Authenticator {
                 .filter(|c| c.get("iss").and_then(Value::as_str) == Some(LEGACY_ISSUER))?,
             Err(_) => return None,
         };
-        let cache = &cp.store().cache;
+        let cache = cp.store().cache(cluster).ok()?;
         let iss = claims.get("iss").and_then(Value::as_str)?;
         if iss == LEGACY_ISSUER {
             // A legacy token Secret: the Secret must still exist and hold this very token.
@@ -325,7 +325,7 @@ fn bootstrap_token_user(cp: &ControlPlane, cluster: &str, token: &str) -> Option
     if !lower_alnum(id, 6) || !lower_alnum(secret, 16) {
         return None;
     }
-    let s = cp.store().cache.get(
+    let s = cp.store().cache(cluster).ok()?.get(
         "",
         "secrets",
         cluster,

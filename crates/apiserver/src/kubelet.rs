@@ -196,7 +196,7 @@ impl KubeletClient {
     ) -> Result<NodeLocation, ApiError> {
         let obj = server
             .store()
-            .cache
+            .cache(cluster)?
             .get("", "nodes", cluster, "", node)
             .ok_or_else(|| ApiError::not_found("nodes", "", node))?
             .value();
@@ -213,7 +213,7 @@ impl KubeletClient {
     pub fn is_virtual_node(&self, server: &ApiServer, cluster: &str, node: &str) -> bool {
         server
             .store()
-            .cache
+            .cache_for_reads(cluster)
             .get("", "nodes", cluster, "", node)
             .is_some_and(|o| is_virtual(&o.value()))
     }

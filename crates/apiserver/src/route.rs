@@ -65,6 +65,9 @@ pub struct ResourcePath {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routed {
     pub cluster: String,
+    /// For a cross-cluster request: the datastore whose clusters it covers
+    /// (`/shards/<datastore>/clusters/*`); empty for the shared store's (`/clusters/*`).
+    pub shard: String,
     pub route: Route,
     /// The path within the cluster (without `/clusters/<name>`).
     pub path: String,
@@ -90,6 +93,23 @@ pub fn valid_cluster_name(s: &str) -> bool {
 
 /// Routes a request path (without the query string).
 pub fn route(path: &str) -> Routed {
+    // A datastore's cross-cluster view: `/shards/<datastore>/clusters/*/...`.
+    if let Some(after) = path.strip_prefix("/shards/") {
+        let (shard, tail) = after.split_once('/').unwrap_or((after, ""));
+        let tail = format!("/{tail}");
+        let mut routed = route(&tail);
+        if !valid_cluster_name(shard) || routed.cluster != ALL_CLUSTERS || !routed.shard.is_empty()
+        {
+            return Routed {
+                cluster: String::new(),
+                shard: String::new(),
+                route: Route::NotFound,
+                path: String::new(),
+            };
+        }
+        routed.shard = shard.to_string();
+        return routed;
+    }
     let mut cluster = cluster::ROOT.to_string();
     let mut rest = path;
     if let Some(after) = path.strip_prefix("/clusters/") {
@@ -101,6 +121,7 @@ pub fn route(path: &str) -> Routed {
             let tail = if tail.is_empty() { "/" } else { tail };
             return Routed {
                 cluster: ALL_CLUSTERS.to_string(),
+                shard: String::new(),
                 route: route_in_cluster(tail),
                 path: tail.to_string(),
             };
@@ -108,6 +129,7 @@ pub fn route(path: &str) -> Routed {
         if !valid_cluster_name(name) || name == cluster::ROOT {
             return Routed {
                 cluster: String::new(),
+                shard: String::new(),
                 route: Route::NotFound,
                 path: String::new(),
             };
@@ -117,6 +139,7 @@ pub fn route(path: &str) -> Routed {
     }
     Routed {
         cluster,
+        shard: String::new(),
         route: route_in_cluster(rest),
         path: rest.to_string(),
     }
@@ -357,6 +380,21 @@ mod tests {
         ] {
             assert_eq!(route(bad).route, Route::NotFound, "{bad}");
         }
+        let r = route("/shards/ds-1/clusters/*/api/v1/pods");
+        assert_eq!(
+            (r.cluster.as_str(), r.shard.as_str()),
+            (ALL_CLUSTERS, "ds-1")
+        );
+        assert!(matches!(r.route, Route::Resource(_)));
+        for bad in [
+            "/shards/ds-1/api/v1/pods",
+            "/shards/ds-1/clusters/a/api/v1/pods",
+            "/shards/DS/clusters/*/api/v1/pods",
+            "/shards//clusters/*/api",
+            "/shards/a/shards/b/clusters/*/api",
+        ] {
+            assert_eq!(route(bad).route, Route::NotFound, "{bad}");
+        }
     }
 
     #[test]
@@ -421,6 +459,21 @@ mod tests {
             "/api//v1/pods",
             "/apis/apps/v1/namespaces/a/deployments/x/y/z",
             "/api/v1/pods/%2e%2e",
+        ] {
+            assert_eq!(route(bad).route, Route::NotFound, "{bad}");
+        }
+        let r = route("/shards/ds-1/clusters/*/api/v1/pods");
+        assert_eq!(
+            (r.cluster.as_str(), r.shard.as_str()),
+            (ALL_CLUSTERS, "ds-1")
+        );
+        assert!(matches!(r.route, Route::Resource(_)));
+        for bad in [
+            "/shards/ds-1/api/v1/pods",
+            "/shards/ds-1/clusters/a/api/v1/pods",
+            "/shards/DS/clusters/*/api/v1/pods",
+            "/shards//clusters/*/api",
+            "/shards/a/shards/b/clusters/*/api",
         ] {
             assert_eq!(route(bad).route, Route::NotFound, "{bad}");
         }

@@ -90,6 +90,9 @@ impl Query {
 /// Everything a handler needs about the request.
 pub struct Ctx {
     pub cluster: String,
+    /// For a cross-cluster request: the datastore whose clusters it covers (empty: the
+    /// shared store's). See `registry::shards`.
+    pub shard: String,
     pub user: UserInfo,
     pub method: Method,
     pub query: Query,
@@ -239,6 +242,7 @@ impl ApiServer {
         };
         let mut ctx = Ctx {
             cluster: routed.cluster.clone(),
+            shard: routed.shard.clone(),
             user,
             method: parts.method.clone(),
             query: Query::parse(parts.uri.query()),
@@ -445,7 +449,7 @@ pub use apimachinery::cluster::VERSION_ANNOTATION;
 /// [`VERSION_ANNOTATION`] names, else the server's own.
 pub fn version_info_for(server: &ApiServer, cluster: &str) -> serde_json::Value {
     if cluster != apimachinery::cluster::ROOT
-        && let Some(lc) = server.store().cache.get(
+        && let Some(lc) = server.store().shared_cache().get(
             crate::tenancy::GROUP,
             crate::tenancy::PLURAL,
             apimachinery::cluster::ROOT,

@@ -135,7 +135,7 @@ fn kid(token: &str) -> String {
 fn pki_secret(server: &ApiServer, cluster: &str) -> Value {
     server
         .store()
-        .cache
+        .shared_cache()
         .get(
             "",
             "secrets",
@@ -311,7 +311,7 @@ async fn a_logical_clusters_admin_kubeconfig_is_reissued_before_its_certificate_
     let cert = || {
         let s = server
             .store()
-            .cache
+            .shared_cache()
             .get(
                 "",
                 "secrets",

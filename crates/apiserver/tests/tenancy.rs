@@ -135,7 +135,7 @@ async fn objects_and_watch_events_never_cross_clusters() {
     cluster(&server, "b").await;
     let mut watch = server
         .store()
-        .cache
+        .shared_cache()
         .watch(
             "",
             "configmaps",
@@ -143,7 +143,7 @@ async fn objects_and_watch_events_never_cross_clusters() {
                 cluster: Some("b".into()),
                 ..Default::default()
             },
-            registry::cache::Start::After(server.store().cache.revision()),
+            registry::cache::Start::After(server.store().shared_cache().revision()),
             false,
         )
         .unwrap();
@@ -329,6 +329,7 @@ async fn deleting_a_cluster_leaves_no_key_and_no_credential() {
     assert!(
         !server
             .store()
+            .shared()
             .storage
             .list(prefix.as_bytes(), Default::default())
             .await
@@ -366,6 +367,7 @@ async fn deleting_a_cluster_leaves_no_key_and_no_credential() {
     }
     let left = server
         .store()
+        .shared()
         .storage
         .list(prefix.as_bytes(), Default::default())
         .await
@@ -506,7 +508,7 @@ async fn creating_and_deleting_clusters_leaves_every_per_cluster_map_as_it_was()
         if tokio::time::Instant::now() >= deadline {
             let left: Vec<_> = server
                 .store()
-                .cache
+                .shared_cache()
                 .object_counts()
                 .into_iter()
                 .filter(|((c, _, _), _)| c.starts_with("churn-") || c == "root")

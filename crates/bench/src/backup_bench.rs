@@ -64,7 +64,7 @@ pub async fn run(quick: bool, objects: Option<usize>) -> anyhow::Result<()> {
     let (server, _data) = setup::server().await?;
     post_cluster(&server, "big").await?;
     wait_ready(&server, "big").await?;
-    let storage = server.store().storage.clone();
+    let storage = server.store().shared().storage.clone();
     fill(storage.as_ref(), n, |i| {
         registry::key::object("big", "", "configmaps", "default", &format!("cm-{i}"))
     })

@@ -21,7 +21,7 @@ async fn create_all(server: &Arc<ApiServer>, prefix: &str, count: usize) -> anyh
         (0..count).all(|i| {
             server
                 .store()
-                .cache
+                .shared_cache()
                 .get(
                     "core.matryoshka.dev",
                     "logicalclusters",
@@ -56,7 +56,7 @@ async fn delete_all(server: &Arc<ApiServer>, prefix: &str, count: usize) -> anyh
     wait("every cluster gone", || {
         server
             .store()
-            .cache
+            .shared_cache()
             .count("core.matryoshka.dev", "logicalclusters", "root")
             == 0
     })
@@ -70,7 +70,7 @@ const EVENT_TTL: Duration = Duration::from_secs(10);
 /// in the root cluster and the Nodes of its logical cluster.
 fn explain(server: &Arc<ApiServer>, name: &str, logical: Option<&str>) {
     let release = format!("kubernetes-{name}");
-    let cache = &server.store().cache;
+    let cache = &server.store().shared_cache();
     for (group, plural) in [
         ("cluster.x-k8s.io", "clusters"),
         ("cluster.x-k8s.io", "machinedeployments"),
@@ -221,7 +221,7 @@ pub async fn run(
 /// How many TenantClusters of the root tenant are in the watch cache, and how many of them
 /// are Ready.
 fn tenant_clusters(server: &Arc<ApiServer>) -> (usize, usize) {
-    let (items, _) = server.store().cache.list(
+    let (items, _) = server.store().shared_cache().list(
         "platform.matryoshka.dev",
         "tenantclusters",
         &registry::cache::Filter::default(),
@@ -290,7 +290,7 @@ pub async fn run_tenant_clusters(
         s
     };
     let objects = |server: &Arc<ApiServer>| {
-        let cache = &server.store().cache;
+        let cache = &server.store().shared_cache();
         cache.object_count() - cache.count("", "events", "root")
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -320,7 +320,7 @@ pub async fn run_tenant_clusters(
         .await
         {
             // What the ones left behind say.
-            let (items, _) = server.store().cache.list(
+            let (items, _) = server.store().shared_cache().list(
                 "platform.matryoshka.dev",
                 "tenantclusters",
                 &registry::cache::Filter::default(),
@@ -348,11 +348,11 @@ pub async fn run_tenant_clusters(
         }
         wait("every TenantCluster gone", || {
             tenant_clusters(&server).0 == 0
-                && server
-                    .store()
-                    .cache
-                    .count("core.matryoshka.dev", "logicalclusters", "root")
-                    == 0
+                && server.store().shared_cache().count(
+                    "core.matryoshka.dev",
+                    "logicalclusters",
+                    "root",
+                ) == 0
         })
         .await?;
         // Settle: garbage collection, the machines' records (1 s retention), the cache.
@@ -372,7 +372,7 @@ pub async fn run_tenant_clusters(
             mib(peak),
             mib(history),
             objects(&server),
-            server.store().cache.count("", "events", "root"),
+            server.store().shared_cache().count("", "events", "root"),
             state_line(&now_state)
         );
         after_each.push(rss);

@@ -90,12 +90,12 @@ fn watch_ready(server: &Arc<ApiServer>) -> anyhow::Result<Waiters> {
     };
     let mut handle = server
         .store()
-        .cache
+        .shared_cache()
         .watch(
             "core.matryoshka.dev",
             "logicalclusters",
             filter,
-            Start::After(server.store().cache.revision()),
+            Start::After(server.store().shared_cache().revision()),
             false,
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -48,7 +48,7 @@ fn ready_times(server: &Arc<ApiServer>) -> Arc<Mutex<HashMap<String, Instant>>> 
     let server = server.clone();
     tokio::spawn(async move {
         loop {
-            let (items, _) = server.store().cache.list(
+            let (items, _) = server.store().shared_cache().list(
                 "platform.matryoshka.dev",
                 "tenantclusters",
                 &Filter::default(),
@@ -166,7 +166,7 @@ pub async fn run(quick: bool, count: Option<usize>, parallel: usize) -> anyhow::
     loop {
         let left = server
             .store()
-            .cache
+            .shared_cache()
             .list(
                 "platform.matryoshka.dev",
                 "tenantclusters",

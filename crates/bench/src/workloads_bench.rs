@@ -79,7 +79,7 @@ fn watch_pods(server: &Arc<ApiServer>) -> anyhow::Result<Arc<Progress>> {
         running: AtomicUsize::new(0),
     });
     let p = progress.clone();
-    let mut watch = server.store().cache.watch(
+    let mut watch = server.store().shared_cache().watch(
         "",
         "pods",
         Filter::default(),

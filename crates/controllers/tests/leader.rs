@@ -93,12 +93,12 @@ async fn of_two_managers_only_the_leader_runs_and_the_other_takes_over() {
         }
     };
     renewed_by_a(2).await;
-    let watches_one = server.store().cache.watcher_count();
+    let watches_one = server.store().shared_cache().watcher_count();
     let (stop_b, task_b) = start("b");
     // b campaigns and fails while a renews: the watches stay those of one manager.
     renewed_by_a(5).await;
     assert_eq!(
-        server.store().cache.watcher_count(),
+        server.store().shared_cache().watcher_count(),
         watches_one,
         "b runs no controllers"
     );

@@ -67,7 +67,7 @@ async fn fifty_clusters_add_no_watches_and_no_tasks() {
     all.until(&["root/probe".to_string()]).await;
     let metrics = tokio::runtime::Handle::current().metrics();
     let (watches, tasks) = (
-        h.server.store().cache.watcher_count(),
+        h.server.store().shared_cache().watcher_count(),
         metrics.num_alive_tasks(),
     );
 
@@ -79,7 +79,7 @@ async fn fifty_clusters_add_no_watches_and_no_tasks() {
     let want: Vec<String> = names.iter().map(|n| format!("{n}/probe")).collect();
     all.until(&want).await;
     let (watches_after, tasks_after) = (
-        h.server.store().cache.watcher_count(),
+        h.server.store().shared_cache().watcher_count(),
         metrics.num_alive_tasks(),
     );
     eprintln!("watches {watches} -> {watches_after}, tasks {tasks} -> {tasks_after}");

@@ -37,6 +37,7 @@ async fn a_malformed_stored_object_is_skipped_and_every_cluster_keeps_working() 
     let key = registry::key::object("broken", "apps", "deployments", "default", "bad");
     server
         .store()
+        .shared()
         .storage
         .create(key.as_bytes(), serde_json::to_vec(&bad).unwrap().into())
         .await

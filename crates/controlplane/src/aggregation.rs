@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use apimachinery::meta;
 use apimachinery::status::ApiError;
-use registry::cache::{Filter, Follow};
+use registry::cache::Filter;
 use registry::store::{Location, WriteOptions};
 use serde_json::Value;
 
@@ -25,7 +25,11 @@ pub async fn reconcile(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError>
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    let roles = cp.store.cache.list(RBAC, "clusterroles", &filter).0;
+    let roles = cp
+        .store
+        .cache(cluster)?
+        .list(RBAC, "clusterroles", &filter)
+        .0;
     // Cluster roles are kept decoded by the cache: this copies pointers.
     let values: Vec<Arc<Value>> = roles.iter().map(|r| r.value()).collect();
     let all: Vec<&Value> = values.iter().map(|v| &**v).collect();
@@ -64,7 +68,9 @@ pub async fn reconcile(cp: &ControlPlane, cluster: &str) -> Result<(), ApiError>
 /// Starts the aggregation loop (a singleton: it writes only where the control plane leads,
 /// and aggregates every cluster again when it gains leadership).
 pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
-    let mut follow = Follow::new(&cp.store.cache, RBAC, "clusterroles", Filter::default())?;
+    let mut follow = cp
+        .store
+        .follow_every_shard(RBAC, "clusterroles", Filter::default())?;
     let mut leadership = cp.leadership();
     let weak = Arc::downgrade(cp);
     tokio::spawn(async move {

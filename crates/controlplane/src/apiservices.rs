@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use apimachinery::meta;
 use apimachinery::status::{ApiError, Reason};
-use registry::cache::{Filter, Follow};
+use registry::cache::Filter;
 use registry::store::{DeleteOptions, Location, WriteOptions};
 use serde_json::{Value, json};
 
@@ -118,7 +118,7 @@ pub async fn sync(cp: &ControlPlane, cluster: &str, seeding: bool) -> Result<(),
     };
     let have: BTreeMap<String, Arc<Value>> = cp
         .store
-        .cache
+        .cache_for_reads(cluster)
         .list(GROUP, PLURAL, &filter)
         .0
         .iter()
@@ -202,7 +202,7 @@ fn remote_condition(cp: &ControlPlane, cluster: &str, obj: &Value) -> (String, S
     let exists = !ns.is_empty()
         && cp
             .store
-            .cache
+            .cache_for_reads(cluster)
             .list("", "services", &filter)
             .0
             .iter()
@@ -292,7 +292,9 @@ pub async fn register_on_start(cp: &ControlPlane) {
 /// A singleton: it writes only where the control plane leads, and registers and reports
 /// everything again when it gains leadership.
 pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
-    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, Filter::default())?;
+    let mut follow = cp
+        .store
+        .follow_every_shard(GROUP, PLURAL, Filter::default())?;
     let mut leadership = cp.leadership();
     let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
@@ -310,7 +312,7 @@ pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
                     }
                     let Some(cp) = weak.upgrade() else { return };
                     register_on_start(&cp).await;
-                    let (all, _) = cp.store.cache.list(GROUP, PLURAL, &Filter::default());
+                    let all = cp.store.list_every_shard(GROUP, PLURAL, &Filter::default());
                     for obj in all {
                         let value = obj.value();
                         if let Err(e) = report(&cp, &obj.cluster, &value).await {

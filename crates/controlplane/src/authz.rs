@@ -39,7 +39,7 @@ fn by_name(items: Vec<Arc<CachedObject>>) -> HashMap<String, Arc<Value>> {
 impl CachePolicy {
     /// Loads what `cluster` says about `namespace` (empty: cluster scope only).
     pub fn load(cp: &ControlPlane, cluster: &str, namespace: &str) -> CachePolicy {
-        let cache = &cp.store.cache;
+        let cache = &cp.store.cache_for_reads(cluster);
         let all = Filter {
             cluster: Some(cluster.to_string()),
             ..Filter::default()

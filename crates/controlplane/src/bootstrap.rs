@@ -288,7 +288,7 @@ pub fn live_endpoints(cp: &ControlPlane) -> Vec<std::net::SocketAddr> {
     let now = jiff::Timestamp::now();
     let (leases, _) = cp
         .store
-        .cache
+        .shared_cache()
         .list("coordination.k8s.io", "leases", &filter);
     let mut out: Vec<std::net::SocketAddr> = leases
         .iter()
@@ -381,10 +381,10 @@ pub async fn reconcile_kubernetes_endpoints(
         namespace: Some("default".to_string()),
         predicate: None,
     };
-    let (present, _) = cp
-        .store
-        .cache
-        .list("discovery.k8s.io", "endpointslices", &filter);
+    let (present, _) =
+        cp.store
+            .cache_for_reads(cluster)
+            .list("discovery.k8s.io", "endpointslices", &filter);
     for s in present {
         let name = s.name();
         let stale = name.strip_prefix("kubernetes-").is_some_and(|p| {

@@ -10,7 +10,7 @@ use crate::ControlPlane;
 /// A logical cluster's LogicalCluster as the cache has it: whether it is being deleted and
 /// whether it is Ready; `None` when there is none (LogicalClusters are kept decoded).
 fn lifecycle(cp: &ControlPlane, cluster: &str) -> Option<(bool, bool)> {
-    let o = cp.store.cache.get(
+    let o = cp.store.shared_cache().get(
         crate::tenancy::GROUP,
         crate::tenancy::PLURAL,
         apimachinery::cluster::ROOT,
@@ -24,9 +24,10 @@ fn lifecycle(cp: &ControlPlane, cluster: &str) -> Option<(bool, bool)> {
     ))
 }
 
-/// Whether `cluster` (not the root) is a served logical cluster: Ready, not being deleted.
+/// Whether `cluster` (not the root) is a served logical cluster: Ready, not being deleted,
+/// and its datastore connected here.
 pub async fn exists(cp: &ControlPlane, cluster: &str) -> bool {
-    matches!(lifecycle(cp, cluster), Some((false, true)))
+    matches!(lifecycle(cp, cluster), Some((false, true))) && cp.store.shard(cluster).is_ok()
 }
 
 /// Whether `cluster` is a logical cluster on its way to being served: created (or being
@@ -34,7 +35,13 @@ pub async fn exists(cp: &ControlPlane, cluster: &str) -> bool {
 /// Retry-After rather than 404, so a client that acts on its creation retries instead of
 /// concluding it is gone.
 pub fn pending(cp: &ControlPlane, cluster: &str) -> bool {
-    cluster != apimachinery::cluster::ROOT && matches!(lifecycle(cp, cluster), Some((false, false)))
+    cluster != apimachinery::cluster::ROOT
+        && match lifecycle(cp, cluster) {
+            Some((false, false)) => true,
+            // Ready, but its datastore is not connected on this replica (yet, or any more).
+            Some((false, true)) => cp.store.shard(cluster).is_err(),
+            _ => false,
+        }
 }
 
 /// Whether the control plane's loops may write into `cluster`: the root cluster, or a
@@ -51,7 +58,7 @@ pub fn served(cp: &ControlPlane) -> Vec<String> {
         ..Filter::default()
     };
     cp.store
-        .cache
+        .shared_cache()
         .list(crate::tenancy::GROUP, crate::tenancy::PLURAL, &filter)
         .0
         .iter()

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apimachinery::meta;
 use apimachinery::status::ApiError;
-use registry::cache::{CachedObject, Filter, Follow};
+use registry::cache::{CachedObject, Filter};
 use registry::store::{DeleteOptions, ListRequest, Location, WriteOptions};
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ fn crds_of(cp: &ControlPlane, cluster: &str) -> Vec<Value> {
         ..Filter::default()
     };
     cp.store
-        .cache
+        .cache_for_reads(cluster)
         .list(GROUP, PLURAL, &filter)
         .0
         .iter()
@@ -248,7 +248,9 @@ pub async fn reconcile(cp: &Arc<ControlPlane>, cluster: &str) -> Result<bool, Ap
 
 /// Starts the CRD loop.
 pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
-    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, Filter::default())?;
+    let mut follow = cp
+        .store
+        .follow_every_shard(GROUP, PLURAL, Filter::default())?;
     let mut leadership = cp.leadership();
     let weak = Arc::downgrade(cp);
     tokio::spawn(async move {
@@ -278,7 +280,7 @@ pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
             let mut clusters: Vec<String> = std::mem::take(&mut retry);
             if gained {
                 // Write what was only served while following: every cluster with CRDs.
-                let (all, _) = cp.store.cache.list(GROUP, PLURAL, &Filter::default());
+                let all = cp.store.list_every_shard(GROUP, PLURAL, &Filter::default());
                 for o in all {
                     if !clusters.iter().any(|c| **c == *o.cluster) {
                         clusters.push(o.cluster.to_string());

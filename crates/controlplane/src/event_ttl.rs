@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apimachinery::status::ApiError;
-use registry::cache::{CachedObject, EventType, Filter, Follow};
+use registry::cache::{CachedObject, EventType, Filter, FollowAll};
 use tokio::time::Instant;
 
 use crate::ControlPlane;
@@ -25,23 +25,24 @@ const BATCH: usize = 500;
 /// How long an Event whose deletion failed waits before the next attempt.
 const RETRY: Duration = Duration::from_secs(10);
 
-/// Each Event's expiry, by storage key, and the keys in expiry order.
+/// Each Event's expiry, by storage key (with its revision and the datastore it is in), and
+/// the keys in expiry order.
 #[derive(Default)]
 struct Expiries {
-    by_key: HashMap<String, (Instant, i64)>,
+    by_key: HashMap<String, (Instant, i64, Arc<str>)>,
     due: BTreeSet<(Instant, String)>,
 }
 
 impl Expiries {
-    fn set(&mut self, key: String, at: Instant, rev: i64) {
-        if let Some((old, _)) = self.by_key.insert(key.clone(), (at, rev)) {
+    fn set(&mut self, key: String, at: Instant, rev: i64, shard: Arc<str>) {
+        if let Some((old, _, _)) = self.by_key.insert(key.clone(), (at, rev, shard)) {
             self.due.remove(&(old, key.clone()));
         }
         self.due.insert((at, key));
     }
 
     fn remove(&mut self, key: &str) {
-        if let Some((old, _)) = self.by_key.remove(key) {
+        if let Some((old, _, _)) = self.by_key.remove(key) {
             self.due.remove(&(old, key.to_string()));
         }
     }
@@ -50,8 +51,8 @@ impl Expiries {
         self.due.first().map(|(at, _)| *at)
     }
 
-    /// Up to [`BATCH`] expired Events (key, revision), no longer held.
-    fn take_expired(&mut self, now: Instant) -> Vec<(String, i64)> {
+    /// Up to [`BATCH`] expired Events (key, revision, datastore), no longer held.
+    fn take_expired(&mut self, now: Instant) -> Vec<(String, i64, Arc<str>)> {
         let mut out = Vec::new();
         while out.len() < BATCH {
             let Some((at, _)) = self.due.first() else {
@@ -63,16 +64,18 @@ impl Expiries {
             let Some((_, key)) = self.due.pop_first() else {
                 break;
             };
-            if let Some((_, rev)) = self.by_key.remove(&key) {
-                out.push((key, rev));
+            if let Some((_, rev, shard)) = self.by_key.remove(&key) {
+                out.push((key, rev, shard));
             }
         }
         out
     }
 
-    /// Notes a change seen by the watch: `known` is the revision the loop started at (Events
-    /// up to it were stored before, and expire by their timestamps).
-    fn note(&mut self, group: &str, ty: EventType, obj: &CachedObject, known: i64, ttl: Duration) {
+    /// Notes a change seen by the watch: `known` is the revision the loop started following
+    /// the Event's datastore at (Events up to it were stored before, and expire by their
+    /// timestamps).
+    fn note(&mut self, group: &str, ev: &registry::cache::ShardEvent, ttl: Duration) {
+        let (ty, obj, known) = (ev.kind, &*ev.obj, ev.started);
         let key = registry::key::object(&obj.cluster, group, "events", obj.namespace(), obj.name());
         if ty == EventType::Deleted {
             self.remove(&key);
@@ -82,7 +85,7 @@ impl Expiries {
         if self
             .by_key
             .get(&key)
-            .is_some_and(|(_, rev)| *rev >= obj.rev)
+            .is_some_and(|(_, rev, _)| *rev >= obj.rev)
         {
             return;
         }
@@ -92,7 +95,7 @@ impl Expiries {
         } else {
             now + ttl
         };
-        self.set(key, at, obj.rev);
+        self.set(key, at, obj.rev, ev.shard.name.clone());
     }
 }
 
@@ -120,13 +123,13 @@ fn stored_expiry(obj: &CachedObject, ttl: Duration, now: Instant) -> Instant {
 /// Starts the expiry loops of both Event APIs.
 pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
     for group in ["", "events.k8s.io"] {
-        let follow = Follow::new(&cp.store.cache, group, "events", Filter::default())?;
-        let known = cp.store.cache.revision();
+        let follow = cp
+            .store
+            .follow_every_shard(group, "events", Filter::default())?;
         tokio::spawn(expire_loop(
             Arc::downgrade(cp),
             group,
             follow,
-            known,
             cp.config.event_ttl,
         ));
     }
@@ -136,18 +139,17 @@ pub fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
 async fn expire_loop(
     weak: std::sync::Weak<ControlPlane>,
     group: &'static str,
-    mut follow: Follow,
-    known: i64,
+    mut follow: FollowAll,
     ttl: Duration,
 ) {
     let mut expiries = Expiries::default();
     loop {
         let next = expiries.next();
         tokio::select! {
-            (ty, obj) = follow.recv() => {
-                expiries.note(group, ty, &obj, known, ttl);
-                while let Some((ty, obj)) = follow.try_recv() {
-                    expiries.note(group, ty, &obj, known, ttl);
+            ev = follow.recv_in() => {
+                expiries.note(group, &ev, ttl);
+                while let Some(ev) = follow.try_recv_in() {
+                    expiries.note(group, &ev, ttl);
                 }
             }
             () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
@@ -158,13 +160,17 @@ async fn expire_loop(
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
-                for (key, rev) in expiries.take_expired(Instant::now()) {
-                    match cp.store.storage.delete(key.as_bytes(), Some(rev)).await {
+                for (key, rev, shard) in expiries.take_expired(Instant::now()) {
+                    let deleted = match cp.store.shards.named(&shard) {
+                        Ok(s) => s.storage.delete(key.as_bytes(), Some(rev)).await,
+                        Err(e) => Err(storage::Error::Unavailable(e.message)),
+                    };
+                    match deleted {
                         // Written since (its new write set a new expiry) or gone already.
                         Ok(_) | Err(storage::Error::NotFound) | Err(storage::Error::Conflict { .. }) => {}
                         Err(e) => {
                             tracing::warn!(event = %key, error = %e, "deleting an expired Event");
-                            expiries.set(key, Instant::now() + RETRY, rev);
+                            expiries.set(key, Instant::now() + RETRY, rev, shard);
                         }
                     }
                 }
@@ -184,20 +190,20 @@ mod tests {
     fn an_event_written_again_gets_a_new_expiry_and_expired_ones_come_out_in_order() {
         let mut e = Expiries::default();
         let t0 = Instant::now();
-        e.set("a".into(), t0 + Duration::from_secs(5), 1);
-        e.set("b".into(), t0 + Duration::from_secs(2), 2);
-        e.set("a".into(), t0 + Duration::from_secs(9), 3);
+        e.set("a".into(), t0 + Duration::from_secs(5), 1, "".into());
+        e.set("b".into(), t0 + Duration::from_secs(2), 2, "".into());
+        e.set("a".into(), t0 + Duration::from_secs(9), 3, "".into());
         assert_eq!(e.next(), Some(t0 + Duration::from_secs(2)));
         assert_eq!(
             e.take_expired(t0 + Duration::from_secs(6)),
-            vec![("b".to_string(), 2)]
+            vec![("b".to_string(), 2, Arc::from(""))]
         );
         assert_eq!(
             e.take_expired(t0 + Duration::from_secs(10)),
-            vec![("a".to_string(), 3)]
+            vec![("a".to_string(), 3, Arc::from(""))]
         );
         assert!(e.take_expired(t0 + Duration::from_secs(60)).is_empty());
-        e.set("c".into(), t0, 4);
+        e.set("c".into(), t0, 4, "".into());
         e.remove("c");
         assert_eq!(e.next(), None);
         assert!(e.by_key.is_empty() && e.due.is_empty());

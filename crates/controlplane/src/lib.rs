@@ -24,6 +24,7 @@ pub mod bootstrap;
 pub mod clusters;
 pub mod conversion;
 pub mod crds;
+pub mod datastores;
 pub mod event_ttl;
 pub mod fields;
 pub mod hosts;
@@ -156,17 +157,13 @@ impl ControlPlane {
         config: Config,
         extra: Vec<ResourceDef>,
     ) -> Result<Arc<Self>, ApiError> {
-        use registry::cache::{CacheOptions, WatchCache};
-        let mut opts = CacheOptions::default();
-        // Every request to a tenant cluster reads its LogicalCluster (does it exist, is it
-        // Ready): keep those decoded, as RBAC is.
-        opts.keep_decoded
-            .push((tenancy::GROUP.into(), tenancy::PLURAL.into()));
-        let cache = WatchCache::start(storage.clone(), opts)
+        use registry::cache::WatchCache;
+        let cache = WatchCache::start(storage.clone(), Self::cache_options())
             .await
             .map_err(|e| ApiError::service_unavailable(format!("loading the watch cache: {e}")))?;
         let mut resources = registry::builtins::resources();
         resources.push(tenancy::logical_cluster_resource());
+        resources.push(datastores::resource());
         resources.extend(extra);
         let catalog = Catalog::new(resources).with_builtin_strategy(
             crds::GROUP,
@@ -178,8 +175,29 @@ impl ControlPlane {
             "services",
             Arc::new(services::ServiceAllocator::default()),
         );
+        // A cluster's keys are in the datastore its LogicalCluster names, read from the shared
+        // store's cache on every lookup: no copy of the binding to fall behind.
+        let lcs = store.shared_cache().clone();
+        store.shards.set_resolver(Arc::new(move |c: &str| {
+            let lc = lcs.get(
+                tenancy::GROUP,
+                tenancy::PLURAL,
+                apimachinery::cluster::ROOT,
+                "",
+                c,
+            )?;
+            let v = lc.value();
+            let ds = datastores::binding(&v);
+            (!ds.is_empty()).then(|| Arc::from(ds))
+        }));
         let cp = ControlPlane::new(store, catalog, config)?;
+        cp.admission.register(
+            tenancy::GROUP,
+            tenancy::PLURAL,
+            Arc::new(datastores::BindingValidator),
+        );
         bootstrap::seed(&cp, apimachinery::cluster::ROOT).await?;
+        datastores::start(&cp)?;
         tenancy::start(cp.clone()).await?;
         aggregation::start(&cp)?;
         crds::start(&cp)?;
@@ -187,6 +205,16 @@ impl ControlPlane {
         rotation::start(&cp)?;
         event_ttl::start(&cp)?;
         Ok(cp)
+    }
+
+    /// The tuning of every watch cache (the shared store's and each datastore's).
+    pub fn cache_options() -> registry::cache::CacheOptions {
+        let mut opts = registry::cache::CacheOptions::default();
+        // Every request to a tenant cluster reads its LogicalCluster (does it exist, is it
+        // Ready, where are its keys): keep those decoded, as RBAC is.
+        opts.keep_decoded
+            .push((tenancy::GROUP.into(), tenancy::PLURAL.into()));
+        opts
     }
 
     pub fn store(&self) -> &Store {
@@ -217,13 +245,13 @@ impl ControlPlane {
 
     /// The trust material of a cluster (its CA and service-account key), if it is provisioned.
     pub fn trust(&self, cluster: &str) -> Option<Arc<Trust>> {
-        self.trusts.get(&self.store.cache, cluster)
+        self.trusts.get(self.store.shared_cache(), cluster)
     }
 
-    /// Whether the storage answers (the `etcd` health check): its current revision is read
-    /// within two seconds.
+    /// Whether the shared store answers (the `etcd` health check): its current revision is
+    /// read within two seconds. (Each datastore's health is in its `DataStore`'s status.)
     pub async fn storage_healthy(&self) -> bool {
-        let probe = self.store.storage.current_revision();
+        let probe = self.store.shared().storage.current_revision();
         matches!(
             tokio::time::timeout(std::time::Duration::from_secs(2), probe).await,
             Ok(Ok(_))
@@ -264,8 +292,24 @@ impl ControlPlane {
             ("trust", self.trusts.cached()),
             ("openapi documents", self.openapi.clusters()),
             ("custom resource catalogues", self.catalog.custom_clusters()),
-            ("cached objects", self.store.cache.object_count()),
-            ("watchers", self.store.cache.watcher_count()),
+            (
+                "cached objects",
+                self.store
+                    .shards
+                    .all()
+                    .iter()
+                    .map(|s| s.cache.object_count())
+                    .sum(),
+            ),
+            (
+                "watchers",
+                self.store
+                    .shards
+                    .all()
+                    .iter()
+                    .map(|s| s.cache.watcher_count())
+                    .sum(),
+            ),
             (
                 "authentication configurations",
                 self.authentication.read().len(),
@@ -318,7 +362,9 @@ impl ControlPlane {
         self.hostnames.set(cluster, Vec::new());
         self.set_authentication(cluster, None);
         self.trusts.forget(cluster);
-        self.store.cache.forget_cluster(cluster);
+        for shard in self.store.shards.all() {
+            shard.cache.forget_cluster(cluster);
+        }
         self.openapi.set(cluster, None);
         for hook in self.forget_hooks.lock().iter() {
             hook(cluster);

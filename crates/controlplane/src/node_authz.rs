@@ -38,7 +38,7 @@ fn is_read(verb: &str) -> bool {
 /// Whether a pod is bound to `node`.
 fn pod_on(cp: &ControlPlane, cluster: &str, namespace: &str, name: &str, node: &str) -> bool {
     cp.store
-        .cache
+        .cache_for_reads(cluster)
         .get("", "pods", cluster, namespace, name)
         .is_some_and(|p| p.value().pointer("/spec/nodeName").and_then(Value::as_str) == Some(node))
 }
@@ -57,11 +57,16 @@ fn referenced(
         namespace: Some(namespace.to_string()),
         predicate: None,
     };
-    cp.store.cache.list("", "pods", &filter).0.iter().any(|p| {
-        let pod = p.value();
-        pod.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
-            && pod_references(&pod, kind, name)
-    })
+    cp.store
+        .cache_for_reads(cluster)
+        .list("", "pods", &filter)
+        .0
+        .iter()
+        .any(|p| {
+            let pod = p.value();
+            pod.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
+                && pod_references(&pod, kind, name)
+        })
 }
 
 /// Whether a pod's spec references a Secret, ConfigMap, PersistentVolumeClaim or
@@ -155,7 +160,7 @@ pub fn authorize(cp: &ControlPlane, cluster: &str, node: &str, a: &Attributes) -
                 pod_on(cp, cluster, &a.namespace, &a.name, node)
                     || cp
                         .store
-                        .cache
+                        .cache_for_reads(cluster)
                         .get("", "pods", cluster, &a.namespace, &a.name)
                         .is_none()
             }
@@ -201,10 +206,10 @@ fn volume_of_pod_on(cp: &ControlPlane, cluster: &str, node: &str, name: &str) ->
     if name.is_empty() {
         return false;
     }
-    let Some(pv) = cp
-        .store
-        .cache
-        .get("", "persistentvolumes", cluster, "", name)
+    let Some(pv) =
+        cp.store
+            .cache_for_reads(cluster)
+            .get("", "persistentvolumes", cluster, "", name)
     else {
         return false;
     };
@@ -218,7 +223,7 @@ fn volume_of_pod_on(cp: &ControlPlane, cluster: &str, node: &str, name: &str) ->
     };
     let bound_back = cp
         .store
-        .cache
+        .cache_for_reads(cluster)
         .get("", "persistentvolumeclaims", cluster, ns, claim)
         .is_some_and(|c| {
             c.value()

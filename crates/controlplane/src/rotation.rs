@@ -84,7 +84,7 @@ pub(crate) fn start(cp: &Arc<ControlPlane>) -> Result<(), ApiError> {
         namespace: Some(SYSTEM_NAMESPACE.into()),
         predicate: None,
     };
-    let mut follow = registry::cache::Follow::new(&cp.store.cache, "", "secrets", filter)?;
+    let mut follow = registry::cache::Follow::new(cp.store.shared_cache(), "", "secrets", filter)?;
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(tick);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -129,7 +129,7 @@ pub async fn rotate_once(cp: &ControlPlane) -> Result<Rotated, ApiError> {
         namespace: Some(SYSTEM_NAMESPACE.into()),
         predicate: None,
     };
-    let (secrets, _) = cp.store.cache.list("", "secrets", &filter);
+    let (secrets, _) = cp.store.shared_cache().list("", "secrets", &filter);
     for s in secrets {
         rotate_secret(cp, s.name(), &s.value(), &mut done).await?;
     }
@@ -143,10 +143,10 @@ async fn rotate_cluster(cp: &ControlPlane, cluster: &str) -> Result<Rotated, Api
         pki_secret_name(cluster),
         crate::tenancy::admin_kubeconfig_name(cluster),
     ] {
-        if let Some(s) = cp
-            .store
-            .cache
-            .get("", "secrets", cluster::ROOT, SYSTEM_NAMESPACE, &name)
+        if let Some(s) =
+            cp.store
+                .shared_cache()
+                .get("", "secrets", cluster::ROOT, SYSTEM_NAMESPACE, &name)
         {
             rotate_secret(cp, &name, &s.value(), &mut done).await?;
         }
@@ -197,7 +197,7 @@ async fn ensure_root_keys(cp: &ControlPlane) -> Result<(), ApiError> {
     let name = pki_secret_name(cluster::ROOT);
     if cp
         .store
-        .cache
+        .shared_cache()
         .get("", "secrets", cluster::ROOT, SYSTEM_NAMESPACE, &name)
         .is_some()
     {

@@ -78,6 +78,12 @@ const RESERVED: &[&str] = &[cluster::ROOT, "*", "system"];
 struct LogicalClusterStrategy;
 
 impl Strategy for LogicalClusterStrategy {
+    fn validate_update(&self, new: &Value, old: &Value) -> apimachinery::ErrorList {
+        let mut errs = self.validate(new);
+        crate::datastores::validate_binding_update(new, old, &mut errs);
+        errs
+    }
+
     fn name_rule(&self) -> apimachinery::validation::NameRule {
         apimachinery::validation::NameRule::DnsLabel
     }
@@ -121,6 +127,7 @@ impl Strategy for LogicalClusterStrategy {
                 }
             }
         }
+        crate::datastores::validate_binding(obj, &mut errs);
         if let Some(hosts) = obj.pointer("/spec/hostnames") {
             match hosts.as_array() {
                 None => errs.push(apimachinery::FieldError::invalid(
@@ -363,7 +370,7 @@ pub fn ca_of(cp: &ControlPlane, name: &str) -> Result<Ca, ApiError> {
     }
     let s = cp
         .store
-        .cache
+        .shared_cache()
         .get(
             "",
             "secrets",
@@ -392,7 +399,14 @@ pub fn ca_of(cp: &ControlPlane, name: &str) -> Result<Ca, ApiError> {
 /// write before the deletion began may have written after its keys were removed.
 async fn sweep(cp: &ControlPlane, name: &str) {
     let prefix = registry::key::cluster(name);
-    match cp.store.storage.delete_prefix(prefix.as_bytes()).await {
+    let shard = match cp.store.shard(name) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(cluster = %name, error = %e, "sweeping a deleted cluster's keys");
+            return;
+        }
+    };
+    match shard.storage.delete_prefix(prefix.as_bytes()).await {
         Ok(0) => {}
         Ok(n) => {
             tracing::warn!(cluster = %name, keys = n, "removed keys written after the cluster's deletion began")
@@ -406,6 +420,7 @@ pub async fn cleanup(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
     let prefix = registry::key::cluster(name);
     let deleted = cp
         .store
+        .shard(name)?
         .storage
         .delete_prefix(prefix.as_bytes())
         .await
@@ -470,7 +485,11 @@ const PARALLEL_PROVISIONING: usize = 32;
 
 /// Brings one cluster to its desired state: provisioned, or cleaned up when being deleted.
 async fn reconcile(cp: &ControlPlane, name: &str) -> Result<(), ApiError> {
-    let Some(obj) = cp.store.cache.get(GROUP, PLURAL, cluster::ROOT, "", name) else {
+    let Some(obj) = cp
+        .store
+        .shared_cache()
+        .get(GROUP, PLURAL, cluster::ROOT, "", name)
+    else {
         return Ok(());
     };
     let obj = obj.value();
@@ -502,7 +521,7 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
         cluster: Some(cluster::ROOT.into()),
         ..Filter::default()
     };
-    let mut follow = Follow::new(&cp.store.cache, GROUP, PLURAL, filter.clone())?;
+    let mut follow = Follow::new(cp.store.shared_cache(), GROUP, PLURAL, filter.clone())?;
     let mut leadership = cp.leadership();
     let weak = Arc::downgrade(&cp);
     // Clusters are provisioned concurrently (bounded), each by one task at a time: an event for
@@ -547,7 +566,7 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
                         }
                         // Provision and clean up what was only followed until now.
                         let Some(cp) = weak.upgrade() else { return };
-                        let (all, _) = cp.store.cache.list(GROUP, PLURAL, &filter);
+                        let (all, _) = cp.store.shared_cache().list(GROUP, PLURAL, &filter);
                         todo.extend(all.iter().map(|o| o.name().to_string()));
                     }
                 }

@@ -23,7 +23,7 @@ pub async fn token_request(
     sa_name: &str,
     req: Value,
 ) -> Result<Value, ApiError> {
-    let cache = &cp.store.cache;
+    let cache = &cp.store.cache(cluster)?;
     // A miss may be an object just written (a kubelet asks for a pod's token right after
     // the pod was created): the cache is given the time to catch up with storage first.
     let lookup = async |plural: &str, ns: &str, name: &str| {
@@ -153,7 +153,7 @@ pub fn fill_legacy_token(
         .to_string();
     let sa = cp
         .store
-        .cache
+        .cache_for_reads(cluster)
         .get("", "serviceaccounts", cluster, &ns, &sa_name)
         .ok_or_else(|| {
             ApiError::invalid(

@@ -253,13 +253,13 @@ fn store_admission(
 
 /// Admission configuration takes effect when its write returns: the write waits for the
 /// watch cache (which admission reads) to hold it. Other writes return at once.
-async fn settle(cp: &ControlPlane, res: &ResourceDef, written: &Value) {
+async fn settle(cp: &ControlPlane, cluster: &str, res: &ResourceDef, written: &Value) {
     if res.group != "admissionregistration.k8s.io" {
         return;
     }
     if let Ok(rev) = meta::resource_version(written).parse::<i64>() {
         cp.store
-            .cache
+            .cache_for_reads(cluster)
             .wait_for(rev, registry::store::RESOURCE_VERSION_WAIT)
             .await;
     }
@@ -375,7 +375,7 @@ pub async fn create(
     let created = cp.store.create(res, loc, obj, &w.opts).await;
     take_warnings(who, adm);
     let created = created?;
-    settle(cp, res, &created).await;
+    settle(cp, who.cluster, res, &created).await;
     who.warnings.extend(res.strategy.warnings(&created));
     Ok(created)
 }
@@ -440,7 +440,7 @@ pub async fn update(
     };
     take_warnings(who, adm);
     let (stored, created) = result?;
-    settle(cp, res, &stored).await;
+    settle(cp, who.cluster, res, &stored).await;
     Ok((stored, created))
 }
 
@@ -505,7 +505,7 @@ pub async fn patch(
     };
     take_warnings(who, adm);
     let (stored, created) = result?;
-    settle(cp, res, &stored).await;
+    settle(cp, who.cluster, res, &stored).await;
     for f in unknown {
         who.warnings.push(format!("unknown field \"{f}\""));
     }
@@ -525,7 +525,7 @@ pub async fn delete(
     let obj = match cp.store.delete(res, loc, opts).await? {
         Deleted::Gone(o) | Deleted::Pending(o) => o,
     };
-    settle(cp, res, &obj).await;
+    settle(cp, who.cluster, res, &obj).await;
     Ok(obj)
 }
 
@@ -566,5 +566,5 @@ pub async fn delete_collection(
             Err(e) => return Err(e),
         }
     }
-    Ok((deleted, cp.store.cache.revision()))
+    Ok((deleted, cp.store.cache(who.cluster)?.revision()))
 }

@@ -410,12 +410,17 @@ impl Ctx {
         let now = Instant::now();
         state.backoff.retain(|_, until| *until > now);
         // One list of Pending pods for every cluster.
-        let pods: Api<Pod> = Api::all(self.clients.all_clusters()?);
-        let pending = pods
-            .list(&ListParams::default().fields("status.phase=Pending"))
-            .await?;
+        let mut pending = Vec::new();
+        for (_, shard) in self.clients.shard_clients()? {
+            let pods: Api<Pod> = Api::all(shard);
+            pending.extend(
+                pods.list(&ListParams::default().fields("status.phase=Pending"))
+                    .await?
+                    .items,
+            );
+        }
         let mut by_cluster: HashMap<String, Vec<Pod>> = HashMap::new();
-        for p in pending.items {
+        for p in pending {
             let cluster = p
                 .metadata
                 .annotations

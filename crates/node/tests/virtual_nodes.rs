@@ -413,7 +413,7 @@ impl PodEvents {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_nodes_cost_one_pod_watch() {
     let env = Env::start().await;
-    let before = env.server.store().cache.watcher_count();
+    let before = env.server.store().shared_cache().watcher_count();
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
     let mut events = PodEvents::open(&pods).await;
     let vns = VirtualNodes::start(env.client.clone(), support::fast_but_quiet())
@@ -425,7 +425,7 @@ async fn two_hundred_nodes_cost_one_pod_watch() {
     // The agent's pod watch is up once a pod on the first node runs.
     create(&pods, &pod("first", Some("vn-0"))).await;
     events.until_running("first").await;
-    let watches = env.server.store().cache.watcher_count();
+    let watches = env.server.store().shared_cache().watcher_count();
     assert_eq!(watches, before + 2, "the test's watch and the agent's one");
 
     let template = NodeTemplate::new("u1.small", &["worker"]);
@@ -433,7 +433,7 @@ async fn two_hundred_nodes_cost_one_pod_watch() {
         vns.add(&format!("vn-{i}"), &template).await.expect("node");
     }
     assert_eq!(vns.len(), 200);
-    assert_eq!(env.server.store().cache.watcher_count(), watches);
+    assert_eq!(env.server.store().shared_cache().watcher_count(), watches);
 
     let nodes: Api<Node> = Api::all(env.client.clone());
     let list = nodes.list(&ListParams::default()).await.expect("nodes");
@@ -454,7 +454,7 @@ async fn two_hundred_nodes_cost_one_pod_watch() {
         create(&pods, &pod(&name, Some(&format!("vn-{i}")))).await;
         events.until_running(&name).await;
     }
-    assert_eq!(env.server.store().cache.watcher_count(), watches);
+    assert_eq!(env.server.store().shared_cache().watcher_count(), watches);
     vns.shutdown().await;
 }
 

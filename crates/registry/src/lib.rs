@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod hooks;
 pub mod key;
 pub mod resource;
+pub mod shards;
 pub mod store;
 pub mod strategy;
 pub mod validation;

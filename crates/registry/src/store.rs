@@ -21,6 +21,7 @@ use crate::cache::{CachedObject, Filter, WatchCache};
 use crate::hooks::WriteHook;
 use crate::key;
 use crate::resource::ResourceDef;
+use crate::shards::{Shard, Shards};
 use crate::validation;
 
 /// How long a read waits for the cache to reach a requested revision before answering 504,
@@ -101,6 +102,9 @@ pub struct ListRequest {
     pub resource_version: Option<String>,
     /// `resourceVersionMatch`: `NotOlderThan` or `Exact`.
     pub resource_version_match: Option<String>,
+    /// For a cross-cluster list (`filter.cluster` is `None`): the datastore whose clusters it
+    /// covers (empty: the shared store's). See [`crate::shards`].
+    pub shard: String,
 }
 
 /// A list response.
@@ -113,8 +117,8 @@ pub struct ListResult {
 
 /// The generic store.
 pub struct Store {
-    pub storage: Arc<dyn Storage>,
-    pub cache: Arc<WatchCache>,
+    /// The stores clusters live in and which cluster lives where.
+    pub shards: Arc<Shards>,
     /// Write hooks by group and plural (see [`crate::hooks`]).
     pub(crate) hooks: Vec<(String, String, Arc<dyn WriteHook>)>,
 }
@@ -249,26 +253,96 @@ impl Store {
     /// admission reads from the cache (LimitRanges, ResourceQuotas, ServiceAccounts) waits
     /// until the cache has the write, so the next request sees it — a LimitRange applied just
     /// before a pod bounds that pod (upstream's admission does a live lookup for this).
-    async fn settle(&self, res: &ResourceDef, rev: i64) {
-        self.cache.throttle(rev).await;
+    async fn settle(shard: &Shard, res: &ResourceDef, rev: i64) {
+        shard.cache.throttle(rev).await;
         if res.group.is_empty() && READ_BY_ADMISSION.contains(&res.plural.as_str()) {
-            self.cache.wait_for(rev, RESOURCE_VERSION_WAIT).await;
+            shard.cache.wait_for(rev, RESOURCE_VERSION_WAIT).await;
         }
     }
 
+    /// Waits (up to five seconds each) until every shard's cache has every write its storage
+    /// has committed.
     pub async fn wait_for_cache(&self) {
-        if let Ok(rev) = self.storage.current_revision().await {
-            self.cache
-                .wait_for(rev, std::time::Duration::from_secs(5))
-                .await;
+        for shard in self.shards.all() {
+            if let Ok(rev) = shard.storage.current_revision().await {
+                shard
+                    .cache
+                    .wait_for(rev, std::time::Duration::from_secs(5))
+                    .await;
+            }
         }
     }
 
+    /// The cached objects of `group/plural` that `filter` covers in every shard (the server's
+    /// own loops over every cluster).
+    pub fn list_every_shard(
+        &self,
+        group: &str,
+        plural: &str,
+        filter: &Filter,
+    ) -> Vec<Arc<CachedObject>> {
+        let mut all = Vec::new();
+        for shard in self.shards.all() {
+            all.extend(shard.cache.list(group, plural, filter).0);
+        }
+        all
+    }
+
+    /// Follows `group/plural` in every shard ([`crate::cache::FollowAll`]).
+    pub fn follow_every_shard(
+        &self,
+        group: &str,
+        plural: &str,
+        filter: Filter,
+    ) -> Result<crate::cache::FollowAll, ApiError> {
+        crate::cache::FollowAll::new(&self.shards, group, plural, filter)
+    }
+
+    /// A store over the shared store `storage` and its cache; datastores connect later
+    /// ([`Shards::connect`]).
     pub fn new(storage: Arc<dyn Storage>, cache: Arc<WatchCache>) -> Self {
         Store {
-            storage,
-            cache,
+            shards: Arc::new(Shards::new(Shard::new("", storage, cache))),
             hooks: Vec::new(),
+        }
+    }
+
+    /// The shared store (the root cluster's, and every cluster's not bound to a datastore).
+    pub fn shared(&self) -> &Arc<Shard> {
+        self.shards.shared()
+    }
+
+    /// The shared store's watch cache.
+    pub fn shared_cache(&self) -> &Arc<WatchCache> {
+        &self.shards.shared().cache
+    }
+
+    /// The shard `cluster` lives in (503 while its datastore is not connected).
+    pub fn shard(&self, cluster: &str) -> Result<Arc<Shard>, ApiError> {
+        self.shards.of_cluster(cluster)
+    }
+
+    /// The watch cache of `cluster`'s shard.
+    pub fn cache(&self, cluster: &str) -> Result<Arc<WatchCache>, ApiError> {
+        Ok(self.shard(cluster)?.cache.clone())
+    }
+
+    /// For reads that cannot fail (authorization, admission lookups): the watch cache of
+    /// `cluster`'s shard, or while that is not connected the shared store's, which holds
+    /// nothing of the cluster (its keys are only in its datastore) — so the read finds
+    /// nothing, as for a cluster that has no such objects.
+    pub fn cache_for_reads(&self, cluster: &str) -> Arc<WatchCache> {
+        self.shard(cluster)
+            .map(|s| s.cache.clone())
+            .unwrap_or_else(|_| self.shared_cache().clone())
+    }
+
+    /// The shard a list or watch filtered by `filter` reads: the cluster's, or for a
+    /// cross-cluster one the named datastore's.
+    pub fn shard_of(&self, filter: &Filter, shard: &str) -> Result<Arc<Shard>, ApiError> {
+        match &filter.cluster {
+            Some(c) => self.shard(c),
+            None => self.shards.named(shard),
         }
     }
 
@@ -293,6 +367,7 @@ impl Store {
     ) -> Result<Option<(Value, i64)>, ApiError> {
         let k = object_key(res, loc);
         let kv = self
+            .shard(loc.cluster)?
             .storage
             .get(k.as_bytes())
             .await
@@ -336,9 +411,10 @@ impl Store {
             || (rv_match.is_none() && limited && rv_num.is_some_and(|r| r > 0));
         let from_storage =
             req.filter.cluster.is_some() && (continuing || (limited && rv != Some("0")) || exact);
+        let shard = self.shard_of(&req.filter, &req.shard)?;
         if from_storage {
             return self
-                .list_storage(res, req, if exact { rv_num } else { None })
+                .list_storage(&shard, res, req, if exact { rv_num } else { None })
                 .await;
         }
         // From the cache: at least as new as the request (or the latest write, for a
@@ -347,28 +423,29 @@ impl Store {
             Some(0) => None,
             Some(r) => Some(r),
             None => Some(
-                self.storage
+                shard
+                    .storage
                     .current_revision()
                     .await
                     .map_err(|e| storage_error(e, res, ""))?,
             ),
         };
         if let Some(r) = wait_for
-            && !self.cache.wait_for(r, RESOURCE_VERSION_WAIT).await
+            && !shard.cache.wait_for(r, RESOURCE_VERSION_WAIT).await
         {
             // A consistent read the cache cannot serve in time is served by storage, as
             // upstream's cacher does. A cross-cluster one would scan every cluster's keys (the
             // cluster is the first key segment), which is what a lagging server can least
             // afford: it still answers 504 and the system client retries.
             if rv_num.is_none() && req.filter.cluster.is_some() {
-                return self.list_storage(res, req, None).await;
+                return self.list_storage(&shard, res, req, None).await;
             }
             return Err(ApiError::too_large_resource_version(
                 r,
-                self.cache.revision(),
+                shard.cache.revision(),
             ));
         }
-        let (items, revision) = self.cache.list(&res.group, &res.plural, &req.filter);
+        let (items, revision) = shard.cache.list(&res.group, &res.plural, &req.filter);
         Ok(ListResult {
             items,
             revision,
@@ -379,6 +456,7 @@ impl Store {
 
     async fn list_storage(
         &self,
+        shard: &Shard,
         res: &ResourceDef,
         req: &ListRequest,
         at: Option<i64>,
@@ -407,7 +485,7 @@ impl Store {
             } else {
                 None
             };
-            let page = self
+            let page = shard
                 .storage
                 .list(
                     prefix.as_bytes(),
@@ -463,11 +541,12 @@ impl Store {
 
     /// Checks that the namespace of a new namespaced object exists and is not terminating.
     async fn check_namespace(&self, cluster: &str, namespace: &str) -> Result<(), ApiError> {
-        let ns = match self.cache.get("", "namespaces", cluster, "", namespace) {
+        let shard = self.shard(cluster)?;
+        let ns = match shard.cache.get("", "namespaces", cluster, "", namespace) {
             Some(o) => Some(o.to_value()),
             None => {
                 let k = key::object(cluster, "", "namespaces", "", namespace);
-                let kv = self
+                let kv = shard
                     .storage
                     .get(k.as_bytes())
                     .await
@@ -674,13 +753,19 @@ impl Store {
                 }
             };
             let written = match encode(stored.as_ref().unwrap_or(&obj)) {
-                Ok(b) => {
-                    let written = self.storage.create(k.as_bytes(), b).await;
-                    if let Ok(kv) = &written {
-                        self.settle(res, kv.mod_revision).await;
+                Ok(b) => match self.shard(loc.cluster) {
+                    Ok(shard) => {
+                        let written = shard.storage.create(k.as_bytes(), b).await;
+                        if let Ok(kv) = &written {
+                            Self::settle(&shard, res, kv.mod_revision).await;
+                        }
+                        written
                     }
-                    written
-                }
+                    Err(e) => {
+                        self.hook_abort(res, loc.cluster, reserved).await;
+                        return Err(e);
+                    }
+                },
                 Err(e) => {
                     self.hook_abort(res, loc.cluster, reserved).await;
                     return Err(e);
@@ -718,6 +803,7 @@ impl Store {
         F: FnMut(Option<&Value>) -> Result<Value, ApiError> + Send,
     {
         for _ in 0..32 {
+            let shard = self.shard(loc.cluster)?;
             let current = self.get_raw(res, loc).await?;
             let Some((old, old_rev)) = current else {
                 let obj = f(None)?;
@@ -775,7 +861,8 @@ impl Store {
                 && meta::finalizers(&new).is_empty()
                 && !res.strategy.deletion_pending(&new);
             let result = if finished {
-                self.storage
+                shard
+                    .storage
                     .delete(k.as_bytes(), Some(old_rev))
                     .await
                     .map(|kv| (with_rv(new.clone(), kv.mod_revision), kv.mod_revision))
@@ -788,7 +875,7 @@ impl Store {
                     }
                 };
                 match encode(stored.as_ref().unwrap_or(&new)) {
-                    Ok(b) => self
+                    Ok(b) => shard
                         .storage
                         .update(k.as_bytes(), b, old_rev)
                         .await
@@ -804,7 +891,7 @@ impl Store {
             }
             match result {
                 Ok((v, rev)) => {
-                    self.settle(res, rev).await;
+                    Self::settle(&shard, res, rev).await;
                     let kept = (!finished).then_some(&v);
                     self.hook_after(res, loc.cluster, &old, kept).await;
                     return Ok((v, false));
@@ -979,6 +1066,7 @@ impl Store {
     ) -> Result<Deleted, ApiError> {
         let k = object_key(res, loc);
         for _ in 0..32 {
+            let shard = self.shard(loc.cluster)?;
             let Some((cur, rev)) = self.get_raw(res, loc).await? else {
                 return Err(ApiError::not_found(&res.plural, &res.group, loc.name));
             };
@@ -1025,9 +1113,9 @@ impl Store {
                 if opts.dry_run {
                     return Ok(Deleted::Gone(cur));
                 }
-                match self.storage.delete(k.as_bytes(), Some(rev)).await {
+                match shard.storage.delete(k.as_bytes(), Some(rev)).await {
                     Ok(kv) => {
-                        self.settle(res, kv.mod_revision).await;
+                        Self::settle(&shard, res, kv.mod_revision).await;
                         self.hook_after(res, loc.cluster, &cur, None).await;
                         return Ok(Deleted::Gone(with_rv(cur, kv.mod_revision)));
                     }
@@ -1062,9 +1150,13 @@ impl Store {
             if next == cur_cmp || opts.dry_run {
                 return Ok(Deleted::Pending(if opts.dry_run { next } else { cur }));
             }
-            match self.storage.update(k.as_bytes(), encode(&next)?, rev).await {
+            match shard
+                .storage
+                .update(k.as_bytes(), encode(&next)?, rev)
+                .await
+            {
                 Ok(kv) => {
-                    self.settle(res, kv.mod_revision).await;
+                    Self::settle(&shard, res, kv.mod_revision).await;
                     return Ok(Deleted::Pending(with_rv(next, kv.mod_revision)));
                 }
                 Err(storage::Error::Conflict { .. } | storage::Error::NotFound) => continue,

@@ -30,6 +30,12 @@ pub use apimachinery::cluster::{CLUSTER_ANNOTATION, ROOT};
 /// The path prefix addressing every cluster at once (system identity only).
 pub const ALL_CLUSTERS_PREFIX: &str = "/clusters/*";
 
+/// The path prefix addressing every cluster of one datastore (system identity only): the
+/// clusters whose keys live in that datastore, in its own revision sequence.
+pub fn shard_prefix(datastore: &str) -> String {
+    format!("/shards/{datastore}/clusters/*")
+}
+
 /// The path prefix of a cluster: empty for the root cluster.
 pub fn cluster_prefix(cluster: &str) -> String {
     if cluster == ROOT {
@@ -59,6 +65,14 @@ impl ClusterPrefix {
     pub fn all_clusters() -> Self {
         ClusterPrefix {
             prefix: ALL_CLUSTERS_PREFIX.into(),
+            agent: None,
+        }
+    }
+
+    /// The layer addressing every cluster of a datastore (`/shards/<name>/clusters/*`).
+    pub fn shard(datastore: &str) -> Self {
+        ClusterPrefix {
+            prefix: shard_prefix(datastore).into(),
             agent: None,
         }
     }
@@ -153,6 +167,9 @@ pub trait ClientFactory: Send + Sync + 'static {
     /// A client for cross-cluster list and watch. A single-cluster endpoint returns its one
     /// cluster, whose objects carry no cluster annotation and belong to [`ROOT`].
     fn all_clusters(&self) -> Result<kube::Client>;
+    /// A client for cross-cluster list and watch of the clusters whose keys live in
+    /// `datastore` (each datastore is a shard with its own resourceVersions).
+    fn shard(&self, datastore: &str) -> Result<kube::Client>;
     /// Whether the endpoint serves logical clusters (Matryoshka) rather than one cluster.
     fn multi_cluster(&self) -> bool;
     /// The same endpoint, its clients identifying themselves as `agent` (the `User-Agent`
@@ -213,6 +230,11 @@ impl ClientFactory for InMemory {
             ClusterPrefix::all_clusters().with_user_agent(self.agent.clone()),
         ))
     }
+    fn shard(&self, datastore: &str) -> Result<kube::Client> {
+        Ok((self.make)(
+            ClusterPrefix::shard(datastore).with_user_agent(self.agent.clone()),
+        ))
+    }
     fn multi_cluster(&self) -> bool {
         true
     }
@@ -262,6 +284,14 @@ impl ClientFactory for Kubeconfig {
             self.with_prefix("")
         }
     }
+    fn shard(&self, datastore: &str) -> Result<kube::Client> {
+        if !self.multi_cluster {
+            return Err(Error::Config(format!(
+                "datastore {datastore:?} requested from a single-cluster endpoint"
+            )));
+        }
+        self.with_prefix(&shard_prefix(datastore))
+    }
     fn multi_cluster(&self) -> bool {
         self.multi_cluster
     }
@@ -297,6 +327,8 @@ pub struct ClusterClients {
     capacity: usize,
     cache: Arc<Mutex<Cache>>,
     all: Arc<Mutex<Option<kube::Client>>>,
+    shards: Arc<Mutex<HashMap<String, kube::Client>>>,
+    datastores: Arc<Mutex<Option<tokio::sync::watch::Receiver<Vec<String>>>>>,
 }
 
 impl ClusterClients {
@@ -313,6 +345,8 @@ impl ClusterClients {
                 clients: HashMap::new(),
             })),
             all: Arc::new(Mutex::new(None)),
+            shards: Arc::default(),
+            datastores: Arc::default(),
         }
     }
 
@@ -375,6 +409,46 @@ impl ClusterClients {
         Ok(c)
     }
 
+    /// The cross-cluster client of a datastore's clusters (list and watch only).
+    pub fn shard(&self, datastore: &str) -> Result<kube::Client> {
+        let mut shards = self.shards.lock();
+        if let Some(c) = shards.get(datastore) {
+            return Ok(c.clone());
+        }
+        let c = self.factory.shard(datastore)?;
+        shards.insert(datastore.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// The cross-cluster client of every shard: the shared store's (`""`), then each
+    /// datastore's known now.
+    pub fn shard_clients(&self) -> Result<Vec<(String, kube::Client)>> {
+        let mut out = vec![(String::new(), self.all_clusters()?)];
+        for ds in self.datastores().borrow().iter() {
+            out.push((ds.clone(), self.shard(ds)?));
+        }
+        Ok(out)
+    }
+
+    /// The names of the datastores (the `DataStore` objects of the root cluster), kept
+    /// current by one watch shared by every clone; always empty against a single-cluster
+    /// endpoint. Cross-cluster informers run one watch per datastore besides the shared
+    /// store's.
+    pub fn datastores(&self) -> tokio::sync::watch::Receiver<Vec<String>> {
+        let mut slot = self.datastores.lock();
+        if let Some(rx) = &*slot {
+            return rx.clone();
+        }
+        let (tx, rx) = tokio::sync::watch::channel(Vec::new());
+        *slot = Some(rx.clone());
+        if self.multi_cluster()
+            && let Ok(root) = self.cluster(ROOT)
+        {
+            tokio::spawn(follow_datastores(root, tx));
+        }
+        rx
+    }
+
     /// Whether the endpoint serves logical clusters.
     pub fn multi_cluster(&self) -> bool {
         self.factory.multi_cluster()
@@ -383,6 +457,123 @@ impl ClusterClients {
     /// How many per-cluster clients are cached now.
     pub fn cached(&self) -> usize {
         self.cache.lock().clients.len()
+    }
+}
+
+/// Runs `task(client, datastore)` on the cross-cluster client of every shard — the shared
+/// store's (`""`) at once, each datastore's as it appears (and stops it when it goes) — for
+/// components that keep their own watch state per stream. Aborting the returned task stops
+/// them all.
+pub fn for_each_shard<F, Fut>(clients: &ClusterClients, task: F) -> tokio::task::JoinHandle<()>
+where
+    F: Fn(kube::Client, String) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let clients = clients.clone();
+    tokio::spawn(async move {
+        let mut set = tokio::task::JoinSet::new();
+        let mut running: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+        match clients.all_clusters() {
+            Ok(c) => {
+                set.spawn(task(c, String::new()));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no cross-cluster client");
+                return;
+            }
+        }
+        if !clients.multi_cluster() {
+            while set.join_next().await.is_some() {}
+            return;
+        }
+        let mut datastores = clients.datastores();
+        datastores.mark_changed();
+        while datastores.changed().await.is_ok() {
+            let now: Vec<String> = datastores.borrow_and_update().clone();
+            running.retain(|ds, abort| {
+                let keep = now.contains(ds);
+                if !keep {
+                    abort.abort();
+                }
+                keep
+            });
+            for ds in now {
+                if running.contains_key(&ds) {
+                    continue;
+                }
+                match clients.shard(&ds) {
+                    Ok(c) => {
+                        let abort = set.spawn(task(c, ds.clone()));
+                        running.insert(ds, abort);
+                    }
+                    Err(e) => {
+                        tracing::warn!(datastore = %ds, error = %e, "no client for a datastore")
+                    }
+                }
+            }
+            // Finished tasks are reaped as they end.
+            while set.try_join_next().is_some() {}
+        }
+        // The datastore watch is gone with its clients: keep what runs.
+        while set.join_next().await.is_some() {}
+    })
+}
+
+/// The API of the root cluster's `DataStore` objects.
+pub fn datastore_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "core.matryoshka.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "core.matryoshka.dev/v1alpha1".into(),
+        kind: "DataStore".into(),
+        plural: "datastores".into(),
+    }
+}
+
+/// Keeps `tx` at the sorted names of the DataStores until every receiver is gone.
+async fn follow_datastores(root: kube::Client, tx: tokio::sync::watch::Sender<Vec<String>>) {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let api: kube::Api<kube::core::PartialObjectMeta<kube::api::DynamicObject>> =
+        kube::Api::all_with(root, &datastore_resource());
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    let mut names = std::collections::BTreeSet::new();
+    let mut init = std::collections::BTreeSet::new();
+    loop {
+        let ev = tokio::select! {
+            ev = stream.next() => ev,
+            () = tx.closed() => return,
+        };
+        let Some(ev) = ev else { return };
+        let name = |m: &kube::core::PartialObjectMeta<kube::api::DynamicObject>| {
+            m.metadata.name.clone().unwrap_or_default()
+        };
+        match ev {
+            Ok(Event::Apply(m)) => {
+                names.insert(name(&m));
+            }
+            Ok(Event::Delete(m)) => {
+                names.remove(&name(&m));
+            }
+            Ok(Event::Init) => init.clear(),
+            Ok(Event::InitApply(m)) => {
+                init.insert(name(&m));
+            }
+            Ok(Event::InitDone) => names = std::mem::take(&mut init),
+            // A server without DataStores (or not yet serving them): none.
+            Err(e) => {
+                tracing::debug!(error = %e, "watching DataStores");
+                continue;
+            }
+        }
+        let now: Vec<String> = names.iter().cloned().collect();
+        tx.send_if_modified(|cur| {
+            let changed = *cur != now;
+            *cur = now;
+            changed
+        });
     }
 }
 

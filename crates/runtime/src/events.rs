@@ -450,6 +450,9 @@ mod tests {
             fn all_clusters(&self) -> crate::Result<kube::Client> {
                 Err(crate::Error::Config("none".into()))
             }
+            fn shard(&self, _: &str) -> crate::Result<kube::Client> {
+                Err(crate::Error::Config("none".into()))
+            }
             fn multi_cluster(&self) -> bool {
                 true
             }

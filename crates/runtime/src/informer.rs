@@ -11,7 +11,7 @@
 //! watch and one task per resource whatever the number of clusters. Handlers run on the
 //! informer's task and must only enqueue (client-go's `ResourceEventHandler` contract).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -184,12 +184,22 @@ fn undecodable_reporter(
     })
 }
 
+/// A watch stream of one shard, from its cross-cluster client.
+pub type MakeStream<K> =
+    Arc<dyn Fn(kube::Client) -> BoxStream<'static, watcher::Result<Event<K>>> + Send + Sync>;
+
+/// Where an informer's events come from: one stream, or one stream per shard.
+enum Source<K> {
+    Stream(BoxStream<'static, watcher::Result<Event<K>>>),
+    Shards(ClusterClients, MakeStream<K>),
+}
+
 /// A cross-cluster informer of one resource.
 pub struct Informer<K> {
     name: String,
     store: Store<K>,
     handlers: Mutex<Vec<Handler<K>>>,
-    stream: Mutex<Option<BoxStream<'static, watcher::Result<Event<K>>>>>,
+    source: Mutex<Option<Source<K>>>,
     synced: watch::Sender<bool>,
 }
 
@@ -205,13 +215,17 @@ where
         K: Default,
         K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
     {
-        let api: Api<K> = Api::all(clients.all_clusters()?);
         let name = K::plural(&K::DynamicType::default()).to_string();
         let report = undecodable_reporter(clients.clone(), name.clone());
-        Ok(Self::from_stream(
+        Self::from_shards(
             name,
-            crate::lenient::watcher(api, config, Some(report)).default_backoff(),
-        ))
+            clients,
+            Arc::new(move |client| {
+                crate::lenient::watcher(Api::all(client), config.clone(), Some(report.clone()))
+                    .default_backoff()
+                    .boxed()
+            }),
+        )
     }
 }
 
@@ -246,12 +260,39 @@ where
         name: impl Into<String>,
         stream: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     ) -> Arc<Self> {
+        Self::with_source(name.into(), Source::Stream(stream.boxed()))
+    }
+
+    /// An informer over every shard of a multi-cluster endpoint: `make` turns each shard's
+    /// cross-cluster client (the shared store's `/clusters/*`, each datastore's
+    /// `/shards/<name>/clusters/*`) into a watch stream; datastores that appear later are
+    /// watched from then on. Each shard has its own resourceVersions, so each has its own
+    /// stream; the store holds them all, keyed by cluster as ever. Against a single-cluster
+    /// endpoint it is one stream. Synced once the shared store's first list is in (a datastore
+    /// that cannot be reached does not hold up every cluster's controllers).
+    pub fn from_shards(
+        name: impl Into<String>,
+        clients: &ClusterClients,
+        make: MakeStream<K>,
+    ) -> Result<Arc<Self>> {
+        if !clients.multi_cluster() {
+            return Ok(Self::from_stream(name, make(clients.all_clusters()?)));
+        }
+        // Fails now, as a single stream's informer does, if there is no cross-cluster client.
+        clients.all_clusters()?;
+        Ok(Self::with_source(
+            name.into(),
+            Source::Shards(clients.clone(), make),
+        ))
+    }
+
+    fn with_source(name: String, source: Source<K>) -> Arc<Self> {
         let (synced, _) = watch::channel(false);
         Arc::new(Informer {
-            name: name.into(),
+            name,
             store: Store::default(),
             handlers: Mutex::new(Vec::new()),
-            stream: Mutex::new(Some(stream.boxed())),
+            source: Mutex::new(Some(source)),
             synced,
         })
     }
@@ -289,8 +330,136 @@ where
         }
     }
 
-    fn apply(&self, mut obj: K) {
-        let key = take_key(&mut obj);
+    /// Runs the watch until `shutdown` resolves or the stream ends. Runs once; later calls
+    /// return at once.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        let Some(source) = self.source.lock().take() else {
+            return;
+        };
+        tokio::pin!(shutdown);
+        let mut shards: Shards<K> = Shards::default();
+        match source {
+            Source::Stream(mut stream) => loop {
+                let ev = tokio::select! {
+                    ev = stream.next() => ev,
+                    () = &mut shutdown => None,
+                };
+                let Some(ev) = ev else { break };
+                self.handle(&mut shards, &Arc::from(""), ev);
+            },
+            Source::Shards(clients, make) => {
+                let mut datastores = clients.datastores();
+                let mut streams = futures::stream::SelectAll::new();
+                let mut running: HashMap<String, futures::stream::AbortHandle> = HashMap::new();
+                let shared = match clients.all_clusters() {
+                    Ok(c) => make(c),
+                    Err(e) => {
+                        tracing::warn!(informer = %self.name, error = %e, "no cross-cluster client");
+                        return;
+                    }
+                };
+                let tag: Arc<str> = Arc::from("");
+                streams.push(shared.map(move |ev| (tag.clone(), ev)).boxed());
+                datastores.mark_changed();
+                loop {
+                    tokio::select! {
+                        ev = streams.next() => {
+                            let Some((shard, ev)) = ev else { break };
+                            self.handle(&mut shards, &shard, ev);
+                        }
+                        changed = datastores.changed() => {
+                            if changed.is_err() {
+                                // No datastore watch (its clients are gone): keep the rest.
+                                datastores = tokio::sync::watch::channel(Vec::new()).1;
+                                continue;
+                            }
+                            let now: Vec<String> = datastores.borrow_and_update().clone();
+                            running.retain(|ds, abort| {
+                                let keep = now.contains(ds);
+                                if !keep {
+                                    abort.abort();
+                                    self.drop_shard(&mut shards, ds);
+                                }
+                                keep
+                            });
+                            for ds in now {
+                                if running.contains_key(&ds) {
+                                    continue;
+                                }
+                                let client = match clients.shard(&ds) {
+                                    Ok(c) => c,
+                                    Err(e) => {
+                                        tracing::warn!(informer = %self.name, datastore = %ds, error = %e, "no client for a datastore");
+                                        continue;
+                                    }
+                                };
+                                let tag: Arc<str> = Arc::from(ds.as_str());
+                                let (stream, abort) = futures::stream::abortable(
+                                    make(client).map(move |ev| (tag.clone(), ev)),
+                                );
+                                streams.push(stream.boxed());
+                                running.insert(ds, abort);
+                            }
+                        }
+                        () = &mut shutdown => break,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies one event of `shard`'s stream.
+    fn handle(&self, shards: &mut Shards<K>, shard: &Arc<str>, ev: watcher::Result<Event<K>>) {
+        // Nothing here reads managedFields, and they are most of a small object's decoded
+        // size (client-go's `TransformStripManagedFields`).
+        let ev = ev.map(|ev| ev.modify(|o| o.meta_mut().managed_fields = None));
+        match ev {
+            Ok(Event::Apply(mut o)) => {
+                let key = take_key(&mut o);
+                shards.note(shard, &key);
+                self.apply(key, o);
+            }
+            Ok(Event::Delete(mut o)) => {
+                let key = take_key(&mut o);
+                // Only the shard that holds an object may delete it (a cluster's objects
+                // appear in its new shard before they leave the old one).
+                if shards.release(shard, &key) {
+                    self.delete(key, o);
+                }
+            }
+            Ok(Event::Init) => {
+                shards.buffers.insert(shard.clone(), BTreeMap::new());
+            }
+            Ok(Event::InitApply(mut o)) => {
+                let key = take_key(&mut o);
+                shards
+                    .buffers
+                    .entry(shard.clone())
+                    .or_default()
+                    .insert(key, Arc::new(o));
+            }
+            Ok(Event::InitDone) => {
+                let fresh = shards.buffers.remove(shard).unwrap_or_default();
+                if shard.is_empty() && shards.foreign.is_empty() {
+                    self.replace(fresh);
+                } else {
+                    self.replace_shard(shards, shard, fresh);
+                }
+                if shard.is_empty() {
+                    self.synced.send_replace(true);
+                }
+            }
+            Err(e) => {
+                if shard.is_empty() {
+                    tracing::warn!(informer = %self.name, error = %e, "watch failed; retrying")
+                } else {
+                    tracing::warn!(informer = %self.name, datastore = %shard, error = %e, "watch failed; retrying")
+                }
+            }
+        }
+    }
+
+    fn apply(&self, key: ObjectKey, obj: K) {
         let new = Arc::new(obj);
         let old = self.store.insert(key.clone(), new.clone());
         match old {
@@ -303,8 +472,7 @@ where
         }
     }
 
-    fn delete(&self, mut obj: K) {
-        let key = take_key(&mut obj);
+    fn delete(&self, key: ObjectKey, obj: K) {
         let old = self.store.remove(&key);
         let last = Arc::new(obj);
         self.emit(Change::Deleted(&key, old.as_ref().unwrap_or(&last)));
@@ -330,42 +498,107 @@ where
         }
     }
 
-    /// Runs the watch until `shutdown` resolves or the stream ends. Runs once; later calls
-    /// return at once.
-    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
-        let Some(mut stream) = self.stream.lock().take() else {
-            return;
+    /// Replaces the objects of one shard with its complete list, emitting the differences.
+    fn replace_shard(
+        &self,
+        shards: &mut Shards<K>,
+        shard: &Arc<str>,
+        fresh: BTreeMap<ObjectKey, Arc<K>>,
+    ) {
+        let held: Vec<ObjectKey> = if shard.is_empty() {
+            self.store
+                .keys()
+                .into_iter()
+                .filter(|k| !shards.foreign.values().any(|s| s.contains(k)))
+                .collect()
+        } else {
+            shards
+                .foreign
+                .get(shard)
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default()
         };
-        tokio::pin!(shutdown);
-        let mut buffer: Option<BTreeMap<ObjectKey, Arc<K>>> = None;
-        loop {
-            let ev = tokio::select! {
-                ev = stream.next() => ev,
-                () = &mut shutdown => None,
-            };
-            let Some(ev) = ev else { break };
-            // Nothing here reads managedFields, and they are most of a small object's
-            // decoded size (client-go's `TransformStripManagedFields`).
-            let ev = ev.map(|ev| ev.modify(|o| o.meta_mut().managed_fields = None));
-            match ev {
-                Ok(Event::Apply(o)) => self.apply(o),
-                Ok(Event::Delete(o)) => self.delete(o),
-                Ok(Event::Init) => buffer = Some(BTreeMap::new()),
-                Ok(Event::InitApply(mut o)) => {
-                    let key = take_key(&mut o);
-                    buffer
-                        .get_or_insert_with(BTreeMap::new)
-                        .insert(key, Arc::new(o));
-                }
-                Ok(Event::InitDone) => {
-                    self.replace(buffer.take().unwrap_or_default());
-                    self.synced.send_replace(true);
-                }
-                Err(e) => {
-                    tracing::warn!(informer = %self.name, error = %e, "watch failed; retrying")
-                }
+        for k in held {
+            if !fresh.contains_key(&k)
+                && let Some(old) = self.store.remove(&k)
+            {
+                shards.release(shard, &k);
+                self.emit(Change::Deleted(&k, &old));
             }
         }
+        for (k, v) in fresh {
+            shards.note(shard, &k);
+            match self.store.insert(k.clone(), v.clone()) {
+                Some(old) => self.emit(Change::Updated {
+                    key: &k,
+                    old: &old,
+                    new: &v,
+                }),
+                None => self.emit(Change::Added(&k, &v)),
+            }
+        }
+    }
+
+    /// Lets go of a datastore that is gone, and of its objects.
+    fn drop_shard(&self, shards: &mut Shards<K>, shard: &str) {
+        shards.buffers.remove(shard);
+        for k in shards.foreign.remove(shard).unwrap_or_default() {
+            if let Some(old) = self.store.remove(&k) {
+                self.emit(Change::Deleted(&k, &old));
+            }
+        }
+    }
+}
+
+/// Which objects came from a datastore's stream (the shared store's are the rest), and each
+/// shard's list in progress.
+struct Shards<K> {
+    foreign: HashMap<Arc<str>, HashSet<ObjectKey>>,
+    buffers: HashMap<Arc<str>, BTreeMap<ObjectKey, Arc<K>>>,
+}
+
+impl<K> Default for Shards<K> {
+    fn default() -> Self {
+        Shards {
+            foreign: HashMap::new(),
+            buffers: HashMap::new(),
+        }
+    }
+}
+
+impl<K> Shards<K> {
+    /// `key` was written in `shard`.
+    fn note(&mut self, shard: &Arc<str>, key: &ObjectKey) {
+        if !self.foreign.is_empty() {
+            // An object of a cluster that moved here is no longer the other shard's.
+            for (s, keys) in self.foreign.iter_mut() {
+                if s != shard {
+                    keys.remove(key);
+                }
+            }
+            self.foreign.retain(|_, keys| !keys.is_empty());
+        }
+        if !shard.is_empty() {
+            self.foreign
+                .entry(shard.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+    }
+
+    /// `key` was deleted in `shard`: whether it was that shard's.
+    fn release(&mut self, shard: &Arc<str>, key: &ObjectKey) -> bool {
+        if shard.is_empty() {
+            return !self.foreign.values().any(|s| s.contains(key));
+        }
+        let Some(keys) = self.foreign.get_mut(shard) else {
+            return false;
+        };
+        let had = keys.remove(key);
+        if keys.is_empty() {
+            self.foreign.remove(shard);
+        }
+        had
     }
 }
 
@@ -419,5 +652,65 @@ mod tests {
         assert_eq!(inf.store().list_namespace("b", "default").len(), 1);
         assert!(inf.store().list_namespace("a", "default").is_empty());
         assert_eq!(*deleted.lock(), vec![ObjectKey::new("a", "default", "x")]);
+    }
+
+    #[test]
+    fn each_shard_relists_only_its_own_objects_and_only_the_holder_deletes_one() {
+        let inf = Informer::from_stream("configmaps", futures::stream::empty());
+        let deleted = Arc::new(Mutex::new(Vec::new()));
+        let d = deleted.clone();
+        inf.on_change(move |c| {
+            if let Change::Deleted(k, _) = c {
+                d.lock().push((*k).clone());
+            }
+        });
+        let mut shards: Shards<ConfigMap> = Shards::default();
+        let (shared, ds): (Arc<str>, Arc<str>) = (Arc::from(""), Arc::from("etcd-a"));
+        let list = |shard: &Arc<str>, shards: &mut Shards<ConfigMap>, items: Vec<ConfigMap>| {
+            inf.handle(shards, shard, Ok(Event::Init));
+            for i in items {
+                inf.handle(shards, shard, Ok(Event::InitApply(i)));
+            }
+            inf.handle(shards, shard, Ok(Event::InitDone));
+        };
+        list(&ds, &mut shards, vec![cm(Some("b"), "default", "y")]);
+        assert!(!inf.has_synced(), "synced only by the shared store's list");
+        list(&shared, &mut shards, vec![cm(Some("a"), "default", "x")]);
+        assert!(inf.has_synced());
+        assert_eq!(inf.store().len(), 2);
+        // A relist of the shared store does not touch the datastore's objects, and the reverse.
+        list(&shared, &mut shards, vec![cm(Some("a"), "default", "x")]);
+        list(&ds, &mut shards, vec![cm(Some("b"), "default", "y")]);
+        assert_eq!(inf.store().len(), 2);
+        assert!(deleted.lock().is_empty(), "{:?}", deleted.lock());
+        // Cluster a moves into the datastore: its object appears there before the shared
+        // store's deletion arrives, which then deletes nothing.
+        inf.handle(
+            &mut shards,
+            &ds,
+            Ok(Event::Apply(cm(Some("a"), "default", "x"))),
+        );
+        inf.handle(
+            &mut shards,
+            &shared,
+            Ok(Event::Delete(cm(Some("a"), "default", "x"))),
+        );
+        assert_eq!(inf.store().list_namespace("a", "default").len(), 1);
+        assert!(deleted.lock().is_empty());
+        // An empty relist of the shared store keeps what the datastore holds.
+        list(&shared, &mut shards, vec![]);
+        assert_eq!(inf.store().len(), 2);
+        // The datastore goes: so do its objects.
+        inf.drop_shard(&mut shards, "etcd-a");
+        assert_eq!(inf.store().len(), 0);
+        let mut gone = deleted.lock().clone();
+        gone.sort();
+        assert_eq!(
+            gone,
+            vec![
+                ObjectKey::new("a", "default", "x"),
+                ObjectKey::new("b", "default", "y")
+            ]
+        );
     }
 }

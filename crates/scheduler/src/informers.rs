@@ -58,11 +58,37 @@ pub fn take_key<K: Resource>(obj: &mut K) -> ObjKey {
 }
 
 /// Runs one informer until the stream ends, calling `handle` for every change.
+/// Runs [`run`] of `K` on every shard (the shared store's watch counts towards being synced).
+pub fn every_shard<K>(
+    clients: &runtime::client::ClusterClients,
+    shared: &Arc<Shared>,
+    config: watcher::Config,
+    handle: fn(&Shared, Change<K>),
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + Default + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
+{
+    let shared = shared.clone();
+    runtime::client::for_each_shard(clients, move |client, ds| {
+        run(
+            shared.clone(),
+            Api::<K>::all(client),
+            config.clone(),
+            handle,
+            ds.is_empty(),
+        )
+    })
+}
+
+/// One shard's watch (`marks_synced`: the shared store's, whose first list counts towards
+/// the scheduler being synced).
 pub async fn run<K>(
     shared: Arc<Shared>,
     api: Api<K>,
     config: watcher::Config,
     mut handle: impl FnMut(&Shared, Change<K>),
+    marks_synced: bool,
 ) where
     K: Resource + Clone + Default + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
@@ -98,7 +124,9 @@ pub async fn run<K>(
                 seen = HashSet::new();
                 if !synced {
                     synced = true;
-                    shared.mark_synced();
+                    if marks_synced {
+                        shared.mark_synced();
+                    }
                 }
             }
             Event::Apply(mut obj) => {

@@ -17,9 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use kube::runtime::watcher;
 use parking_lot::Mutex;
@@ -183,7 +180,8 @@ pub struct Scheduler {
 impl Scheduler {
     /// Starts the informers, the queue flusher and the scheduling loop (no leader election).
     pub fn start(clients: ClusterClients, options: Options) -> Result<Scheduler> {
-        let all = clients.all_clusters()?;
+        // Fails now if there is no cross-cluster client.
+        clients.all_clusters()?;
         let shared = Arc::new(Shared {
             cache: Mutex::new(Cache::default()),
             queue: Mutex::new(Queue::default()),
@@ -191,7 +189,7 @@ impl Scheduler {
             synced: AtomicUsize::new(0),
             synced_notify: Notify::new(),
             events: Recorder::start(clients.clone(), options.instance.clone()),
-            clients,
+            clients: clients.clone(),
             binds: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
             options,
             host_placed: parking_lot::RwLock::new(HashSet::new()),
@@ -201,48 +199,18 @@ impl Scheduler {
         let cfg = watcher::Config::default;
         let s = &shared;
         let tasks = vec![
-            tokio::spawn(informers::run(
-                s.clone(),
-                Api::<Pod>::all(all.clone()),
+            informers::every_shard(
+                &clients,
+                s,
                 cfg().fields("status.phase!=Succeeded,status.phase!=Failed"),
                 informers::on_pod,
-            )),
-            tokio::spawn(informers::run(
-                s.clone(),
-                Api::<Node>::all(all.clone()),
-                cfg(),
-                informers::on_node,
-            )),
-            tokio::spawn(informers::run(
-                s.clone(),
-                Api::<PriorityClass>::all(all.clone()),
-                cfg(),
-                informers::on_priority_class,
-            )),
-            tokio::spawn(informers::run(
-                s.clone(),
-                Api::<Namespace>::all(all.clone()),
-                cfg(),
-                informers::on_namespace,
-            )),
-            tokio::spawn(informers::run(
-                s.clone(),
-                Api::<PersistentVolumeClaim>::all(all.clone()),
-                cfg(),
-                informers::on_claim,
-            )),
-            tokio::spawn(informers::run(
-                s.clone(),
-                Api::<PersistentVolume>::all(all.clone()),
-                cfg(),
-                informers::on_volume,
-            )),
-            tokio::spawn(informers::run(
-                s.clone(),
-                Api::<StorageClass>::all(all),
-                cfg(),
-                informers::on_storage_class,
-            )),
+            ),
+            informers::every_shard(&clients, s, cfg(), informers::on_node),
+            informers::every_shard(&clients, s, cfg(), informers::on_priority_class),
+            informers::every_shard(&clients, s, cfg(), informers::on_namespace),
+            informers::every_shard(&clients, s, cfg(), informers::on_claim),
+            informers::every_shard(&clients, s, cfg(), informers::on_volume),
+            informers::every_shard(&clients, s, cfg(), informers::on_storage_class),
             tokio::spawn(placements(s.clone(), root)),
             tokio::spawn(flush_loop(s.clone())),
             tokio::spawn(schedule_loop(s.clone())),

@@ -36,13 +36,63 @@ pub struct EtcdStore {
     root: Vec<u8>,
 }
 
+/// How to reach an etcd beyond its endpoints: client TLS and etcd's own authentication.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Security {
+    /// PEM of the CA that signed the servers' certificates (endpoints then use `https`).
+    pub ca_pem: Option<String>,
+    /// PEM of the client certificate and its key.
+    pub client_cert_pem: Option<String>,
+    pub client_key_pem: Option<String>,
+    /// etcd user and password.
+    pub user: Option<(String, String)>,
+}
+
 impl EtcdStore {
     /// Connects to `endpoints` (e.g. `http://127.0.0.1:2379`). `root` prefixes every key.
     pub async fn connect(endpoints: &[String], root: &[u8]) -> Result<Self> {
-        let opts = ConnectOptions::new()
+        Self::connect_with(endpoints, root, &Security::default()).await
+    }
+
+    /// Connects to `endpoints` with `security`. An endpoint without a scheme gets `https://`
+    /// when a CA is given, else `http://`.
+    pub async fn connect_with(
+        endpoints: &[String],
+        root: &[u8],
+        security: &Security,
+    ) -> Result<Self> {
+        let mut opts = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(5))
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
-        let client = Client::connect(endpoints, Some(opts))
+        if security.ca_pem.is_some() || security.client_cert_pem.is_some() {
+            let mut tls = etcd_client::TlsOptions::new();
+            if let Some(ca) = &security.ca_pem {
+                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(ca));
+            }
+            if let (Some(cert), Some(key)) = (&security.client_cert_pem, &security.client_key_pem) {
+                tls = tls.identity(etcd_client::Identity::from_pem(cert, key));
+            }
+            opts = opts.with_tls(tls);
+        }
+        if let Some((user, password)) = &security.user {
+            opts = opts.with_user(user, password);
+        }
+        let scheme = if security.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let endpoints: Vec<String> = endpoints
+            .iter()
+            .map(|e| {
+                if e.contains("://") {
+                    e.clone()
+                } else {
+                    format!("{scheme}://{e}")
+                }
+            })
+            .collect();
+        let client = Client::connect(&endpoints, Some(opts))
             .await
             .map_err(unavailable)?;
         let store = EtcdStore {

@@ -22,17 +22,67 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// TLS material of an etcd that requires client certificates (PEM).
+pub struct Tls {
+    pub ca_pem: String,
+    pub server_cert_pem: String,
+    pub server_key_pem: String,
+    /// A client certificate of the CA, used to probe the server.
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
+}
+
+impl Tls {
+    /// Options that connect a client to the server with the client certificate.
+    pub fn client_options(&self) -> etcd_client::ConnectOptions {
+        etcd_client::ConnectOptions::new().with_tls(
+            etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(&self.ca_pem))
+                .identity(etcd_client::Identity::from_pem(
+                    &self.client_cert_pem,
+                    &self.client_key_pem,
+                )),
+        )
+    }
+}
+
 impl EtcdServer {
     /// Starts etcd and waits until it answers.
     pub async fn start() -> EtcdServer {
+        Self::start_with(None).await
+    }
+
+    /// Starts etcd serving `https` with `tls` (client certificates required) and waits until
+    /// it answers.
+    pub async fn start_tls(tls: &Tls) -> EtcdServer {
+        Self::start_with(Some(tls)).await
+    }
+
+    async fn start_with(tls: Option<&Tls>) -> EtcdServer {
         let bin = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
         let dir = tempfile::tempdir().expect("a temporary directory for etcd");
         let (client, peer) = (free_port(), free_port());
-        let endpoint = format!("http://127.0.0.1:{client}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let endpoint = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new(&bin)
+        let mut cmd = Command::new(&bin);
+        if let Some(tls) = tls {
+            let write = |name: &str, pem: &str| {
+                let path = dir.path().join(name);
+                std::fs::write(&path, pem).expect("write etcd TLS material");
+                path
+            };
+            cmd.arg("--cert-file")
+                .arg(write("server.crt", &tls.server_cert_pem))
+                .arg("--key-file")
+                .arg(write("server.key", &tls.server_key_pem))
+                .arg("--trusted-ca-file")
+                .arg(write("ca.crt", &tls.ca_pem))
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .args(["--name", "test", "--data-dir"])
-            .arg(dir.path())
+            .arg(dir.path().join("data"))
             .args([
                 "--listen-client-urls",
                 &endpoint,
@@ -81,7 +131,8 @@ impl EtcdServer {
                 panic!("etcd exited at start: {status}");
             }
             let ok = async {
-                let mut c = etcd_client::Client::connect([server.endpoint.as_str()], None)
+                let opts = tls.map(Tls::client_options);
+                let mut c = etcd_client::Client::connect([server.endpoint.as_str()], opts)
                     .await
                     .ok()?;
                 c.get("health-probe", None).await.ok()

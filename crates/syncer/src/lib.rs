@@ -59,6 +59,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Endpoints, Node, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -267,6 +268,7 @@ fn not_yet(r: Result<Action>) -> Result<Action> {
 
 /// An informer over `api` whose objects are kept without their `managedFields` (the syncer
 /// never reads them; they are often the larger part of an object).
+/// An informer of `api` (the host's objects).
 fn informer<K>(name: &str, api: Api<K>, config: watcher::Config) -> Arc<Informer<K>>
 where
     K: kube::Resource<DynamicType = ()>
@@ -284,6 +286,40 @@ where
             .default_backoff()
             .modify(|o: &mut K| o.meta_mut().managed_fields = None),
     )
+}
+
+/// A cross-cluster informer of every tenant cluster (each datastore's too), `slim` applied
+/// to every object it keeps.
+fn tenant_informer<K>(
+    name: &str,
+    clients: &ClusterClients,
+    config: watcher::Config,
+    slim: fn(&mut K),
+) -> Result<Arc<Informer<K>>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + Default
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    Informer::from_shards(
+        name,
+        clients,
+        Arc::new(move |client| {
+            runtime::lenient::watcher(Api::<K>::all(client), config.clone(), None)
+                .default_backoff()
+                .modify(slim)
+                .boxed()
+        }),
+    )
+}
+
+fn no_managed_fields<K: kube::Resource>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
 }
 
 fn managed_selector() -> watcher::Config {
@@ -332,7 +368,6 @@ pub async fn run(
 async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Result<()> {
     let clients = clients.with_user_agent(COMPONENT);
     let root = clients.cluster(ROOT)?;
-    let all = clients.all_clusters()?;
     let tcs = Informer::<DynamicObject>::from_stream(
         "tenantclusters",
         watcher::watcher(
@@ -343,31 +378,30 @@ async fn lead(clients: ClusterClients, options: Options, term: Shutdown) -> Resu
         .modify(|o| o.metadata.managed_fields = None),
     );
     let any = watcher::Config::default;
-    let tenant_pods = Informer::from_stream(
-        "tenant-pods",
-        runtime::lenient::watcher(Api::<Pod>::all(all.clone()), any(), None)
-            .default_backoff()
-            .modify(pods::slim_tenant_pod),
-    );
-    let tenant_services = informer::<Service>("tenant-services", Api::all(all.clone()), any());
-    let tenant_nodes = Informer::from_stream(
-        "tenant-nodes",
-        runtime::lenient::watcher(Api::<Node>::all(all.clone()), any(), None)
-            .default_backoff()
-            .modify(nodes::slim_tenant_node),
-    );
-    let tenant_claims =
-        informer::<PersistentVolumeClaim>("tenant-claims", Api::all(all.clone()), any());
-    let tenant_endpoints = informer::<Endpoints>(
+    let tenant_pods =
+        tenant_informer::<Pod>("tenant-pods", &clients, any(), pods::slim_tenant_pod)?;
+    let tenant_services =
+        tenant_informer::<Service>("tenant-services", &clients, any(), no_managed_fields)?;
+    let tenant_nodes =
+        tenant_informer::<Node>("tenant-nodes", &clients, any(), nodes::slim_tenant_node)?;
+    let tenant_claims = tenant_informer::<PersistentVolumeClaim>(
+        "tenant-claims",
+        &clients,
+        any(),
+        no_managed_fields,
+    )?;
+    let tenant_endpoints = tenant_informer::<Endpoints>(
         "tenant-endpoints",
-        Api::all(all.clone()),
+        &clients,
         any().labels(endpoints::TENANT_ENDPOINTS),
-    );
-    let tenant_slices = informer::<EndpointSlice>(
+        no_managed_fields,
+    )?;
+    let tenant_slices = tenant_informer::<EndpointSlice>(
         "tenant-endpointslices",
-        Api::all(all),
+        &clients,
         any().labels(endpoints::TENANT_SLICES),
-    );
+        no_managed_fields,
+    )?;
     let queue = Queue::new();
     let kubelet_tls = match &options.kubelet_identity {
         Some(id) => Some(Arc::new(

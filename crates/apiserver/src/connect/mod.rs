@@ -77,6 +77,7 @@ where
     let routed = route::route(req.uri().path());
     let mut ctx = Ctx {
         cluster: routed.cluster.clone(),
+        shard: routed.shard.clone(),
         user: crate::auth::UserInfo::default(),
         method: req.method().clone(),
         query: Query::parse(req.uri().query()),

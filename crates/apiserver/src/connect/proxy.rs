@@ -220,7 +220,7 @@ fn service_endpoint(
     port: &str,
     id: &str,
 ) -> Result<(String, i64), ApiError> {
-    let cache = &server.store().cache;
+    let cache = server.store().cache(&ctx.cluster)?;
     let mut port_name = port.to_string();
     if let Ok(number) = port.parse::<i64>() {
         let svc = cache
@@ -310,7 +310,12 @@ fn is_pod_address(server: &ApiServer, ctx: &Ctx, addr: &Value, ip: &str) -> bool
         .and_then(Value::as_str)
         .unwrap_or("");
     let name = target.get("name").and_then(Value::as_str).unwrap_or("");
-    let Some(pod) = server.store().cache.get("", "pods", &ctx.cluster, ns, name) else {
+    let Some(pod) = server
+        .store()
+        .cache(&ctx.cluster)
+        .ok()
+        .and_then(|c| c.get("", "pods", &ctx.cluster, ns, name))
+    else {
         return false;
     };
     let pod = pod.value();

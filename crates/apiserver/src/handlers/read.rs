@@ -27,7 +27,7 @@ pub async fn get(
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
     if ctx.query.get("resourceVersion") == Some("0")
-        && let Some(o) = server.store().cache.get(
+        && let Some(o) = server.store().cache(loc.cluster)?.get(
             &res.group,
             &res.plural,
             loc.cluster,
@@ -104,6 +104,7 @@ pub async fn list(
         continue_token,
         resource_version: rv,
         resource_version_match: ctx.query.get("resourceVersionMatch").map(String::from),
+        shard: ctx.shard.clone(),
     };
     let out = server.store().list(res, &req).await?;
     let md = render::list_metadata(out.revision, out.continue_token.as_deref(), out.remaining);
@@ -169,15 +170,15 @@ pub async fn watch(
         s.parse::<i64>()
             .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
     };
-    let cache = &server.store().cache;
+    let shard = server.store().shard_of(&filter, &ctx.shard)?;
+    let cache = &shard.cache;
     // Wait until the cache has what the client has seen (or the latest write for a
     // consistent start).
     let need = match rv {
         Some("0") => None,
         Some(s) => Some(parse_rv(s)?),
         None => Some(
-            server
-                .store()
+            shard
                 .storage
                 .current_revision()
                 .await
@@ -314,6 +315,7 @@ impl TableCtx {
         }
         let ctx = Ctx {
             cluster: String::new(),
+            shard: String::new(),
             user: crate::auth::UserInfo::default(),
             method: http::Method::GET,
             query: crate::server::Query(q),

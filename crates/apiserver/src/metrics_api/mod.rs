@@ -193,7 +193,7 @@ pub async fn handle(
         ));
     }
     let out = render::output(ctx)?;
-    let cache = &server.store().cache;
+    let cache = server.store().cache(&ctx.cluster)?;
     let filter = Filter {
         cluster: Some(ctx.cluster.clone()),
         namespace: (res.namespaced && !p.namespace.is_empty()).then(|| p.namespace.clone()),

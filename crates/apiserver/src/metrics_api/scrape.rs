@@ -250,7 +250,7 @@ async fn scrape(server: &Arc<ApiServer>, cluster: &str, points: &mut Points) {
     };
     let nodes: Vec<String> = server
         .store()
-        .cache
+        .cache_for_reads(cluster)
         .list("", "nodes", &filter)
         .0
         .iter()

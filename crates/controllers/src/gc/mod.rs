@@ -21,7 +21,7 @@ pub mod graph;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
@@ -83,19 +83,26 @@ pub struct GarbageCollector {
 
 /// A metadata-only informer of one resource across all clusters, feeding the graph.
 fn informer(
-    all: &kube::Client,
+    clients: &ClusterClients,
     ar: &ApiResource,
     graph: &Arc<Mutex<Graph>>,
     queue: &Arc<Queue<Work>>,
-) -> Arc<Informer<Meta>> {
-    let meta_api: Api<Meta> = Api::all_with(all.clone(), ar);
-    let stream = watcher::watcher(meta_api, watcher::Config::default())
-        .default_backoff()
-        .map_ok(|ev| ev.modify(|m: &mut Meta| m.metadata.managed_fields = None));
-    let inf = Informer::from_stream(format!("gc:{}.{}", ar.plural, ar.group), stream);
+) -> Result<Arc<Informer<Meta>>> {
+    let resource = ar.clone();
+    let inf = Informer::from_shards(
+        format!("gc:{}.{}", ar.plural, ar.group),
+        clients,
+        Arc::new(move |client| {
+            let meta_api: Api<Meta> = Api::all_with(client, &resource);
+            watcher::watcher(meta_api, watcher::Config::default())
+                .default_backoff()
+                .map_ok(|ev| ev.modify(|m: &mut Meta| m.metadata.managed_fields = None))
+                .boxed()
+        }),
+    )?;
     let (g, q, ar2) = (graph.clone(), queue.clone(), ar.clone());
     inf.on_change(move |c| observe(&g, &q, &ar2, c));
-    inf
+    Ok(inf)
 }
 
 /// What an established CRD serves: its resource (at the storage version) and scope.
@@ -162,7 +169,7 @@ impl GarbageCollector {
                     tracing::debug!(resource = %ar.plural, error = %e, "not watched by the garbage collector");
                     continue;
                 }
-                let informer = informer(&all, &ar, &graph, &queue);
+                let informer = informer(&clients, &ar, &graph, &queue)?;
                 watched.insert(
                     (ar.group.clone(), ar.plural.clone()),
                     Watched {
@@ -270,10 +277,9 @@ impl GarbageCollector {
             .entry((ar.group.clone(), ar.kind.clone()))
             .or_insert((ar.clone(), namespaced));
         if let std::collections::hash_map::Entry::Vacant(slot) = self.watched.lock().entry(key) {
-            let Ok(all) = self.clients.all_clusters() else {
+            let Ok(informer) = informer(&self.clients, &ar, &self.graph, &self.queue) else {
                 return;
             };
-            let informer = informer(&all, &ar, &self.graph, &self.queue);
             let task = self
                 .shutdown
                 .lock()

@@ -36,7 +36,7 @@ fn budgets(cp: &ControlPlane, loc: &Location<'_>, pod: &Value) -> Vec<Value> {
         predicate: None,
     };
     cp.store
-        .cache
+        .cache_for_reads(loc.cluster)
         .list("policy", "poddisruptionbudgets", &filter)
         .0
         .iter()

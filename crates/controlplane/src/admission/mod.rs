@@ -65,7 +65,7 @@ fn namespace_objects(
         predicate: None,
     };
     cp.store
-        .cache
+        .cache_for_reads(cluster)
         .list("", plural, &filter)
         .0
         .iter()
@@ -247,7 +247,7 @@ fn default_storage_class(cp: &ControlPlane, cluster: &str, claim: &mut Value) {
     };
     let default = cp
         .store
-        .cache
+        .cache_for_reads(cluster)
         .list("storage.k8s.io", "storageclasses", &filter)
         .0
         .iter()

@@ -210,13 +210,16 @@ fn cluster_objects(cp: &ControlPlane, cluster: &str, plural: &str) -> Vec<Arc<Ca
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    cp.store.cache.list(GROUP, plural, &filter).0
+    cp.store
+        .cache_for_reads(cluster)
+        .list(GROUP, plural, &filter)
+        .0
 }
 
 /// Whether the cluster has any policy binding (the cheap test before admission runs).
 pub fn any(cp: &ControlPlane, cluster: &str) -> bool {
     cp.store
-        .cache
+        .cache_for_reads(cluster)
         .count(GROUP, "validatingadmissionpolicybindings", cluster)
         > 0
 }
@@ -308,7 +311,7 @@ fn params(
     };
     let found: Vec<Option<Value>> = if !pr.name.is_empty() {
         cp.store
-            .cache
+            .cache_for_reads(&attrs.cluster)
             .get(
                 &res.group,
                 &res.plural,
@@ -327,7 +330,7 @@ fn params(
         };
         let sel = pr.selector.clone().unwrap_or_else(Selector::everything);
         cp.store
-            .cache
+            .cache_for_reads(&attrs.cluster)
             .list(&res.group, &res.plural, &filter)
             .0
             .iter()

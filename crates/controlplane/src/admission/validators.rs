@@ -86,7 +86,7 @@ impl Objects for CacheObjects<'_> {
     fn get(&self, group: &str, plural: &str, cluster: &str, ns: &str, name: &str) -> Option<Value> {
         self.0
             .store
-            .cache
+            .cache_for_reads(cluster)
             .get(group, plural, cluster, ns, name)
             .map(|o| o.to_value())
     }
@@ -99,7 +99,7 @@ impl Objects for CacheObjects<'_> {
         };
         self.0
             .store
-            .cache
+            .cache_for_reads(cluster)
             .list(group, plural, &filter)
             .0
             .iter()

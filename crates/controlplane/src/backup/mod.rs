@@ -89,7 +89,7 @@ pub async fn snapshot(cp: &ControlPlane, name: &str) -> Result<Snapshot, ApiErro
     }
     let credentials = cp
         .store
-        .cache
+        .shared_cache()
         .get(
             "",
             "secrets",
@@ -101,10 +101,13 @@ pub async fn snapshot(cp: &ControlPlane, name: &str) -> Result<Snapshot, ApiErro
         .value()
         .as_ref()
         .clone();
-    let revision =
-        cp.store.storage.current_revision().await.map_err(|e| {
-            ApiError::service_unavailable(format!("reading the store's revision: {e}"))
-        })?;
+    let revision = cp
+        .store
+        .shard(name)?
+        .storage
+        .current_revision()
+        .await
+        .map_err(|e| ApiError::service_unavailable(format!("reading the store's revision: {e}")))?;
     Ok(Snapshot {
         header: Header {
             format: FORMAT.into(),
@@ -131,8 +134,9 @@ impl Snapshot {
         send(tx, line(&json!({ "credentials": self.credentials }))?).await?;
         let mut keys = 0u64;
         let mut on_platform = Vec::new();
-        let mut pages = Pages::new(&self.prefix, Some(self.header.revision));
-        while let Some(items) = pages.next(cp).await? {
+        let storage = cp.store.shard(&self.header.cluster)?.storage.clone();
+        let mut pages = Pages::new(storage, &self.prefix, Some(self.header.revision));
+        while let Some(items) = pages.next().await? {
             let mut buf = Vec::with_capacity(items.iter().map(|kv| kv.value.len() + 64).sum());
             for kv in &items {
                 let Some(suffix) = kv.key.strip_prefix(self.prefix.as_bytes()) else {
@@ -166,6 +170,7 @@ async fn send(tx: &mpsc::Sender<Bytes>, bytes: Vec<u8>) -> Result<(), ApiError> 
 
 /// The keys under a prefix, [`PAGE`] at a time, all read at one revision.
 struct Pages<'a> {
+    storage: Arc<dyn storage::Storage>,
     prefix: &'a str,
     revision: Option<i64>,
     token: Option<String>,
@@ -174,8 +179,9 @@ struct Pages<'a> {
 
 impl<'a> Pages<'a> {
     /// At `revision`, or at the current one for every page.
-    fn new(prefix: &'a str, revision: Option<i64>) -> Self {
+    fn new(storage: Arc<dyn storage::Storage>, prefix: &'a str, revision: Option<i64>) -> Self {
         Pages {
+            storage,
             prefix,
             revision,
             token: None,
@@ -183,15 +189,11 @@ impl<'a> Pages<'a> {
         }
     }
 
-    async fn next(
-        &mut self,
-        cp: &ControlPlane,
-    ) -> Result<Option<Vec<storage::KeyValue>>, ApiError> {
+    async fn next(&mut self) -> Result<Option<Vec<storage::KeyValue>>, ApiError> {
         if self.done {
             return Ok(None);
         }
-        let page = cp
-            .store
+        let page = self
             .storage
             .list(
                 self.prefix.as_bytes(),
@@ -309,7 +311,7 @@ pub async fn restore(cp: &ControlPlane, name: &str, chunk: Chunk) -> Result<Rest
     } else {
         let restoring = cp
             .store
-            .cache
+            .shared_cache()
             .get(GROUP, PLURAL, cluster::ROOT, "", name)
             .is_some_and(|o| meta::annotation(&o.value(), RESTORING).is_some());
         if !restoring {
@@ -322,10 +324,11 @@ pub async fn restore(cp: &ControlPlane, name: &str, chunk: Chunk) -> Result<Rest
         }
     }
     let prefix = registry::key::cluster(name);
+    let storage = cp.store.shard(name)?.storage.clone();
     let mut errors = Vec::new();
     for batch in chunk.objects.chunks(PARALLEL_WRITES) {
         let results =
-            futures::future::join_all(batch.iter().map(|e| write_key(cp, &prefix, e))).await;
+            futures::future::join_all(batch.iter().map(|e| write_key(&*storage, &prefix, e))).await;
         errors.extend(results.into_iter().filter_map(Result::err));
     }
     if let Some(first) = errors.first() {
@@ -370,6 +373,7 @@ async fn begin(
     // Nothing of another cluster may be in the way.
     let existing = cp
         .store
+        .shard(name)?
         .storage
         .list(
             registry::key::cluster(name).as_bytes(),
@@ -442,13 +446,12 @@ async fn begin(
 
 /// Writes one key under the new prefix; a key some loop of the control plane wrote first
 /// (an APIService of a restored CRD, say) is overwritten with the backup's value.
-async fn write_key(cp: &ControlPlane, prefix: &str, e: &Entry) -> Result<(), String> {
+async fn write_key(storage: &dyn storage::Storage, prefix: &str, e: &Entry) -> Result<(), String> {
     if e.k.is_empty() || e.k.starts_with('/') || e.k.split('/').any(|s| s == "..") {
         return Err(format!("invalid key {:?}", e.k));
     }
     let key = format!("{prefix}{}", e.k);
     let value = e.value().map_err(|why| format!("{}: {why}", e.k))?;
-    let storage = &cp.store.storage;
     match storage.create(key.as_bytes(), value.clone()).await {
         Ok(_) => Ok(()),
         Err(storage::Error::AlreadyExists) => {
@@ -488,7 +491,7 @@ async fn complete(
     }
     for (volume, dir) in &restored {
         let key = format!("{prefix}{}{volume}", volumes::PV_KEYS);
-        let storage = &cp.store.storage;
+        let storage = &cp.store.shard(name)?.storage;
         let why = |e: String| ApiError::bad_request(format!("volume {volume}: {e}"));
         let kv = storage
             .get(key.as_bytes())
@@ -502,8 +505,9 @@ async fn complete(
             .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
     }
     let mut held = 0u64;
-    let mut pages = Pages::new(&prefix, None);
-    while let Some(items) = pages.next(cp).await? {
+    let shard = cp.store.shard(name)?;
+    let mut pages = Pages::new(shard.storage.clone(), &prefix, None);
+    while let Some(items) = pages.next().await? {
         held += items.len() as u64;
     }
     // The control plane's loops may have added keys (APIServices of restored CRDs): at least
@@ -513,8 +517,7 @@ async fn complete(
             "the restored cluster holds {held} keys, the backup {expected}: chunks are missing"
         )));
     }
-    let revision = cp
-        .store
+    let revision = shard
         .storage
         .current_revision()
         .await
@@ -555,7 +558,10 @@ pub fn restored_revision(cp: &ControlPlane, name: &str) -> Option<i64> {
     if name == cluster::ROOT {
         return None;
     }
-    let lc = cp.store.cache.get(GROUP, PLURAL, cluster::ROOT, "", name)?;
+    let lc = cp
+        .store
+        .shared_cache()
+        .get(GROUP, PLURAL, cluster::ROOT, "", name)?;
     meta::annotation(&lc.value(), RESTORED_REVISION).and_then(|r| r.parse().ok())
 }
 

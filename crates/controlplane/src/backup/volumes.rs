@@ -102,7 +102,7 @@ pub(crate) fn trusted_directory(
     }
     let root = cp
         .store
-        .cache
+        .shared_cache()
         .get("", "persistentvolumes", cluster::ROOT, "", name)?;
     let root = root.value();
     let ours = apimachinery::meta::label(&root, cluster::VOLUME_OF_LABEL) == Some(cluster_name);

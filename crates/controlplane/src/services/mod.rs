@@ -444,9 +444,9 @@ impl WriteHook for ServiceAllocator {
         }
     }
 
-    async fn abort(&self, store: &Store, _cluster: &str, reserved: Reservation) {
+    async fn abort(&self, store: &Store, cluster: &str, reserved: Reservation) {
         for k in &reserved.keys {
-            reserve::undo(store, k).await;
+            reserve::undo(store, cluster, k).await;
         }
     }
 

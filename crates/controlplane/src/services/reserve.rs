@@ -103,8 +103,9 @@ pub async fn take(
     dry_run: bool,
 ) -> Result<bool, ApiError> {
     let k = item.key(cluster);
+    let shard = store.shard(cluster)?;
     if dry_run {
-        return Ok(store
+        return Ok(shard
             .storage
             .get(k.as_bytes())
             .await
@@ -112,7 +113,7 @@ pub async fn take(
             .is_none());
     }
     let body = serde_json::to_vec(&item.record(svc)).map_err(ApiError::internal)?;
-    match store.storage.create(k.as_bytes(), body.into()).await {
+    match shard.storage.create(k.as_bytes(), body.into()).await {
         Ok(_) => Ok(true),
         Err(storage::Error::AlreadyExists) => Ok(false),
         Err(e) => Err(unavailable(e)),
@@ -120,8 +121,15 @@ pub async fn take(
 }
 
 /// Gives back a key this write created.
-pub async fn undo(store: &Store, key: &str) {
-    if let Err(e) = store.storage.delete(key.as_bytes(), None).await
+pub async fn undo(store: &Store, cluster: &str, key: &str) {
+    let shard = match store.shard(cluster) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(key, error = %e, "failed to give back a service allocation");
+            return;
+        }
+    };
+    if let Err(e) = shard.storage.delete(key.as_bytes(), None).await
         && !matches!(e, storage::Error::NotFound)
     {
         tracing::warn!(key, error = %e, "failed to give back a service allocation");
@@ -131,7 +139,11 @@ pub async fn undo(store: &Store, key: &str) {
 /// Releases `item` if the service with `uid` still holds it.
 pub async fn release(store: &Store, cluster: &str, item: Item, uid: &str) {
     let k = item.key(cluster);
-    let kv = match store.storage.get(k.as_bytes()).await {
+    let Ok(shard) = store.shard(cluster) else {
+        tracing::warn!(key = k, "a service allocation's datastore is not connected");
+        return;
+    };
+    let kv = match shard.storage.get(k.as_bytes()).await {
         Ok(Some(kv)) => kv,
         Ok(None) => return,
         Err(e) => {
@@ -152,7 +164,7 @@ pub async fn release(store: &Store, cluster: &str, item: Item, uid: &str) {
     if owner.as_deref() != Some(uid) {
         return;
     }
-    match store
+    match shard
         .storage
         .delete(k.as_bytes(), Some(kv.mod_revision))
         .await
@@ -174,6 +186,9 @@ pub fn known(store: &Store, cluster: &str, node_ports: bool) -> HashSet<String> 
         cluster: Some(cluster.to_string()),
         ..Default::default()
     };
-    let (items, _) = store.cache.list(g, p, &filter);
+    let Ok(cache) = store.cache(cluster) else {
+        return HashSet::new();
+    };
+    let (items, _) = cache.list(g, p, &filter);
     items.iter().map(|o| o.name().to_string()).collect()
 }

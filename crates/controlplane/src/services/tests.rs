@@ -106,12 +106,19 @@ async fn a_service_gets_a_cluster_ip_from_the_dynamic_band_recorded_as_an_ip_add
     let f = fixture(ServiceAllocator::default(), &["a"]).await;
     let s = f.create("a", svc("web", json!({}))).await.unwrap();
     let addr: std::net::Ipv4Addr = ip(&s).parse().unwrap();
-    assert!(f.store.cache.revision() > 0);
+    assert!(f.store.shared_cache().revision() > 0);
     assert_eq!(s["spec"]["clusterIPs"], json!([ip(&s)]));
     // Automatic addresses leave the first 256 of the /12 to requested ones.
     assert!(u32::from(addr) >= u32::from(std::net::Ipv4Addr::new(10, 96, 1, 1)));
     let key = super::reserve::Item::Ip(addr).key("a");
-    let kv = f.store.storage.get(key.as_bytes()).await.unwrap().unwrap();
+    let kv = f
+        .store
+        .shared()
+        .storage
+        .get(key.as_bytes())
+        .await
+        .unwrap()
+        .unwrap();
     let rec: Value = serde_json::from_slice(&kv.value).unwrap();
     assert_eq!(rec["kind"], "IPAddress");
     assert_eq!(
@@ -256,6 +263,7 @@ async fn node_ports_are_allocated_shared_per_port_number_and_refused_when_taken(
     let prefix = registry::key::collection("a", "networking.k8s.io", "ipaddresses", "");
     let held = f
         .store
+        .shared()
         .storage
         .list(prefix.as_bytes(), Default::default())
         .await
@@ -350,6 +358,7 @@ async fn a_service_of_the_wrong_shape_is_refused_before_anything_is_reserved() {
     );
     let all = f
         .store
+        .shared()
         .storage
         .list(b"", storage::ListOptions::default())
         .await

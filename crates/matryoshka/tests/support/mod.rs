@@ -530,10 +530,20 @@ impl Drop for Agent {
 /// Creates the logical cluster `name` through `root`, waits until it is Ready and writes its
 /// admin kubeconfig (from `matryoshka-system/<name>-admin-kubeconfig`) into `dir`.
 pub fn logical_cluster(root: &Kubectl, dir: &Path, name: &str) -> PathBuf {
+    logical_cluster_with(root, dir, name, "")
+}
+
+/// [`logical_cluster`] with `spec` (YAML lines under `spec:`, indented two spaces).
+pub fn logical_cluster_with(root: &Kubectl, dir: &Path, name: &str, spec: &str) -> PathBuf {
+    let spec = if spec.is_empty() {
+        String::new()
+    } else {
+        format!("spec:\n{spec}")
+    };
     root.run_stdin(
         &["apply", "-f", "-"],
         Some(&format!(
-            "apiVersion: core.matryoshka.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: {name}\n"
+            "apiVersion: core.matryoshka.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: {name}\n{spec}"
         )),
     )
     .ok();

@@ -181,6 +181,7 @@ impl Harness {
         let prefix = registry::key::cluster(cluster);
         self.server
             .store()
+            .shared()
             .storage
             .list(prefix.as_bytes(), storage::ListOptions::default())
             .await

@@ -37,7 +37,7 @@ mod object;
 mod tests;
 
 pub use filter::{Filter, Predicate, selector_predicate};
-pub use follow::Follow;
+pub use follow::{Follow, FollowAll, ShardEvent};
 pub use object::{CachedObject, LabelSet};
 
 pub use apimachinery::cluster::CLUSTER_ANNOTATION;

@@ -93,7 +93,7 @@ fn service_endpoint(
     name: &str,
     port: u16,
 ) -> Result<(String, u16), CallError> {
-    let cache = &cp.store.cache;
+    let cache = cp.store.cache_for_reads(cluster);
     let svc = cache
         .get("", "services", cluster, namespace, name)
         .ok_or_else(|| CallError(format!("service \"{name}\" not found")))?

@@ -230,10 +230,11 @@ pub fn webhooks(cp: &ControlPlane, cluster: &str, kind: Kind) -> Vec<Arc<Vec<Web
         cluster: Some(cluster.to_string()),
         ..Filter::default()
     };
-    let (configs, _) = cp
-        .store
-        .cache
-        .list("admissionregistration.k8s.io", kind.plural(), &filter);
+    let (configs, _) = cp.store.cache_for_reads(cluster).list(
+        "admissionregistration.k8s.io",
+        kind.plural(),
+        &filter,
+    );
     if configs.is_empty() {
         return Vec::new();
     }

@@ -140,7 +140,7 @@ pub fn any_validating(cp: &ControlPlane, cluster: &str) -> bool {
 /// Whether `cluster` has configurations of `kind` (a count in the cache: nothing parsed).
 fn configured(cp: &ControlPlane, cluster: &str, kind: Kind) -> bool {
     cp.store
-        .cache
+        .cache_for_reads(cluster)
         .count("admissionregistration.k8s.io", kind.plural(), cluster)
         > 0
 }
@@ -218,7 +218,7 @@ pub(crate) fn namespace_object(cp: &ControlPlane, attrs: &Attributes) -> Option<
         return None;
     }
     cp.store
-        .cache
+        .cache_for_reads(&attrs.cluster)
         .get("", "namespaces", &attrs.cluster, "", &attrs.namespace)
         .map(|n| n.value())
 }

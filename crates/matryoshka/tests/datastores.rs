@@ -1,0 +1,282 @@
+//! Dedicated datastores: a `DataStore` names an etcd of its own (here one that requires client
+//! certificates, its TLS material in a Secret), and a `LogicalCluster` bound to it keeps every
+//! key there and none in the shared store — read from both etcds directly. The cluster works
+//! as any other: kubectl, its controllers (a Deployment gets its ReplicaSet and Pods, the
+//! garbage collector removes them), resourceVersions that only grow. The DataStore reports
+//! its health and users and cannot go while a cluster uses it; bad DataStores and bindings are
+//! refused with field errors.
+
+mod support;
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use storage::testkit::{EtcdServer, Tls};
+use support::{Backend, Kubectl, Server};
+
+/// The keys under `prefix` in the etcd at `endpoint` (with `tls` when given).
+fn etcd_keys(
+    rt: &tokio::runtime::Runtime,
+    endpoint: &str,
+    tls: Option<&Tls>,
+    prefix: &str,
+) -> Vec<String> {
+    rt.block_on(async {
+        let opts = tls.map(Tls::client_options);
+        let mut c = etcd_client::Client::connect([endpoint], opts)
+            .await
+            .expect("etcd answers");
+        let resp = c
+            .get(
+                prefix,
+                Some(
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only(),
+                ),
+            )
+            .await
+            .expect("a range read");
+        resp.kvs()
+            .iter()
+            .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+            .collect()
+    })
+}
+
+fn tls_material() -> Tls {
+    let ca = pki::Ca::generate("datastore-ca").unwrap();
+    let server = ca
+        .issue_server("etcd", &["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap();
+    let client = ca.issue_client("matryoshka", &[]).unwrap();
+    Tls {
+        ca_pem: ca.pair.cert_pem.clone(),
+        server_cert_pem: server.cert_pem,
+        server_key_pem: server.key_pem,
+        client_cert_pem: client.cert_pem,
+        client_key_pem: client.key_pem,
+    }
+}
+
+fn jsonpath(k: &Kubectl, args: &[&str], path: &str) -> String {
+    let mut all: Vec<&str> = args.to_vec();
+    let p = format!("jsonpath={path}");
+    all.extend(["-o", &p]);
+    k.run(&all).ok().stdout.trim().to_string()
+}
+
+#[test]
+fn a_cluster_bound_to_a_datastore_keeps_every_key_in_that_etcd_and_works_as_any_other() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let shared = rt.block_on(EtcdServer::start());
+    let tls = tls_material();
+    let dedicated = rt.block_on(EtcdServer::start_tls(&tls));
+    let server = Server::start(Backend::Etcd(shared.endpoint.clone()));
+    let shared_prefix = format!("/m{}", server.port);
+    let root = server.kubectl("1.33");
+    let dir = tempfile::tempdir().unwrap();
+
+    // Bad DataStores are refused with every field error, and nothing is created.
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: core.matryoshka.dev/v1alpha1\nkind: DataStore\nmetadata:\n  name: bad\nspec:\n  driver: MySQL\n  endpoints: [\"nohost\"]\n  prefix: relative\n",
+        ),
+    )
+    .fails(1)
+    .err("spec.driver: Unsupported value: \"MySQL\"")
+    .err("spec.endpoints[0]: Invalid value")
+    .err("spec.prefix: Invalid value");
+    root.run(&["get", "datastore", "bad"]).fails(1);
+    // A cluster bound to a DataStore that does not exist is refused.
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: core.matryoshka.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: orphan\nspec:\n  dataStore: missing\n"),
+    )
+    .fails(1)
+    .err("spec.dataStore: Invalid value: \"missing\": the DataStore does not exist");
+
+    // The DataStore: the dedicated etcd, its TLS material in a Secret of the root cluster.
+    let b64 = |s: &str| STANDARD.encode(s);
+    let endpoint = dedicated
+        .endpoint
+        .trim_start_matches("https://")
+        .to_string();
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: etcd-a-tls\n  namespace: matryoshka-system\ndata:\n  ca.crt: {}\n  tls.crt: {}\n  tls.key: {}\n---\napiVersion: core.matryoshka.dev/v1alpha1\nkind: DataStore\nmetadata:\n  name: etcd-a\nspec:\n  driver: etcd\n  endpoints: [\"{endpoint}\"]\n  prefix: /tenants/a\n  tlsConfig:\n    certificateAuthority:\n      certificate:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: ca.crt}}\n    clientCertificate:\n      certificate:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: tls.crt}}\n      privateKey:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: tls.key}}\n",
+            b64(&tls.ca_pem),
+            b64(&tls.client_cert_pem),
+            b64(&tls.client_key_pem),
+        )),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=jsonpath={.status.ready}=true",
+        "datastore/etcd-a",
+        "--timeout=30s",
+    ])
+    .ok();
+    assert_eq!(
+        jsonpath(
+            &root,
+            &["get", "datastore", "etcd-a"],
+            "{.status.conditions[?(@.type==\"Ready\")].status}"
+        ),
+        "True"
+    );
+
+    // A cluster bound to it.
+    let conf =
+        support::logical_cluster_with(&root, dir.path(), "tenant-a", "  dataStore: etcd-a\n");
+    let k = Kubectl::new("1.33", &conf);
+    k.run(&["create", "namespace", "app"]).ok();
+    k.run(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "app",
+        "--from-literal=a=1",
+    ])
+    .ok();
+    let rv1: u64 = jsonpath(
+        &k,
+        &["get", "cm", "settings", "-n", "app"],
+        "{.metadata.resourceVersion}",
+    )
+    .parse()
+    .unwrap();
+    k.run(&[
+        "patch",
+        "cm",
+        "settings",
+        "-n",
+        "app",
+        "-p",
+        "{\"data\":{\"a\":\"2\"}}",
+    ])
+    .ok();
+    let rv2: u64 = jsonpath(
+        &k,
+        &["get", "cm", "settings", "-n", "app"],
+        "{.metadata.resourceVersion}",
+    )
+    .parse()
+    .unwrap();
+    assert!(rv2 > rv1, "{rv1} then {rv2}");
+
+    // Its controllers run: a Deployment gets its ReplicaSet and Pods.
+    k.run(&[
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "app",
+        "--image=registry.invalid/web:1",
+        "--replicas=2",
+    ])
+    .ok();
+    k.eventually(
+        &["get", "pods", "-n", "app", "-l", "app=web", "-o", "name"],
+        Duration::from_secs(30),
+        |r| r.code == 0 && r.stdout.lines().count() == 2,
+    );
+    k.run(&["get", "rs", "-n", "app", "-l", "app=web"])
+        .ok()
+        .out("web-");
+
+    // Every key of the cluster is in the dedicated etcd, under its prefix; none in the
+    // shared store.
+    let ours = etcd_keys(
+        &rt,
+        &dedicated.endpoint,
+        Some(&tls),
+        "/tenants/a/registry/tenant-a/",
+    );
+    for want in [
+        "/tenants/a/registry/tenant-a/core/configmaps/app/settings",
+        "/tenants/a/registry/tenant-a/core/namespaces/app",
+        "/tenants/a/registry/tenant-a/apps/deployments/app/web",
+    ] {
+        assert!(
+            ours.iter().any(|k| k == want || k.starts_with(want)),
+            "{want} is not in the datastore: {ours:#?}"
+        );
+    }
+    assert!(
+        ours.iter().any(|k| k.contains("/pods/app/web-")),
+        "{ours:#?}"
+    );
+    let leaked = etcd_keys(
+        &rt,
+        &shared.endpoint,
+        None,
+        &format!("{shared_prefix}/registry/tenant-a/"),
+    );
+    assert!(
+        leaked.is_empty(),
+        "keys of the cluster in the shared store: {leaked:#?}"
+    );
+    // Nothing else is in the datastore.
+    let all = etcd_keys(&rt, &dedicated.endpoint, Some(&tls), "");
+    assert!(
+        all.iter()
+            .all(|k| k.starts_with("/tenants/a/registry/tenant-a/")),
+        "{all:#?}"
+    );
+
+    // The DataStore knows its user, and cannot go while used.
+    root.eventually(
+        &[
+            "get",
+            "datastore",
+            "etcd-a",
+            "-o",
+            "jsonpath={.status.usedBy}",
+        ],
+        Duration::from_secs(20),
+        |r| r.stdout.contains("tenant-a"),
+    );
+    root.run(&["delete", "datastore", "etcd-a", "--wait=false"])
+        .ok();
+    std::thread::sleep(Duration::from_secs(6));
+    root.run(&["get", "datastore", "etcd-a"]).ok();
+    k.run(&["get", "cm", "settings", "-n", "app"]).ok();
+    // A binding never changes.
+    root.run(&[
+        "patch",
+        "logicalcluster",
+        "tenant-a",
+        "--type=merge",
+        "-p",
+        "{\"spec\":{\"dataStore\":null}}",
+    ])
+    .fails(1)
+    .err("spec.dataStore: Invalid value: null: field is immutable");
+
+    // The garbage collector sees the cluster: the Deployment's dependents go with it.
+    k.run(&["delete", "deployment", "web", "-n", "app"]).ok();
+    k.eventually(
+        &["get", "rs,pods", "-n", "app", "-o", "name"],
+        Duration::from_secs(30),
+        |r| r.code == 0 && r.stdout.trim().is_empty(),
+    );
+
+    // Deleting the cluster deletes its keys in the datastore; then the DataStore goes.
+    root.run(&["delete", "logicalcluster", "tenant-a", "--timeout=60s"])
+        .ok();
+    assert!(
+        etcd_keys(&rt, &dedicated.endpoint, Some(&tls), "/tenants/a/").is_empty(),
+        "keys left in the datastore"
+    );
+    root.eventually(
+        &["get", "datastore", "etcd-a"],
+        Duration::from_secs(30),
+        |r| r.code != 0 && r.stderr.contains("NotFound"),
+    );
+}
