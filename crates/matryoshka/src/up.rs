@@ -219,6 +219,13 @@ pub struct UpArgs {
     /// How many days a usage record is kept after its machine or pod ended.
     #[arg(long, default_value_t = 400)]
     pub usage_retention_days: u64,
+    /// How often tenants' own etcds (`Tenant.spec.etcd`) are looked at for defragmentation
+    /// (a Go duration; the seed's etcd app defragments hourly).
+    #[arg(long, default_value = "1h0m0s", value_parser = parse_go_duration)]
+    pub datastore_defrag_interval: Duration,
+    /// `--quota-backend-bytes` of tenants' own etcds (the seed's: 0.95 × a 4 GiB volume).
+    #[arg(long, default_value_t = (4u64 << 30) * 95 / 100)]
+    pub datastore_quota_bytes: u64,
     /// Serve DropApp's `cluster.dropapp.ru/v1alpha1` TenantCluster (a name is enough: the
     /// cluster lives in the namespace of that name, its kubeconfig in Secret `vc-<name>`).
     /// Off by default: its plural is also the platform's own `tenantclusters`.
@@ -806,6 +813,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             system_oidc: system_oidc.clone(),
             usage_retention: Duration::from_secs(args.usage_retention_days.saturating_mul(86_400)),
             dropapp: args.dropapp_api,
+            etcd: Some(platform::datastore::EtcdOptions {
+                defrag_interval: args.datastore_defrag_interval,
+                quota_bytes: args.datastore_quota_bytes,
+                ..platform::datastore::EtcdOptions::new(args.data_dir.join("datastores"))
+            }),
             ingress_image: Some(crate::ingress_image::source(
                 registry.clone(),
                 args.data_dir.join("tmp"),

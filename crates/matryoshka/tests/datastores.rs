@@ -280,3 +280,193 @@ fn a_cluster_bound_to_a_datastore_keeps_every_key_in_that_etcd_and_works_as_any_
         |r| r.code != 0 && r.stderr.contains("NotFound"),
     );
 }
+
+/// The etcd at `127.0.0.1:<port>` of a datastore Secret's material, as a [`Tls`] to read it.
+fn managed_etcd(root: &Kubectl, name: &str) -> (String, Tls) {
+    let field = |key: &str| {
+        root.run(&[
+            "get",
+            "secret",
+            "-n",
+            "matryoshka-system",
+            &format!("datastore-{name}"),
+            "-o",
+            &format!("go-template={{{{ index .data \"{key}\" | base64decode }}}}"),
+        ])
+        .ok()
+        .stdout
+        .clone()
+    };
+    let endpoint = format!("https://127.0.0.1:{}", field("client-port").trim());
+    let tls = Tls {
+        ca_pem: field("ca.crt"),
+        server_cert_pem: String::new(),
+        server_key_pem: String::new(),
+        client_cert_pem: field("tls.crt"),
+        client_key_pem: field("tls.key"),
+    };
+    (endpoint, tls)
+}
+
+/// The command lines of the processes whose command line contains `needle`.
+fn processes(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(raw) = std::fs::read(e.path().join("cmdline")) {
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            if line.contains(needle) && !line.contains("sh -c") {
+                out.push(line);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_tenant_with_etcd_gets_its_own_etcd_and_its_clusters_keys_are_only_there() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let shared = rt.block_on(EtcdServer::start());
+    let server = Server::with_cluster_api(Backend::Etcd(shared.endpoint.clone()));
+    let shared_prefix = format!("/m{}", server.port);
+    let root = server.kubectl("1.33");
+
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: platform.matryoshka.dev/v1alpha1\nkind: Tenant\nmetadata:\n  name: foo\n  namespace: tenant-root\nspec:\n  etcd: true\n"),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=condition=DatastoreReady",
+        "tenant/foo",
+        "-n",
+        "tenant-root",
+        "--timeout=60s",
+    ])
+    .ok();
+    assert_eq!(
+        jsonpath(
+            &root,
+            &["get", "tenant", "foo", "-n", "tenant-root"],
+            "{.status.dataStore}"
+        ),
+        "tenant-foo"
+    );
+    assert_eq!(
+        jsonpath(
+            &root,
+            &["get", "datastore", "tenant-foo"],
+            "{.status.ready}"
+        ),
+        "true"
+    );
+    // The etcd runs as the seed's etcd app is sized.
+    let datastore_dir = server.dir.join("datastores").join("tenant-foo");
+    let running = processes(&datastore_dir.join("data").display().to_string());
+    assert_eq!(running.len(), 1, "{running:#?}");
+    for flag in [
+        "--quota-backend-bytes 4080218931",
+        "--auto-compaction-mode periodic",
+        "--auto-compaction-retention 5m",
+        "--snapshot-count 10000",
+        "--client-cert-auth",
+    ] {
+        assert!(running[0].contains(flag), "{flag}: {}", running[0]);
+    }
+
+    // Its cluster, with a worker.
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: platform.matryoshka.dev/v1alpha1\nkind: TenantCluster\nmetadata:\n  name: team-x\n  namespace: tenant-foo\nspec:\n  version: v1.33\n  nodeGroups:\n    md0:\n      minReplicas: 1\n      maxReplicas: 1\n      instanceType: u1.medium\n"),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=condition=Ready",
+        "tenantcluster/team-x",
+        "-n",
+        "tenant-foo",
+        "--timeout=120s",
+    ])
+    .ok();
+    let lc = jsonpath(
+        &root,
+        &["get", "logicalclusters"],
+        "{.items[?(@.spec.dataStore==\"tenant-foo\")].metadata.name}",
+    );
+    assert!(
+        !lc.is_empty() && !lc.contains(' '),
+        "one cluster bound: {lc:?}"
+    );
+    let team = support::tenant_cluster_kubectl(&root, server.dir.as_path(), "tenant-foo", "team-x");
+    team.run(&["create", "configmap", "hello", "--from-literal=x=1"])
+        .ok();
+    team.eventually(&["get", "nodes"], Duration::from_secs(60), |r| {
+        r.rows().iter().any(|n| n[1] == "Ready")
+    });
+
+    // Read both etcds directly: the cluster's keys are in the tenant's etcd only.
+    let (endpoint, tls) = managed_etcd(&root, "tenant-foo");
+    let ours = etcd_keys(&rt, &endpoint, Some(&tls), &format!("/registry/{lc}/"));
+    for want in [
+        format!("/registry/{lc}/core/configmaps/default/hello"),
+        format!("/registry/{lc}/core/namespaces/kube-system"),
+    ] {
+        assert!(
+            ours.contains(&want),
+            "{want} is not in the tenant's etcd: {ours:#?}"
+        );
+    }
+    assert!(ours.iter().any(|k| k.contains("/core/nodes/")), "{ours:#?}");
+    let leaked = etcd_keys(
+        &rt,
+        &shared.endpoint,
+        None,
+        &format!("{shared_prefix}/registry/{lc}/"),
+    );
+    assert!(
+        leaked.is_empty(),
+        "keys of the cluster in the shared store: {leaked:#?}"
+    );
+
+    // The tenant's cluster goes, then its etcd when the tenant stops asking for one: the
+    // DataStore, the process, its data and credentials.
+    root.run(&[
+        "delete",
+        "tenantcluster",
+        "team-x",
+        "-n",
+        "tenant-foo",
+        "--timeout=90s",
+    ])
+    .ok();
+    root.run(&[
+        "patch",
+        "tenant",
+        "foo",
+        "-n",
+        "tenant-root",
+        "--type=merge",
+        "-p",
+        "{\"spec\":{\"etcd\":false}}",
+    ])
+    .ok();
+    root.eventually(
+        &["get", "datastore", "tenant-foo"],
+        Duration::from_secs(60),
+        |r| r.code != 0 && r.stderr.contains("NotFound"),
+    );
+    root.eventually(
+        &[
+            "get",
+            "secret",
+            "-n",
+            "matryoshka-system",
+            "datastore-tenant-foo",
+        ],
+        Duration::from_secs(30),
+        |r| r.code != 0,
+    );
+    assert!(processes(&datastore_dir.join("data").display().to_string()).is_empty());
+    assert!(!datastore_dir.exists());
+}

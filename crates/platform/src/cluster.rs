@@ -207,6 +207,7 @@ impl TenantClusterController {
                 None
             }
         };
+        let data_store = self.data_store(&tc, &key.namespace);
         let lc = self
             .ensure_logical_cluster(
                 &key,
@@ -215,6 +216,7 @@ impl TenantClusterController {
                 &hostnames,
                 authentication.as_ref(),
                 spec::shared_workers(&tc.spec),
+                data_store.as_deref(),
             )
             .await?;
         let ready = lc
@@ -559,9 +561,31 @@ impl TenantClusterController {
         Ok(())
     }
 
+    /// The DataStore a new cluster of the tenant namespace `ns` is bound to: its own
+    /// `spec.dataStore`, else its tenant's etcd (`spec.etcd`, the DataStore named after the
+    /// namespace), else the tenant's `spec.dataStore`; none: the shared store.
+    fn data_store(&self, tc: &TenantCluster, ns: &str) -> Option<String> {
+        let named = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+        };
+        if let Some(ds) = named(tc.spec.get("dataStore")) {
+            return Some(ds);
+        }
+        let (parent, name) = naming::tenant_of_namespace(ns)?;
+        let tenant = self.tenants.get(&ObjectKey::new(ROOT, &parent, &name))?;
+        if crate::tenant::wants_etcd(&tenant) {
+            return Some(ns.to_string());
+        }
+        named(tenant.spec.get("dataStore"))
+    }
+
     /// The LogicalCluster (created, or its release annotation, hostnames, OIDC and pod
     /// placement brought up to date). A shared cluster's pods are placed by its host's
-    /// scheduler (the label [`apimachinery::cluster::PLACEMENT_LABEL`]).
+    /// scheduler (the label [`apimachinery::cluster::PLACEMENT_LABEL`]). A new one is bound to
+    /// `data_store`; an existing one keeps its binding.
+    #[allow(clippy::too_many_arguments)]
     async fn ensure_logical_cluster(
         &self,
         key: &ObjectKey,
@@ -570,6 +594,7 @@ impl TenantClusterController {
         hostnames: &[String],
         authentication: Option<&Option<Value>>,
         shared: bool,
+        data_store: Option<&str>,
     ) -> Result<Option<Arc<LogicalCluster>>> {
         let annotation = apimachinery::cluster::VERSION_ANNOTATION;
         let placement_label = apimachinery::cluster::PLACEMENT_LABEL;
@@ -623,6 +648,9 @@ impl TenantClusterController {
                 let mut spec = json!({"hostnames": hostnames});
                 if let Some(Some(a)) = authentication {
                     spec["authentication"] = a.clone();
+                }
+                if let Some(ds) = data_store {
+                    spec["dataStore"] = json!(ds);
                 }
                 let mut labels =
                     json!({OWNER_NAMESPACE_LABEL: key.namespace, OWNER_NAME_LABEL: key.name});

@@ -120,6 +120,8 @@ fn tenant_cluster_spec() -> Value {
             "version": string_default("The Kubernetes minor version (v1.31 … v1.35); the patch release is pinned by the platform.", "v1.35"),
             "storageClass": {"type": "string", "default": "replicated", "description": "The default StorageClass inside the tenant cluster (immutable; workers mode machines: the platform's volumes; mode shared: the host's StorageClasses are the cluster's).",
                 "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "storageClass is immutable"}]},
+            "dataStore": {"type": "string", "description": "The DataStore the cluster's keys live in (default: its tenant's; immutable).",
+                "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "dataStore is immutable"}]},
             "host": string_default("The API server's external hostname (default kubernetes-<name>.<tenant host>).", ""),
             "maxNodeProvisionTime": string_default("How long a node may take to join before it is replaced.", "30m"),
             "controlPlane": object("The control plane.", json!({
@@ -202,7 +204,8 @@ fn tenant_spec() -> Value {
         "default": {},
         "properties": {
             "host": string_default("The tenant's apex domain (default <name>.<parent host>).", ""),
-            "etcd": boolean("Run the tenant's own datastore.", false),
+            "etcd": boolean("Run the tenant's own etcd (a DataStore named after its namespace); its new clusters keep their keys there.", false),
+            "dataStore": string("The DataStore the tenant's new clusters are bound to (unless etcd is set or a cluster names its own)."),
             "monitoring": boolean("Run the tenant's own monitoring.", false),
             "ingress": boolean("Run the tenant's own ingress controller.", false),
             "seaweedfs": boolean("Run the tenant's own object storage.", false),
@@ -221,6 +224,7 @@ fn tenant_status() -> Value {
         "description": "The observed state of the tenant.",
         "properties": {
             "namespace": string("The tenant's namespace."),
+            "dataStore": string("The DataStore of the tenant's own etcd (spec.etcd), which its new clusters are bound to."),
             "conditions": conditions(),
             "observedGeneration": {"type": "integer", "format": "int64", "description": "The generation last reconciled."},
         },

@@ -40,6 +40,7 @@ pub async fn apply(client: &kube::Client, obj: &Value) -> Result<()> {
         "Role" => "roles",
         "IngressClass" => "ingressclasses",
         "DaemonSet" => "daemonsets",
+        "DataStore" => "datastores",
         other => return Err(Error::Config(format!("cannot apply a {other}"))),
     };
     let ar = ApiResource {

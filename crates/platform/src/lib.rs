@@ -24,6 +24,7 @@ pub mod backup;
 pub mod cluster;
 pub mod conditions;
 pub mod crds;
+pub mod datastore;
 pub mod dropapp;
 pub mod endpoint;
 pub mod install;
@@ -82,6 +83,9 @@ pub struct Options {
     pub usage_retention: std::time::Duration,
     /// Serve DropApp's `cluster.dropapp.ru` TenantCluster ([`dropapp`]).
     pub dropapp: bool,
+    /// How tenants' own etcds run (`Tenant.spec.etcd: true`); `None`: tenants asking for one
+    /// get a condition saying the platform does not run datastores.
+    pub etcd: Option<datastore::EtcdOptions>,
 }
 
 /// The default retention of usage records: 400 days.
@@ -102,6 +106,7 @@ impl Default for Options {
             system_oidc: None,
             usage_retention: USAGE_RETENTION,
             dropapp: false,
+            etcd: None,
         }
     }
 }
@@ -184,7 +189,8 @@ async fn run_controllers_now(
         );
     }
     let backups = Informer::<ClusterBackup>::root(&clients)?;
-    let tenant_ctl = TenantController::new(clients.clone(), &tenants);
+    let etcds = options.etcd.clone().map(datastore::ManagedEtcds::new);
+    let tenant_ctl = TenantController::new(clients.clone(), &tenants, etcds.clone());
     let backup_ctl = backup::BackupController::new(
         clients.clone(),
         &backups,
@@ -370,6 +376,10 @@ async fn run_controllers_now(
     }
     for t in tasks {
         let _ = t.await;
+    }
+    // Tenants' etcds run where the platform leads: they stop with it.
+    if let Some(e) = etcds {
+        e.stop_all().await;
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ use runtime::informer::{Change, Informer, ObjectKey, Store};
 use runtime::queue::{Action, Queue};
 
 use crate::conditions::{self, Cond};
+use crate::datastore::ManagedEtcds;
 use crate::install::{FIELD_MANAGER, apply};
 use crate::resource::Tenant;
 use crate::{naming, quota, rbac};
@@ -48,10 +49,24 @@ pub struct TenantController {
     clients: ClusterClients,
     tenants: Store<Tenant>,
     queue: Arc<Queue<ObjectKey>>,
+    /// Tenants' own etcds (`None`: the platform runs none).
+    etcds: Option<Arc<ManagedEtcds>>,
+}
+
+/// How often a tenant whose etcd is on its way looks again.
+const DATASTORE_POLL: Duration = Duration::from_secs(1);
+
+/// Whether a Tenant asks for its own etcd.
+pub fn wants_etcd(t: &Tenant) -> bool {
+    t.spec.get("etcd").and_then(Value::as_bool) == Some(true)
 }
 
 impl TenantController {
-    pub fn new(clients: ClusterClients, tenants: &Informer<Tenant>) -> Arc<Self> {
+    pub fn new(
+        clients: ClusterClients,
+        tenants: &Informer<Tenant>,
+        etcds: Option<Arc<ManagedEtcds>>,
+    ) -> Arc<Self> {
         let queue = Queue::new();
         let q = queue.clone();
         tenants.on_change(move |c| {
@@ -63,6 +78,7 @@ impl TenantController {
             clients,
             tenants: tenants.store(),
             queue,
+            etcds,
         })
     }
 
@@ -85,6 +101,12 @@ impl TenantController {
             let namespaces: Api<Namespace> = Api::all(root.clone());
             if ignore_not_found(namespaces.get(&ns).await)?.is_some() {
                 ignore_not_found(namespaces.delete(&ns, &DeleteParams::default()).await)?;
+                return Ok(Action::RequeueAfter(DELETE_POLL));
+            }
+            // Its clusters are gone with the namespace: so goes its etcd.
+            if let Some(e) = &self.etcds
+                && !e.remove(&root, &ns).await?
+            {
                 return Ok(Action::RequeueAfter(DELETE_POLL));
             }
             let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
@@ -126,25 +148,87 @@ impl TenantController {
             .cloned()
             .unwrap_or_default();
         self.quotas(&root, &ns, &quotas).await?;
+        let (datastore, pending) = self.datastore(&root, &ns, wants_etcd(&t)).await?;
         let old = t.status.as_ref();
-        let status = json!({
+        let mut conds = vec![Cond {
+            type_: "Ready",
+            ok: true,
+            reason: "Reconciled",
+            message: "the tenant's namespace, access and quotas are in place",
+        }];
+        let datastore_message;
+        if wants_etcd(&t) {
+            datastore_message = pending
+                .clone()
+                .unwrap_or_else(|| format!("the tenant's etcd (DataStore {ns}) answers"));
+            conds.push(Cond {
+                type_: "DatastoreReady",
+                ok: pending.is_none(),
+                reason: if pending.is_none() {
+                    "Running"
+                } else if self.etcds.is_none() {
+                    "NotSupported"
+                } else {
+                    "Starting"
+                },
+                message: &datastore_message,
+            });
+        }
+        let mut status = json!({
             "namespace": ns,
             "observedGeneration": t.metadata.generation,
             "conditions": conditions::merge(
                 old.and_then(|s| s.get("conditions")),
-                &[Cond { type_: "Ready", ok: true, reason: "Reconciled", message: "the tenant's namespace, access and quotas are in place" }],
+                &conds,
                 &conditions::now(),
             ),
         });
+        if let Some(ds) = &datastore {
+            status["dataStore"] = json!(ds);
+        }
         if old != Some(&status) {
+            let mut patch = json!({"status": status});
+            if datastore.is_none() && old.is_some_and(|o| o.get("dataStore").is_some()) {
+                patch["status"]["dataStore"] = Value::Null;
+            }
             api.patch_status(
                 &key.name,
                 &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Merge(json!({"status": status})),
+                &Patch::Merge(patch),
             )
             .await?;
         }
+        if pending.is_some() && self.etcds.is_some() {
+            return Ok(Action::RequeueAfter(DATASTORE_POLL));
+        }
         Ok(Action::AwaitChange)
+    }
+
+    /// The tenant's own etcd: run while `wanted`, taken down (once no cluster uses it) when
+    /// not. The DataStore its clusters are bound to, and why it is not ready yet if it is not.
+    async fn datastore(
+        &self,
+        root: &kube::Client,
+        ns: &str,
+        wanted: bool,
+    ) -> Result<(Option<String>, Option<String>)> {
+        let Some(etcds) = &self.etcds else {
+            let why = wanted.then(|| {
+                "this platform runs no datastores for tenants (matryoshka up runs them)".to_string()
+            });
+            return Ok((None, why));
+        };
+        if wanted {
+            let pending = etcds.ensure(root, ns).await?;
+            return Ok((Some(ns.to_string()), pending));
+        }
+        // Taken down only once no cluster uses it; until then it keeps serving them (and the
+        // tenant looks again).
+        if etcds.remove(root, ns).await? {
+            Ok((None, None))
+        } else {
+            Ok((Some(ns.to_string()), Some("being removed".into())))
+        }
     }
 
     async fn quotas(

@@ -119,6 +119,16 @@ fn node_group(errs: &mut ErrorList, path: &Path, name: &str, g: &Value) {
 /// Validates a TenantCluster being created or updated in namespace `ns`.
 /// A hostname a tenant or a cluster is served at: a DNS-1123 subdomain outside the names
 /// the platform gives in-cluster Services (`*.svc`, `*.cluster.local`).
+/// A DataStore's name: a DNS label (empty: none).
+fn data_store(errs: &mut ErrorList, p: &Path, v: Option<&Value>) {
+    let Some(name) = v.and_then(Value::as_str).filter(|s| !s.is_empty()) else {
+        return;
+    };
+    for why in apimachinery::validation::is_dns1123_label(name) {
+        errs.push(FieldError::invalid(p.as_str(), json!(name), why));
+    }
+}
+
 fn hostname(errs: &mut ErrorList, path: &Path, v: Option<&Value>) {
     let Some(v) = v else { return };
     let Some(h) = v.as_str() else { return };
@@ -192,6 +202,7 @@ pub fn tenant_cluster(obj: &Value, ns: &str, dropapp_namespace: bool) -> ErrorLi
         }
     }
     hostname(&mut errs, &p.child("host"), spec.get("host"));
+    data_store(&mut errs, &p.child("dataStore"), spec.get("dataStore"));
     duration(
         &mut errs,
         &p.child("maxNodeProvisionTime"),
@@ -286,6 +297,11 @@ pub fn tenant(obj: &Value, ns: &str) -> ErrorList {
         &mut errs,
         &Path::new("spec").child("host"),
         obj.pointer("/spec/host"),
+    );
+    data_store(
+        &mut errs,
+        &Path::new("spec").child("dataStore"),
+        obj.pointer("/spec/dataStore"),
     );
     if let Some(q) = obj
         .pointer("/spec/resourceQuotas")

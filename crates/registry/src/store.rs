@@ -264,7 +264,8 @@ impl Store {
     /// has committed.
     pub async fn wait_for_cache(&self) {
         for shard in self.shards.all() {
-            if let Ok(rev) = shard.storage.current_revision().await {
+            let probe = shard.storage.current_revision();
+            if let Ok(Ok(rev)) = tokio::time::timeout(Duration::from_secs(5), probe).await {
                 shard
                     .cache
                     .wait_for(rev, std::time::Duration::from_secs(5))

@@ -530,36 +530,46 @@ pub fn datastore_resource() -> kube::api::ApiResource {
     }
 }
 
-/// Keeps `tx` at the sorted names of the DataStores until every receiver is gone.
+/// Keeps `tx` at the sorted names of the DataStores until every receiver is gone. A DataStore
+/// counts from the first time its status says it is ready (its clusters cannot be served
+/// before: watching it earlier only fails) until it is deleted; one that turns unhealthy stays,
+/// its watches retrying, so its objects never look deleted to the components.
 async fn follow_datastores(root: kube::Client, tx: tokio::sync::watch::Sender<Vec<String>>) {
     use futures::StreamExt;
     use kube::runtime::WatchStreamExt;
     use kube::runtime::watcher::{self, Event};
-    let api: kube::Api<kube::core::PartialObjectMeta<kube::api::DynamicObject>> =
-        kube::Api::all_with(root, &datastore_resource());
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(root, &datastore_resource());
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut names = std::collections::BTreeSet::new();
     let mut init = std::collections::BTreeSet::new();
+    let name = |d: &kube::api::DynamicObject| d.metadata.name.clone().unwrap_or_default();
+    let ready = |d: &kube::api::DynamicObject| {
+        d.data
+            .pointer("/status/ready")
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+    };
     loop {
         let ev = tokio::select! {
             ev = stream.next() => ev,
             () = tx.closed() => return,
         };
         let Some(ev) = ev else { return };
-        let name = |m: &kube::core::PartialObjectMeta<kube::api::DynamicObject>| {
-            m.metadata.name.clone().unwrap_or_default()
-        };
         match ev {
-            Ok(Event::Apply(m)) => {
-                names.insert(name(&m));
+            Ok(Event::Apply(d)) => {
+                if ready(&d) {
+                    names.insert(name(&d));
+                }
             }
-            Ok(Event::Delete(m)) => {
-                names.remove(&name(&m));
+            Ok(Event::Delete(d)) => {
+                names.remove(&name(&d));
             }
             Ok(Event::Init) => init.clear(),
-            Ok(Event::InitApply(m)) => {
-                init.insert(name(&m));
+            Ok(Event::InitApply(d)) => {
+                if ready(&d) || names.contains(&name(&d)) {
+                    init.insert(name(&d));
+                }
             }
             Ok(Event::InitDone) => names = std::mem::take(&mut init),
             // A server without DataStores (or not yet serving them): none.
