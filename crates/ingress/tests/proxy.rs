@@ -103,17 +103,20 @@ struct Running {
     http: SocketAddr,
     https: SocketAddr,
     ca: Vec<u8>,
+    /// Holds the refusing endpoint's port (bound, never listening) so no other listener of a
+    /// test running alongside gets it.
+    _refused: tokio::net::TcpSocket,
 }
 
 /// A proxy with hosts a (two endpoints, the first refusing), b (TLS) and empty (no endpoint).
 async fn start() -> Running {
     let a = backend("a").await;
     let b = backend("b").await;
-    // A port nothing listens on: its connections are refused.
-    let refused = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    // A port nothing listens on: its connections are refused. It stays bound (a port let go
+    // was once taken by another test's listener, which answered instead of refusing).
+    let refused_socket = tokio::net::TcpSocket::new_v4().unwrap();
+    refused_socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let refused = refused_socket.local_addr().unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["b.test".to_string()])
         .unwrap()
@@ -155,6 +158,7 @@ async fn start() -> Running {
         http: http.local_addr().unwrap(),
         https: https.local_addr().unwrap(),
         ca: cert.der().to_vec(),
+        _refused: refused_socket,
     };
     tokio::spawn(proxy.clone().serve_http(http, std::future::pending()));
     tokio::spawn(proxy.serve_https(https, std::future::pending()));

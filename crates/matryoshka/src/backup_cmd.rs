@@ -46,6 +46,9 @@ pub struct RestoreArgs {
     /// The name of the new logical cluster (it must not exist).
     #[arg(long = "as")]
     pub name: String,
+    /// The DataStore the new cluster's keys go to (default: the shared store).
+    #[arg(long)]
+    pub data_store: Option<String>,
     /// The root cluster's admin kubeconfig.
     #[arg(long, default_value = "./matryoshka-data/admin.conf")]
     pub kubeconfig: PathBuf,
@@ -204,7 +207,12 @@ async fn restore_file(args: &RestoreArgs, path: &Path, shown: &str) -> anyhow::R
     let client = client(&args.kubeconfig).await?;
     for chunk in chunks {
         let body = chunk.map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
-        let req = http::Request::post(format!("{API}/{}/restore", args.name))
+        let query = args
+            .data_store
+            .as_deref()
+            .map(|d| format!("?dataStore={d}"))
+            .unwrap_or_default();
+        let req = http::Request::post(format!("{API}/{}/restore{query}", args.name))
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(kube::client::Body::from(body.into_bytes()))?;
         let resp = client.send(req).await?;

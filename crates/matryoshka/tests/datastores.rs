@@ -230,6 +230,85 @@ fn a_cluster_bound_to_a_datastore_keeps_every_key_in_that_etcd_and_works_as_any_
         "{all:#?}"
     );
 
+    // A backup of the cluster restored under another name into the same datastore: its keys
+    // go there too.
+    let backups = dir.path().join("backups");
+    std::fs::create_dir(&backups).unwrap();
+    let out = support::matryoshka(
+        &server,
+        &[
+            "backup",
+            "create",
+            "tenant-a",
+            "--to",
+            backups.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::fs::read_dir(&backups)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let out = support::matryoshka(
+        &server,
+        &[
+            "backup",
+            "restore",
+            file.to_str().unwrap(),
+            "--as",
+            "tenant-b",
+            "--data-store",
+            "etcd-a",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let copy = Kubectl::new(
+        "1.33",
+        &support::logical_cluster_with(&root, dir.path(), "tenant-b", "  dataStore: etcd-a\n"),
+    );
+    copy.run(&[
+        "get",
+        "cm",
+        "settings",
+        "-n",
+        "app",
+        "-o",
+        "jsonpath={.data.a}",
+    ])
+    .ok()
+    .out("2");
+    let theirs = etcd_keys(
+        &rt,
+        &dedicated.endpoint,
+        Some(&tls),
+        "/tenants/a/registry/tenant-b/",
+    );
+    assert!(
+        theirs.contains(&"/tenants/a/registry/tenant-b/core/configmaps/app/settings".to_string()),
+        "{theirs:#?}"
+    );
+    assert!(
+        etcd_keys(
+            &rt,
+            &shared.endpoint,
+            None,
+            &format!("{shared_prefix}/registry/tenant-b/")
+        )
+        .is_empty()
+    );
+    root.run(&["delete", "logicalcluster", "tenant-b", "--timeout=60s"])
+        .ok();
+
     // The DataStore knows its user, and cannot go while used.
     root.eventually(
         &[

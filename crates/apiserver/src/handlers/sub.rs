@@ -71,8 +71,14 @@ async fn restore(
     ctx: &mut Ctx,
     loc: &Location<'_>,
 ) -> Result<Response<Body>, ApiError> {
-    let chunk: controlplane::backup::Chunk = serde_json::from_slice(&ctx.body)
+    let mut chunk: controlplane::backup::Chunk = serde_json::from_slice(&ctx.body)
         .map_err(|e| ApiError::bad_request(format!("not a restore chunk: {e}")))?;
+    // `?dataStore=<name>`: the first chunk creates the cluster bound to that DataStore.
+    chunk.data_store = ctx
+        .query
+        .get("dataStore")
+        .filter(|d| !d.is_empty())
+        .map(String::from);
     let done = controlplane::backup::restore(server.control_plane(), loc.name, chunk).await?;
     let message = match done.completed_at {
         Some(rev) => format!(

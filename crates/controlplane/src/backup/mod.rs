@@ -282,6 +282,10 @@ pub struct Chunk {
     /// On the last chunk: how many volumes it holds the data of.
     #[serde(default)]
     pub volumes: Option<u64>,
+    /// On the first chunk: the DataStore the new cluster is bound to (the request's
+    /// `dataStore` parameter; none: the shared store).
+    #[serde(skip)]
+    pub data_store: Option<String>,
 }
 
 /// What a restore request did.
@@ -307,7 +311,15 @@ pub async fn restore(cp: &ControlPlane, name: &str, chunk: Chunk) -> Result<Rest
         .lookup(cluster::ROOT, GROUP, crate::tenancy::VERSION, PLURAL)
         .ok_or_else(|| ApiError::internal("LogicalCluster is not served"))?;
     if let Some(source) = &chunk.source {
-        begin(cp, &lc_res, name, source, chunk.credentials.as_ref()).await?;
+        begin(
+            cp,
+            &lc_res,
+            name,
+            source,
+            chunk.credentials.as_ref(),
+            chunk.data_store.as_deref(),
+        )
+        .await?;
     } else {
         let restoring = cp
             .store
@@ -350,13 +362,15 @@ pub async fn restore(cp: &ControlPlane, name: &str, chunk: Chunk) -> Result<Rest
     })
 }
 
-/// Creates the LogicalCluster (marked restoring) and its credentials.
+/// Creates the LogicalCluster (marked restoring, bound to `data_store` when given) and its
+/// credentials.
 async fn begin(
     cp: &ControlPlane,
     lc_res: &registry::ResourceDef,
     name: &str,
     source: &Header,
     credentials: Option<&Value>,
+    data_store: Option<&str>,
 ) -> Result<(), ApiError> {
     if source.format != FORMAT {
         return Err(ApiError::bad_request(format!(
@@ -370,10 +384,17 @@ async fn begin(
         .get("data")
         .filter(|d| d.get("ca.crt").is_some() && d.get("ca.key").is_some())
         .ok_or_else(|| ApiError::bad_request("the backup's credentials hold no CA"))?;
-    // Nothing of another cluster may be in the way.
-    let existing = cp
-        .store
-        .shard(name)?
+    if let Some(ds) = data_store {
+        let mut errs = apimachinery::ErrorList::new();
+        crate::datastores::validate_binding(&json!({"spec": {"dataStore": ds}}), &mut errs);
+        if !errs.is_empty() {
+            return Err(ApiError::bad_request(errs.aggregate_message()));
+        }
+    }
+    // The datastore must be there (and connected here); nothing of another cluster may be in
+    // the way.
+    let target = cp.store.shards.named(data_store.unwrap_or(""))?;
+    let existing = target
         .storage
         .list(
             registry::key::cluster(name).as_bytes(),
@@ -388,7 +409,7 @@ async fn begin(
         return Err(ApiError::already_exists(PLURAL, GROUP, name));
     }
     volumes::clear(cp, name).await?;
-    let lc = json!({
+    let mut lc = json!({
         "apiVersion": format!("{GROUP}/{}", crate::tenancy::VERSION),
         "kind": "LogicalCluster",
         "metadata": {"name": name, "annotations": {
@@ -396,9 +417,26 @@ async fn begin(
             RESTORED_FROM: format!("{}@{}", source.cluster, source.revision),
         }},
     });
-    cp.store
+    if let Some(ds) = data_store {
+        lc["spec"] = json!({"dataStore": ds});
+    }
+    let created = cp
+        .store
         .create(lc_res, &lc_location(""), lc, &WriteOptions::default())
         .await?;
+    // Where its keys go is read from the shared store's cache: the restore writes them only
+    // once the cache has the new LogicalCluster.
+    if let Ok(rev) = meta::resource_version(&created).parse::<i64>()
+        && !cp
+            .store
+            .shared_cache()
+            .wait_for(rev, registry::store::RESOURCE_VERSION_WAIT)
+            .await
+    {
+        return Err(ApiError::service_unavailable(
+            "the new cluster is not in the watch cache yet",
+        ));
+    }
     let mut annotations = credentials
         .pointer("/metadata/annotations")
         .cloned()
