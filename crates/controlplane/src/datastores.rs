@@ -87,6 +87,22 @@ impl Strategy for DataStoreStrategy {
     fn validate(&self, obj: &Value) -> ErrorList {
         validate_spec(obj.get("spec").unwrap_or(&Value::Null))
     }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> ErrorList {
+        let mut errs = self.validate(new);
+        let (n, o) = (
+            meta::annotation(new, REVISION_OFFSET),
+            meta::annotation(old, REVISION_OFFSET),
+        );
+        if n != o {
+            errs.push(FieldError::invalid(
+                format!("metadata.annotations[{REVISION_OFFSET}]"),
+                json!(n),
+                "field is immutable",
+            ));
+        }
+        errs
+    }
 }
 
 /// The served DataStore resource (root cluster only).
@@ -258,6 +274,47 @@ fn validate_content_ref(path: &str, r: &Value, errs: &mut ErrorList) {
     }
 }
 
+/// On a DataStore: the offset of its revisions (`k · 2^40` for the `k`-th datastore), set
+/// at creation and never changed (see `storage::offset`): a cluster moved into a later
+/// datastore keeps its resourceVersions growing.
+pub const REVISION_OFFSET: &str = "core.matryoshka.dev/revision-offset";
+
+/// A DataStore's revision offset (one spacing for one without the annotation).
+pub fn revision_offset(ds: &Value) -> i64 {
+    meta::annotation(ds, REVISION_OFFSET)
+        .and_then(|v| v.parse().ok())
+        .filter(|o: &i64| *o > 0)
+        .unwrap_or(storage::offset::SPACING)
+}
+
+/// Gives a new DataStore the next revision offset: one spacing above the highest of the
+/// existing ones.
+pub struct RevisionOffset;
+
+impl apimachinery::admission::Mutator for RevisionOffset {
+    fn mutate(
+        &self,
+        req: &apimachinery::admission::Request<'_>,
+        objects: &dyn apimachinery::admission::Objects,
+    ) -> Result<Option<Value>, ApiError> {
+        let highest = objects
+            .list(GROUP, PLURAL, cluster::ROOT, "")
+            .iter()
+            .map(revision_offset)
+            .max()
+            .unwrap_or(0);
+        let next = (highest / storage::offset::SPACING + 1) * storage::offset::SPACING;
+        let mut obj = req.object.clone();
+        let md = meta::metadata_mut(&mut obj);
+        let annotations = md.entry("annotations").or_insert_with(|| json!({}));
+        if !annotations.is_object() {
+            *annotations = json!({});
+        }
+        annotations[REVISION_OFFSET] = json!(next.to_string());
+        Ok(Some(obj))
+    }
+}
+
 /// Where a LogicalCluster's keys live: its `spec.dataStore` (empty: the shared store).
 pub fn binding(lc: &Value) -> &str {
     lc.pointer("/spec/dataStore")
@@ -308,6 +365,21 @@ impl apimachinery::admission::Validator for BindingValidator {
         req: &apimachinery::admission::Request<'_>,
         objects: &dyn apimachinery::admission::Objects,
     ) -> Result<(), ApiError> {
+        // Only a move marks a cluster as moving (`crate::moves`).
+        let mark = |o: Option<&Value>| o.and_then(crate::moves::moving_to).map(String::from);
+        if mark(Some(req.object)) != mark(req.old) {
+            let mut errs = ErrorList::new();
+            errs.push(FieldError::forbidden(
+                format!("metadata.annotations[{}]", crate::moves::MOVING_TO),
+                "set by the cluster's move subresource only",
+            ));
+            return Err(ApiError::invalid(
+                "LogicalCluster",
+                GROUP,
+                meta::name(req.object),
+                &errs,
+            ));
+        }
         if req.operation != apimachinery::admission::Operation::Create {
             return Ok(());
         }
@@ -338,6 +410,7 @@ struct Settings {
     endpoints: Vec<String>,
     prefix: String,
     security: Security,
+    offset: i64,
 }
 
 /// Resolves a content reference against the root cluster's Secrets.
@@ -395,6 +468,7 @@ fn settings(cp: &ControlPlane, ds: &Value) -> Result<Settings, String> {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string(),
+        offset: revision_offset(ds),
         security: Security {
             ca_pem: get(
                 "/tlsConfig/certificateAuthority/certificate",
@@ -427,7 +501,10 @@ async fn connect(name: &str, s: &Settings) -> Result<Arc<Shard>, String> {
     .await
     .map_err(|_| "connecting timed out".to_string())?
     .map_err(|e| format!("connecting: {e}"))?;
-    let storage: Arc<dyn storage::Storage> = Arc::new(store);
+    let storage: Arc<dyn storage::Storage> = Arc::new(storage::offset::OffsetStorage::new(
+        Arc::new(store),
+        s.offset,
+    ));
     let cache = registry::cache::WatchCache::start(storage.clone(), ControlPlane::cache_options())
         .await
         .map_err(|e| format!("loading its watch cache: {e}"))?;

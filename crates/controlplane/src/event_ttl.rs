@@ -78,7 +78,15 @@ impl Expiries {
         let (ty, obj, known) = (ev.kind, &*ev.obj, ev.started);
         let key = registry::key::object(&obj.cluster, group, "events", obj.namespace(), obj.name());
         if ty == EventType::Deleted {
-            self.remove(&key);
+            // Only where the Event lives: a moved cluster's old copies are deleted in the
+            // store it left after they were written in the new one.
+            if self
+                .by_key
+                .get(&key)
+                .is_some_and(|(_, _, shard)| *shard == ev.shard.name)
+            {
+                self.remove(&key);
+            }
             return;
         }
         // The same write seen again (the watch restarted from the current state).

@@ -30,6 +30,7 @@ pub mod fields;
 pub mod hosts;
 pub mod jwt;
 pub mod metrics;
+pub mod moves;
 pub mod node_authz;
 pub mod openapi;
 pub mod patching;
@@ -188,13 +189,22 @@ impl ControlPlane {
             )?;
             let v = lc.value();
             let ds = datastores::binding(&v);
-            (!ds.is_empty()).then(|| Arc::from(ds))
+            let moving = moves::moving_to(&v).is_some();
+            (!ds.is_empty() || moving).then(|| registry::shards::Binding {
+                datastore: Arc::from(ds),
+                moving,
+            })
         }));
         let cp = ControlPlane::new(store, catalog, config)?;
         cp.admission.register(
             tenancy::GROUP,
             tenancy::PLURAL,
             Arc::new(datastores::BindingValidator),
+        );
+        cp.admission.register_mutator(
+            tenancy::GROUP,
+            datastores::PLURAL,
+            Arc::new(datastores::RevisionOffset),
         );
         bootstrap::seed(&cp, apimachinery::cluster::ROOT).await?;
         datastores::start(&cp)?;

@@ -69,6 +69,14 @@ static LOGICAL_CLUSTERS: Resource = Resource {
             kind: "LogicalClusterRestore",
             verbs: &["create"],
         },
+        // Moving the cluster's keys to another datastore ([`crate::moves`]).
+        Subresource {
+            name: "move",
+            group: GROUP,
+            version: VERSION,
+            kind: "LogicalClusterMove",
+            verbs: &["create"],
+        },
     ],
 };
 
@@ -80,7 +88,10 @@ struct LogicalClusterStrategy;
 impl Strategy for LogicalClusterStrategy {
     fn validate_update(&self, new: &Value, old: &Value) -> apimachinery::ErrorList {
         let mut errs = self.validate(new);
-        crate::datastores::validate_binding_update(new, old, &mut errs);
+        // The binding changes only as the last step of a move (`crate::moves`).
+        if !crate::moves::is_switch(new, old) {
+            crate::datastores::validate_binding_update(new, old, &mut errs);
+        }
         errs
     }
 
@@ -528,8 +539,11 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
     // a cluster already being worked on marks it for another pass.
     let running: Arc<parking_lot::Mutex<std::collections::HashMap<String, bool>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(PARALLEL_PROVISIONING));
+    let moves: Arc<crate::moves::Running> = Arc::default();
     tokio::spawn(async move {
         let mut todo: Vec<String> = Vec::new();
+        // Each cluster's datastore as last seen: a change is a finished move.
+        let mut bound: std::collections::HashMap<String, String> = Default::default();
         loop {
             if todo.is_empty() {
                 tokio::select! {
@@ -545,6 +559,21 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), ApiError> {
                             cp.hostnames.set(obj.name(), hosts);
                             let authn = v.pointer("/spec/authentication").filter(|_| served).cloned();
                             cp.set_authentication(obj.name(), authn);
+                        }
+                        if ty == EventType::Deleted {
+                            bound.remove(obj.name());
+                        } else {
+                            let v = obj.value();
+                            let now = crate::datastores::binding(&v).to_string();
+                            match bound.insert(obj.name().to_string(), now.clone()) {
+                                Some(before) if before != now => {
+                                    crate::moves::switched(&cp, obj.name(), &now)
+                                }
+                                _ => {}
+                            }
+                            if crate::moves::moving_to(&v).is_some() && cp.leads() {
+                                moves.start(&cp, obj.name());
+                            }
                         }
                         if ty == EventType::Deleted {
                             // Every replica lets go of what it kept about the cluster.

@@ -67,6 +67,313 @@ fn jsonpath(k: &Kubectl, args: &[&str], path: &str) -> String {
     k.run(&all).ok().stdout.trim().to_string()
 }
 
+/// Creates DataStore `etcd-a` (prefix `/tenants/a`) for the etcd `dedicated`, its TLS material
+/// in Secret `matryoshka-system/etcd-a-tls`, and waits until it is ready.
+fn create_datastore(root: &Kubectl, dedicated: &EtcdServer, tls: &Tls) {
+    let b64 = |s: &str| STANDARD.encode(s);
+    let endpoint = dedicated
+        .endpoint
+        .trim_start_matches("https://")
+        .to_string();
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: etcd-a-tls\n  namespace: matryoshka-system\ndata:\n  ca.crt: {}\n  tls.crt: {}\n  tls.key: {}\n---\napiVersion: core.matryoshka.dev/v1alpha1\nkind: DataStore\nmetadata:\n  name: etcd-a\nspec:\n  driver: etcd\n  endpoints: [\"{endpoint}\"]\n  prefix: /tenants/a\n  tlsConfig:\n    certificateAuthority:\n      certificate:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: ca.crt}}\n    clientCertificate:\n      certificate:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: tls.crt}}\n      privateKey:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: tls.key}}\n",
+            b64(&tls.ca_pem),
+            b64(&tls.client_cert_pem),
+            b64(&tls.client_key_pem),
+        )),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=jsonpath={.status.ready}=true",
+        "datastore/etcd-a",
+        "--timeout=30s",
+    ])
+    .ok();
+}
+
+fn rv(k: &Kubectl, args: &[&str]) -> u64 {
+    let v = jsonpath(k, args, "{.metadata.resourceVersion}");
+    v.parse()
+        .unwrap_or_else(|_| panic!("a resourceVersion: {v:?}"))
+}
+
+/// Waits until `cluster`'s move into `datastore` is done.
+fn moved(root: &Kubectl, cluster: &str, datastore: &str) {
+    root.eventually(
+        &[
+            "get",
+            "logicalcluster",
+            cluster,
+            "-o",
+            "jsonpath={.spec.dataStore}",
+        ],
+        Duration::from_secs(60),
+        |r| r.stdout.trim() == datastore,
+    );
+}
+
+/// The resourceVersion of a list at `path`.
+fn list_rv(k: &Kubectl, path: &str) -> u64 {
+    let raw = k.run(&["get", "--raw", path]).ok().stdout.clone();
+    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a list resourceVersion: {raw}"))
+}
+
+#[test]
+fn a_cluster_moves_into_a_datastore_with_its_objects_and_resource_versions_that_only_grow() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let shared = rt.block_on(EtcdServer::start());
+    let tls = tls_material();
+    let dedicated = rt.block_on(EtcdServer::start_tls(&tls));
+    let server = Server::start(Backend::Etcd(shared.endpoint.clone()));
+    let shared_prefix = format!("/m{}", server.port);
+    let root = server.kubectl("1.33");
+    let dir = tempfile::tempdir().unwrap();
+    create_datastore(&root, &dedicated, &tls);
+
+    // A cluster in the shared store, with objects and a resourceVersion its clients saw.
+    let k = Kubectl::new(
+        "1.33",
+        &support::logical_cluster(&root, dir.path(), "mover"),
+    );
+    k.run(&["create", "namespace", "app"]).ok();
+    k.run(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "app",
+        "--from-literal=a=1",
+    ])
+    .ok();
+    k.run(&[
+        "patch",
+        "cm",
+        "settings",
+        "-n",
+        "app",
+        "-p",
+        "{\"data\":{\"a\":\"2\"}}",
+    ])
+    .ok();
+    let before = rv(&k, &["get", "cm", "settings", "-n", "app"]);
+    let list_before = list_rv(&k, "/clusters/mover/api/v1/namespaces/app/configmaps");
+    let uid = jsonpath(
+        &k,
+        &["get", "cm", "settings", "-n", "app"],
+        "{.metadata.uid}",
+    );
+    let raw = "/apis/core.matryoshka.dev/v1alpha1/logicalclusters/mover/move";
+
+    // Only the move marks a cluster as moving.
+    root.run(&[
+        "annotate",
+        "logicalcluster",
+        "mover",
+        "core.matryoshka.dev/moving-to=etcd-a",
+    ])
+    .fails(1)
+    .err("set by the cluster's move subresource only");
+    // A move to where the keys are, or to nowhere, is refused.
+    root.run_stdin(
+        &["create", "--raw", raw, "-f", "-"],
+        Some("{\"dataStore\":\"\"}"),
+    )
+    .fails(1);
+    root.run_stdin(
+        &["create", "--raw", raw, "-f", "-"],
+        Some("{\"dataStore\":\"nope\"}"),
+    )
+    .fails(1);
+
+    // A watch open across the move.
+    let mut watch = k.spawn(&["get", "cm", "-n", "app", "--watch", "-o", "json"]);
+
+    // The move; a write made meanwhile waits for it (429 + Retry-After, which kubectl follows).
+    root.run_stdin(
+        &["create", "--raw", raw, "-f", "-"],
+        Some("{\"dataStore\":\"etcd-a\"}"),
+    )
+    .ok();
+    k.run(&[
+        "create",
+        "configmap",
+        "during",
+        "-n",
+        "app",
+        "--from-literal=x=1",
+    ])
+    .ok();
+    moved(&root, "mover", "etcd-a");
+    assert!(
+        jsonpath(
+            &root,
+            &["get", "logicalcluster", "mover"],
+            "{.metadata.annotations}"
+        )
+        .find("moving-to")
+        .is_none()
+    );
+
+    // The watch from before the move ended with 410 Gone (a client-go informer lists again).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while watch.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watch from before the move is still open"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(watch.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(watch.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    // kubectl prints the ERROR event's Status and ends.
+    assert!(
+        stdout.contains("\"code\": 410") && stdout.contains("moved to another datastore"),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+
+    // The objects are there, the same ones, and every resourceVersion is above the old ones.
+    assert_eq!(
+        jsonpath(&k, &["get", "cm", "settings", "-n", "app"], "{.data.a}"),
+        "2"
+    );
+    assert_eq!(
+        jsonpath(
+            &k,
+            &["get", "cm", "settings", "-n", "app"],
+            "{.metadata.uid}"
+        ),
+        uid
+    );
+    k.run(&["get", "cm", "during", "-n", "app"]).ok();
+    let list_after = list_rv(&k, "/clusters/mover/api/v1/namespaces/app/configmaps");
+    assert!(list_after > list_before, "{list_before} then {list_after}");
+    k.run(&[
+        "patch",
+        "cm",
+        "settings",
+        "-n",
+        "app",
+        "-p",
+        "{\"data\":{\"a\":\"3\"}}",
+    ])
+    .ok();
+    let after = rv(&k, &["get", "cm", "settings", "-n", "app"]);
+    assert!(
+        after > before && after > list_after,
+        "{before} then {after}"
+    );
+
+    // Its keys are in the datastore now, and leave the shared store.
+    let ours = etcd_keys(
+        &rt,
+        &dedicated.endpoint,
+        Some(&tls),
+        "/tenants/a/registry/mover/",
+    );
+    for want in ["core/configmaps/app/settings", "core/configmaps/app/during"] {
+        assert!(
+            ours.contains(&format!("/tenants/a/registry/mover/{want}")),
+            "{want}: {ours:#?}"
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = etcd_keys(
+            &rt,
+            &shared.endpoint,
+            None,
+            &format!("{shared_prefix}/registry/mover/"),
+        );
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left in the shared store: {left:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Moving back would make its resourceVersions go backwards: refused.
+    root.run_stdin(
+        &["create", "--raw", raw, "-f", "-"],
+        Some("{\"dataStore\":\"\"}"),
+    )
+    .fails(1)
+    .err("would go backwards");
+
+    // On into a second datastore (a plain etcd, created later): between two datastores too.
+    let second = rt.block_on(EtcdServer::start());
+    root.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: core.matryoshka.dev/v1alpha1\nkind: DataStore\nmetadata:\n  name: etcd-b\nspec:\n  driver: etcd\n  endpoints: [\"{}\"]\n",
+            second.endpoint.trim_start_matches("http://")
+        )),
+    )
+    .ok();
+    root.run(&[
+        "wait",
+        "--for=jsonpath={.status.ready}=true",
+        "datastore/etcd-b",
+        "--timeout=30s",
+    ])
+    .ok();
+    root.run_stdin(
+        &["create", "--raw", raw, "-f", "-"],
+        Some("{\"dataStore\":\"etcd-b\"}"),
+    )
+    .ok();
+    moved(&root, "mover", "etcd-b");
+    assert_eq!(
+        jsonpath(&k, &["get", "cm", "settings", "-n", "app"], "{.data.a}"),
+        "3"
+    );
+    let moved_again = rv(&k, &["get", "cm", "settings", "-n", "app"]);
+    assert!(moved_again > after, "{after} then {moved_again}");
+    let theirs = etcd_keys(&rt, &second.endpoint, None, "/registry/mover/");
+    assert!(
+        theirs.contains(&"/registry/mover/core/configmaps/app/during".to_string()),
+        "{theirs:#?}"
+    );
+    root.eventually(
+        &[
+            "get",
+            "datastore",
+            "etcd-a",
+            "-o",
+            "jsonpath={.status.usedBy}",
+        ],
+        Duration::from_secs(30),
+        |r| !r.stdout.contains("mover"),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !etcd_keys(
+        &rt,
+        &dedicated.endpoint,
+        Some(&tls),
+        "/tenants/a/registry/mover/",
+    )
+    .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "keys left in the first datastore"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    root.run(&["delete", "logicalcluster", "mover", "--timeout=60s"])
+        .ok();
+}
+
 #[test]
 fn a_cluster_bound_to_a_datastore_keeps_every_key_in_that_etcd_and_works_as_any_other() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -99,28 +406,7 @@ fn a_cluster_bound_to_a_datastore_keeps_every_key_in_that_etcd_and_works_as_any_
     .err("spec.dataStore: Invalid value: \"missing\": the DataStore does not exist");
 
     // The DataStore: the dedicated etcd, its TLS material in a Secret of the root cluster.
-    let b64 = |s: &str| STANDARD.encode(s);
-    let endpoint = dedicated
-        .endpoint
-        .trim_start_matches("https://")
-        .to_string();
-    root.run_stdin(
-        &["apply", "-f", "-"],
-        Some(&format!(
-            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: etcd-a-tls\n  namespace: matryoshka-system\ndata:\n  ca.crt: {}\n  tls.crt: {}\n  tls.key: {}\n---\napiVersion: core.matryoshka.dev/v1alpha1\nkind: DataStore\nmetadata:\n  name: etcd-a\nspec:\n  driver: etcd\n  endpoints: [\"{endpoint}\"]\n  prefix: /tenants/a\n  tlsConfig:\n    certificateAuthority:\n      certificate:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: ca.crt}}\n    clientCertificate:\n      certificate:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: tls.crt}}\n      privateKey:\n        secretReference: {{name: etcd-a-tls, namespace: matryoshka-system, keyPath: tls.key}}\n",
-            b64(&tls.ca_pem),
-            b64(&tls.client_cert_pem),
-            b64(&tls.client_key_pem),
-        )),
-    )
-    .ok();
-    root.run(&[
-        "wait",
-        "--for=jsonpath={.status.ready}=true",
-        "datastore/etcd-a",
-        "--timeout=30s",
-    ])
-    .ok();
+    create_datastore(&root, &dedicated, &tls);
     assert_eq!(
         jsonpath(
             &root,

@@ -52,10 +52,18 @@ impl std::fmt::Debug for Shard {
     }
 }
 
-/// Which datastore a cluster is bound to (`None` or empty: the shared store). The control
-/// plane reads it from the cluster's `LogicalCluster` in the shared store's cache, the one
-/// source of truth, so no replica routes a cluster by a stale copy.
-pub type Resolver = Arc<dyn Fn(&str) -> Option<Arc<str>> + Send + Sync>;
+/// Where a cluster's keys are: a datastore (empty: the shared store), and whether they are
+/// being moved to another (writes wait meanwhile).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Binding {
+    pub datastore: Arc<str>,
+    pub moving: bool,
+}
+
+/// A cluster's [`Binding`] (`None`: the shared store, not moving). The control plane reads it
+/// from the cluster's `LogicalCluster` in the shared store's cache, the one source of truth,
+/// so no replica routes a cluster by a stale copy.
+pub type Resolver = Arc<dyn Fn(&str) -> Option<Binding> + Send + Sync>;
 
 /// The shards of the control plane and which cluster lives in which.
 pub struct Shards {
@@ -87,21 +95,40 @@ impl Shards {
         &self.shared
     }
 
+    /// Where `cluster`'s keys are.
+    pub fn binding(&self, cluster: &str) -> Binding {
+        if cluster == apimachinery::cluster::ROOT {
+            return Binding::default();
+        }
+        let Some(resolver) = self.resolver.read().clone() else {
+            return Binding::default();
+        };
+        resolver(cluster).unwrap_or_default()
+    }
+
     /// The datastore `cluster` is bound to (`None`: the shared store).
     pub fn route(&self, cluster: &str) -> Option<Arc<str>> {
-        if cluster == apimachinery::cluster::ROOT {
-            return None;
-        }
-        let resolver = self.resolver.read().clone()?;
-        resolver(cluster).filter(|d| !d.is_empty())
+        Some(self.binding(cluster).datastore).filter(|d| !d.is_empty())
     }
 
     /// The shard `cluster` lives in: 503 while its datastore is not connected here.
     pub fn of_cluster(&self, cluster: &str) -> Result<Arc<Shard>, ApiError> {
-        match self.route(cluster) {
-            None => Ok(self.shared.clone()),
-            Some(ds) => self.named(&ds),
+        self.named(&self.binding(cluster).datastore)
+    }
+
+    /// The shard a write into `cluster` goes to: 429 with Retry-After while the cluster is
+    /// being moved to another datastore (its keys are being copied).
+    pub fn for_write(&self, cluster: &str) -> Result<Arc<Shard>, ApiError> {
+        let b = self.binding(cluster);
+        if b.moving {
+            return Err(ApiError::too_many_requests(
+                format!(
+                    "the logical cluster {cluster} is moving to another datastore; retry shortly"
+                ),
+                1,
+            ));
         }
+        self.named(&b.datastore)
     }
 
     /// The shard of a datastore by name (empty: the shared store): 503 while not connected.

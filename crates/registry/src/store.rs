@@ -323,6 +323,11 @@ impl Store {
         self.shards.of_cluster(cluster)
     }
 
+    /// The shard a write into `cluster` goes to (429 while the cluster is moving).
+    pub fn shard_for_write(&self, cluster: &str) -> Result<Arc<Shard>, ApiError> {
+        self.shards.for_write(cluster)
+    }
+
     /// The watch cache of `cluster`'s shard.
     pub fn cache(&self, cluster: &str) -> Result<Arc<WatchCache>, ApiError> {
         Ok(self.shard(cluster)?.cache.clone())
@@ -754,7 +759,7 @@ impl Store {
                 }
             };
             let written = match encode(stored.as_ref().unwrap_or(&obj)) {
-                Ok(b) => match self.shard(loc.cluster) {
+                Ok(b) => match self.shard_for_write(loc.cluster) {
                     Ok(shard) => {
                         let written = shard.storage.create(k.as_bytes(), b).await;
                         if let Ok(kv) = &written {
@@ -804,7 +809,8 @@ impl Store {
         F: FnMut(Option<&Value>) -> Result<Value, ApiError> + Send,
     {
         for _ in 0..32 {
-            let shard = self.shard(loc.cluster)?;
+            // A cluster that is moving refuses writes before any work is done.
+            self.shard_for_write(loc.cluster)?;
             let current = self.get_raw(res, loc).await?;
             let Some((old, old_rev)) = current else {
                 let obj = f(None)?;
@@ -861,6 +867,15 @@ impl Store {
             let finished = meta::deletion_timestamp(&new).is_some()
                 && meta::finalizers(&new).is_empty()
                 && !res.strategy.deletion_pending(&new);
+            // Asked again right before the write: admission may have taken long, and the
+            // cluster may have started moving since.
+            let shard = match self.shard_for_write(loc.cluster) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.hook_abort(res, loc.cluster, reserved).await;
+                    return Err(e);
+                }
+            };
             let result = if finished {
                 shard
                     .storage
@@ -1067,7 +1082,7 @@ impl Store {
     ) -> Result<Deleted, ApiError> {
         let k = object_key(res, loc);
         for _ in 0..32 {
-            let shard = self.shard(loc.cluster)?;
+            let shard = self.shard_for_write(loc.cluster)?;
             let Some((cur, rev)) = self.get_raw(res, loc).await? else {
                 return Err(ApiError::not_found(&res.plural, &res.group, loc.name));
             };

@@ -70,25 +70,62 @@ where
     K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
 {
     let shared = shared.clone();
+    let holders: Holders = Arc::default();
     runtime::client::for_each_shard(clients, move |client, ds| {
         run(
             shared.clone(),
             Api::<K>::all(client),
             config.clone(),
             handle,
-            ds.is_empty(),
+            Some((holders.clone(), Arc::from(ds.as_str()))),
         )
     })
 }
 
-/// One shard's watch (`marks_synced`: the shared store's, whose first list counts towards
-/// the scheduler being synced).
+/// The objects of one resource held by a datastore's watch (the rest are the shared store's):
+/// a cluster moved between stores appears in its new shard before it leaves the old one,
+/// whose deletions must not remove it. Only datastores' objects are kept here.
+pub type Holders = Arc<parking_lot::Mutex<std::collections::HashMap<ObjKey, Arc<str>>>>;
+
+/// Notes that `shard` holds `key`.
+fn hold(holders: &Option<(Holders, Arc<str>)>, key: &ObjKey) {
+    if let Some((h, shard)) = holders {
+        let mut h = h.lock();
+        if shard.is_empty() {
+            if !h.is_empty() {
+                h.remove(key);
+            }
+        } else {
+            h.insert(key.clone(), shard.clone());
+        }
+    }
+}
+
+/// Whether `shard`'s deletion of `key` is one (it held the object); lets go of it if so.
+fn release(holders: &Option<(Holders, Arc<str>)>, key: &ObjKey) -> bool {
+    let Some((h, shard)) = holders else {
+        return true;
+    };
+    let mut h = h.lock();
+    match h.get(key) {
+        None => shard.is_empty(),
+        Some(s) if s == shard => {
+            h.remove(key);
+            true
+        }
+        Some(_) => false,
+    }
+}
+
+/// One shard's watch (`shard`: with the holders of its resource and the shard's name, empty
+/// for the shared store, whose first list counts towards the scheduler being synced; `None`:
+/// the only watch).
 pub async fn run<K>(
     shared: Arc<Shared>,
     api: Api<K>,
     config: watcher::Config,
     mut handle: impl FnMut(&Shared, Change<K>),
-    marks_synced: bool,
+    shard: Option<(Holders, Arc<str>)>,
 ) where
     K: Resource + Clone + Default + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Clone + Debug + Eq + std::hash::Hash,
@@ -114,17 +151,20 @@ pub async fn run<K>(
                 let key = take_key(&mut obj);
                 seen.insert(key.clone());
                 known.insert(key.clone());
+                hold(&shard, &key);
                 handle(&shared, Change::Applied(key.0, obj));
             }
             Event::InitDone => {
                 for gone in known.difference(&seen).cloned().collect::<Vec<_>>() {
                     known.remove(&gone);
-                    handle(&shared, Change::Deleted(gone));
+                    if release(&shard, &gone) {
+                        handle(&shared, Change::Deleted(gone));
+                    }
                 }
                 seen = HashSet::new();
                 if !synced {
                     synced = true;
-                    if marks_synced {
+                    if shard.as_ref().is_none_or(|(_, s)| s.is_empty()) {
                         shared.mark_synced();
                     }
                 }
@@ -132,12 +172,15 @@ pub async fn run<K>(
             Event::Apply(mut obj) => {
                 let key = take_key(&mut obj);
                 known.insert(key.clone());
+                hold(&shard, &key);
                 handle(&shared, Change::Applied(key.0, obj));
             }
             Event::Delete(mut obj) => {
                 let key = take_key(&mut obj);
                 known.remove(&key);
-                handle(&shared, Change::Deleted(key));
+                if release(&shard, &key) {
+                    handle(&shared, Change::Deleted(key));
+                }
             }
         }
     }
@@ -431,4 +474,29 @@ pub fn on_storage_class(shared: &Shared, change: Change<StorageClass>) {
     };
     drop(cache);
     volume_event(shared, &cluster);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_shard_holding_an_object_deletes_it() {
+        let holders: Holders = Arc::default();
+        let shared = Some((holders.clone(), Arc::<str>::from("")));
+        let ds = Some((holders.clone(), Arc::<str>::from("etcd-a")));
+        let key: ObjKey = (Arc::from("c"), "default".into(), "p".into());
+        // The shared store's objects cost nothing here.
+        hold(&shared, &key);
+        assert!(holders.lock().is_empty());
+        // The cluster moves: its object appears in the datastore first, so the shared
+        // store's deletion that follows deletes nothing.
+        hold(&ds, &key);
+        assert!(!release(&shared, &key));
+        assert!(release(&ds, &key));
+        assert!(holders.lock().is_empty());
+        // A datastore never deletes what it did not hold.
+        assert!(!release(&ds, &key));
+        assert!(release(&shared, &key));
+    }
 }

@@ -21,6 +21,7 @@ mod continue_token;
 pub mod embedded;
 mod error;
 pub mod etcd;
+pub mod offset;
 #[doc(hidden)]
 pub mod testkit;
 

@@ -45,6 +45,11 @@ pub async fn handle(
         ("token", "create") => token(server, ctx, loc).await,
         ("snapshot", "get") if is_logical_cluster(res) => snapshot(server, loc).await,
         ("restore", "create") if is_logical_cluster(res) => restore(server, ctx, loc).await,
+        ("move", "create") if is_logical_cluster(res) => {
+            let body = object_or_empty(ctx)?;
+            let lc = controlplane::moves::request(server.control_plane(), loc.name, &body).await?;
+            Ok(response::json(StatusCode::ACCEPTED, &lc))
+        }
         _ => Err(ApiError::method_not_allowed(
             ctx.method.as_str(),
             &format!("{}/{sub}", res.plural),

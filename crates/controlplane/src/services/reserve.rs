@@ -103,7 +103,7 @@ pub async fn take(
     dry_run: bool,
 ) -> Result<bool, ApiError> {
     let k = item.key(cluster);
-    let shard = store.shard(cluster)?;
+    let shard = store.shard_for_write(cluster)?;
     if dry_run {
         return Ok(shard
             .storage

@@ -519,6 +519,24 @@ impl WatchCache {
             .sum()
     }
 
+    /// Ends every watch of `cluster` with `error` (its clients re-list): the cluster's keys
+    /// moved to another store, whose revisions this cache's history knows nothing of. Returns
+    /// how many watches ended.
+    pub fn end_cluster_watches(&self, cluster: &str, error: &ApiError) -> usize {
+        let mut st = self.state.write();
+        let key = Some(cluster.to_string());
+        let mut ended = 0;
+        for rs in st.resources.values_mut() {
+            if let Some(ws) = rs.watchers.remove(&key) {
+                for w in ws.into_values() {
+                    let _ = w.tx.try_send(WatchItem::Error(error.clone()));
+                    ended += 1;
+                }
+            }
+        }
+        ended
+    }
+
     /// Lets go of a deleted cluster's events in every resource's resumption history (a churn
     /// of clusters would otherwise keep every event of the history window). Nobody watches a
     /// deleted cluster, and other clusters' watchers never saw its events; a cross-cluster
