@@ -162,8 +162,12 @@ pub async fn request(cp: &ControlPlane, name: &str, body: &Value) -> Result<Valu
     Ok(updated)
 }
 
-/// Writes `value` at `key`, over what is there.
-async fn put(storage: &dyn storage::Storage, key: &[u8], value: Bytes) -> storage::Result<()> {
+/// Writes `value` at `key`, over what is there (a move's copy, a restore's keys).
+pub(crate) async fn put(
+    storage: &dyn storage::Storage,
+    key: &[u8],
+    value: Bytes,
+) -> storage::Result<()> {
     match storage.create(key, value.clone()).await {
         Err(storage::Error::AlreadyExists) => {}
         other => return other.map(|_| ()),

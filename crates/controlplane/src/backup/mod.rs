@@ -490,24 +490,9 @@ async fn write_key(storage: &dyn storage::Storage, prefix: &str, e: &Entry) -> R
     }
     let key = format!("{prefix}{}", e.k);
     let value = e.value().map_err(|why| format!("{}: {why}", e.k))?;
-    match storage.create(key.as_bytes(), value.clone()).await {
-        Ok(_) => Ok(()),
-        Err(storage::Error::AlreadyExists) => {
-            let current = storage
-                .get(key.as_bytes())
-                .await
-                .map_err(|err| format!("{}: {err}", e.k))?;
-            match current {
-                Some(kv) => storage
-                    .update(key.as_bytes(), value, kv.mod_revision)
-                    .await
-                    .map(|_| ())
-                    .map_err(|err| format!("{}: {err}", e.k)),
-                None => Err(format!("{}: changed while being restored", e.k)),
-            }
-        }
-        Err(err) => Err(format!("{}: {err}", e.k)),
-    }
+    crate::moves::put(storage, key.as_bytes(), value)
+        .await
+        .map_err(|err| format!("{}: {err}", e.k))
 }
 
 /// The last chunk: checks the cluster holds the backup's keys, then lets it be provisioned.
